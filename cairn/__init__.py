@@ -1,0 +1,3 @@
+"""Cairn: agent memory and task coordination."""
+
+__version__ = "0.1.0"

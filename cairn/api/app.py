@@ -1,0 +1,78 @@
+"""The aiohttp application: `create_app(settings, deps=None)`.
+
+Every shared resource (read-only Postgres pool, Temporal client, token service, permission
+engine, S3 probe) is opened in a cleanup context; tests may inject any of them through `deps`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import asyncpg
+from aiohttp import web
+from temporalio.client import Client
+
+from cairn.api import keys
+from cairn.api.middleware import problem_middleware
+from cairn.api.ratelimit import RateLimiter
+from cairn.api.routes import humans, identity, oauth, system
+from cairn.infra.db import create_pool
+from cairn.infra.oauth import OAuthServer, SigningKeyStore
+from cairn.infra.permissions import PostgresPermissionEngine
+from cairn.infra.s3 import BlobStore
+from cairn.infra.settings import Settings
+from cairn.infra.telemetry import setup_tracing
+from cairn.infra.temporal import connect
+
+MAX_BODY_BYTES = 1024 * 1024
+
+
+@dataclass
+class Deps:
+    """Resources a caller (a test, a benchmark) opens itself instead of the app."""
+
+    read_pool: asyncpg.Pool | None = None
+    temporal: Client | None = None
+
+
+def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Application:
+    setup_tracing(settings.otel_service_name)
+    app = web.Application(middlewares=[problem_middleware], client_max_size=MAX_BODY_BYTES)
+    app[keys.SETTINGS] = settings
+    app[keys.RATE_LIMITER] = RateLimiter(enabled=settings.rate_limit_enabled)
+    app.cleanup_ctx.append(_resources(settings, deps or Deps()))
+    for module in (system, oauth, identity, humans):
+        app.router.add_routes(module.routes)
+    return app
+
+
+def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def open_resources(app: web.Application) -> AsyncIterator[None]:
+        pool = deps.read_pool or await create_pool(
+            settings.database_url,
+            read_only=True,
+            min_size=settings.database_pool_min,
+            max_size=settings.database_pool_max,
+        )
+        app[keys.READ_POOL] = pool
+        app[keys.TEMPORAL] = deps.temporal or await connect(settings)
+        store = SigningKeyStore(pool, settings.secret_bytes)
+        app[keys.TOKENS] = OAuthServer(
+            pool,
+            store,
+            issuer=settings.issuer,
+            server_secret=settings.secret_bytes,
+            token_ttl_sec=settings.access_token_ttl_sec,
+        )
+        app[keys.PERMISSIONS] = PostgresPermissionEngine(pool)
+        blobs = BlobStore.from_settings(settings)
+        app[keys.S3_PROBE] = blobs.probe
+        try:
+            yield
+        finally:
+            blobs.close()
+            if deps.read_pool is None:
+                await pool.close()
+
+    return open_resources

@@ -1,0 +1,95 @@
+"""Authentication and route authorization (the spec's `requireAuth` / `optionalAuth`).
+
+A request carries at most one credential: `Authorization: Bearer <JWT>` (OAuth2 access token),
+or a human session (`X-Session-Token` header or the session cookie). Every route declares
+whether auth is required and which scopes it needs; a missing scope is 403, a missing,
+invalid, expired or rotated credential is 401.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from cairn.api import keys
+from cairn.api.endpoint import EndpointSpec
+from cairn.infra.db import Q
+from cairn.schemas.errors import MissingScope, Unauthorized
+from cairn.schemas.identity import hash_secret
+from cairn.schemas.principals import AGENT_SCOPES, Principal
+
+SESSION_COOKIE = "cairn_session"
+SESSION_HEADER = "X-Session-Token"
+PRINCIPAL_KEY = "principal"
+GLOBAL_AUTH_BUCKET = "global_auth"
+GLOBAL_ANON_BUCKET = "global_anon"
+GLOBAL_READ_BUCKET = "global_read"
+
+
+async def authenticate(request: web.Request) -> Principal | None:
+    """The caller's principal, None when no credential is sent; 401 for a bad credential."""
+    header = request.headers.get("Authorization", "")
+    if header:
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthorized("Use 'Authorization: Bearer <token>'")
+        return await request.app[keys.TOKENS].verify(token.strip())
+    session_token = request.headers.get(SESSION_HEADER) or request.cookies.get(SESSION_COOKIE)
+    if session_token:
+        return await human_session(request, session_token)
+    return None
+
+
+async def human_session(request: web.Request, token: str) -> Principal:
+    settings = request.app[keys.SETTINGS]
+    token_hash = hash_secret(token, settings.secret_bytes)
+    row = await request.app[keys.READ_POOL].fetchrow(Q.get_session_by_hash, token_hash)
+    if row is None:
+        raise Unauthorized("The session is unknown, expired or logged out")
+    # A human acts through the permission engine; scopes gate only what agents delegate.
+    return Principal(
+        subject_type="human",
+        identity_id=row["identity_id"],
+        credential="session",
+        scopes=frozenset(AGENT_SCOPES),
+        human_id=row["human_id"],
+    )
+
+
+async def authorize(request: web.Request, spec: EndpointSpec) -> Principal | None:
+    principal = None
+    if spec.auth != "none":
+        principal = await authenticate(request)
+        if principal is None and spec.auth == "required":
+            raise Unauthorized("This endpoint needs a bearer token or a session")
+    request[PRINCIPAL_KEY] = principal
+    _count_rate(request, spec, principal)
+    if principal is not None and not principal.has_scopes(spec.scopes):
+        missing = sorted(set(spec.scopes) - principal.scopes)
+        raise MissingScope(f"The credential lacks scope(s): {', '.join(missing)}")
+    return principal
+
+
+def _count_rate(request: web.Request, spec: EndpointSpec, principal: Principal | None) -> None:
+    limiter = request.app[keys.RATE_LIMITER]
+    if principal is None:
+        key = f"ip:{request.remote}"
+        global_bucket = GLOBAL_ANON_BUCKET
+    else:
+        key = principal.rate_key
+        global_bucket = GLOBAL_READ_BUCKET if request.method == "GET" else GLOBAL_AUTH_BUCKET
+    quotas = [limiter.hit(key, global_bucket)]
+    if spec.rate_bucket is not None:
+        quotas.append(limiter.hit(key, spec.rate_bucket))
+    tightest = min(quotas, key=lambda q: q.remaining)
+    request["rate_quota"] = tightest
+
+
+def require_principal(request: web.Request) -> Principal:
+    principal: Principal | None = request.get(PRINCIPAL_KEY)
+    if principal is None:
+        raise Unauthorized("This endpoint needs a bearer token or a session")
+    return principal
+
+
+def optional_principal(request: web.Request) -> Principal | None:
+    return request.get(PRINCIPAL_KEY)

@@ -1,0 +1,223 @@
+"""The problem catalogue: every error the service can answer, as RFC 9457 problem types.
+
+A `DomainError` subclass is one problem type (type URI, title, status, stable `code`). Raised in
+an activity, the worker interceptor turns it into a non-retryable `ApplicationError` carrying the
+problem body; raised anywhere in the API, the problem middleware renders it as
+`application/problem+json`. Anything that is not a `DomainError` is transient (activities retry)
+or a 500 (the API shows no internals).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PROBLEM_BASE = "https://cairn.dev/problems/"
+MAX_DETAIL_CHARS = 8000
+
+
+class FieldError(BaseModel):
+    """One invalid field: a JSON pointer into the request and what is wrong with it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pointer: str
+    message: str
+
+
+class Problem(BaseModel):
+    """The RFC 9457 body every error response carries."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    code: str
+    detail: str | None = None
+    instance: str | None = None
+    errors: list[FieldError] | None = None
+    retryAfter: int | None = Field(default=None, description="Seconds, on 429")
+
+
+class DomainError(Exception):
+    """Base of every problem type. Subclasses set `status`, `code` and `title`."""
+
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "internal"
+    title: ClassVar[str] = "Internal server error"
+    registry: ClassVar[dict[str, type[DomainError]]] = {}
+
+    def __init__(
+        self,
+        detail: str | None = None,
+        *,
+        errors: list[FieldError] | None = None,
+        code: str | None = None,
+        extensions: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail or self.title)
+        self.detail = (detail or self.title)[:MAX_DETAIL_CHARS]
+        self.errors = errors
+        self.instance_code = code or self.code
+        self.extensions = extensions or {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        DomainError.registry[cls.code] = cls
+
+    @property
+    def type_uri(self) -> str:
+        return PROBLEM_BASE + self.instance_code
+
+    def to_problem(self) -> Problem:
+        return Problem(
+            type=self.type_uri,
+            title=self.title,
+            status=self.status,
+            code=self.instance_code,
+            detail=self.detail,
+            errors=self.errors,
+            **self.extensions,
+        )
+
+    @classmethod
+    def from_problem(cls, body: dict[str, Any]) -> DomainError:
+        """Rebuild the error on the API side from the body an activity raised."""
+        problem = Problem.model_validate(body)
+        target = _find_class(problem.status, problem.code)
+        known = {"type", "title", "status", "code", "detail", "instance", "errors", "retryAfter"}
+        extensions = {k: v for k, v in body.items() if k not in known}
+        return target(
+            problem.detail,
+            errors=problem.errors,
+            code=problem.code,
+            extensions=extensions,
+        )
+
+
+def _find_class(status: int, code: str) -> type[DomainError]:
+    exact = DomainError.registry.get(code)
+    if exact is not None:
+        return exact
+    for candidate in DomainError.registry.values():
+        if candidate.status == status:
+            return candidate
+    return InternalError
+
+
+class InternalError(DomainError):
+    status = 500
+    code = "internal"
+    title = "Internal server error"
+
+
+class ValidationFailed(DomainError):
+    status = 400
+    code = "validation-failed"
+    title = "The request is not valid"
+
+
+class InvalidChallenge(DomainError):
+    status = 400
+    code = "invalid-challenge"
+    title = "The recovery challenge is not valid"
+
+
+class InvalidSignature(DomainError):
+    status = 400
+    code = "invalid-signature"
+    title = "The signature does not verify"
+
+
+class Unauthorized(DomainError):
+    status = 401
+    code = "unauthorized"
+    title = "Authentication required"
+
+
+class Forbidden(DomainError):
+    status = 403
+    code = "forbidden"
+    title = "Not allowed"
+
+
+class MissingScope(DomainError):
+    status = 403
+    code = "missing-scope"
+    title = "The credential lacks a required scope"
+
+
+class VoucherRejected(DomainError):
+    status = 403
+    code = "voucher-rejected"
+    title = "The voucher is unknown, redeemed or expired"
+
+
+class NotFound(DomainError):
+    status = 404
+    code = "not-found"
+    title = "Not found"
+
+
+class Conflict(DomainError):
+    status = 409
+    code = "conflict"
+    title = "Conflict with the current state"
+
+
+class Gone(DomainError):
+    status = 410
+    code = "gone"
+    title = "No longer available"
+
+
+class MethodNotAllowed(DomainError):
+    status = 405
+    code = "method-not-allowed"
+    title = "Method not allowed on this path"
+
+
+class UnsupportedMediaType(DomainError):
+    status = 415
+    code = "unsupported-media-type"
+    title = "Unsupported media type"
+
+
+class PayloadTooLarge(DomainError):
+    status = 413
+    code = "payload-too-large"
+    title = "The request body is too large"
+
+
+class RateLimited(DomainError):
+    status = 429
+    code = "rate-limit-exceeded"
+    title = "Too many requests"
+
+
+class TooManyVouchers(DomainError):
+    status = 429
+    code = "voucher-limit-reached"
+    title = "Too many unredeemed vouchers"
+
+
+class UpstreamError(DomainError):
+    status = 502
+    code = "upstream-error"
+    title = "A dependency answered with an error"
+
+
+class ServiceUnavailable(DomainError):
+    status = 503
+    code = "service-unavailable"
+    title = "A dependency cannot decide right now"
+
+
+class PermissionEvaluationFailed(DomainError):
+    """The permission engine could not evaluate: an outage is never mistaken for a denial."""
+
+    status = 503
+    code = "permission-evaluation-failed"
+    title = "Permissions cannot be evaluated right now"

@@ -1,0 +1,77 @@
+"""Who is calling: the principal every authenticated request resolves to, and the scopes."""
+
+from __future__ import annotations
+
+from typing import Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+
+OAUTH2_SCOPES: tuple[str, ...] = (
+    "diary:read",
+    "diary:write",
+    "diary:delete",
+    "diary:share",
+    "agent:profile",
+    "agent:directory",
+    "crypto:sign",
+)
+CREDENTIAL_SCOPES: tuple[str, ...] = (
+    "runtime:read",
+    "task:read",
+    "task:write",
+    "task:claim",
+    "task:execute",
+    "task:manage",
+    "key:manage",
+    "pack:read",
+    "pack:write",
+)
+# The canonical agent grant: everything an agent's OAuth2 client may ask for.
+AGENT_SCOPES: tuple[str, ...] = OAUTH2_SCOPES + CREDENTIAL_SCOPES
+# The bundled daemon's minimum agent-key scopes (spec section 5).
+DAEMON_MIN_SCOPES: tuple[str, ...] = (
+    "agent:profile",
+    "crypto:sign",
+    "runtime:read",
+    "task:read",
+    "task:claim",
+    "task:execute",
+)
+
+SubjectType = Literal["agent", "human"]
+CredentialKind = Literal["oauth2", "session", "agent_key"]
+
+
+class Principal(BaseModel):
+    """The authenticated caller. Agents carry their key material; humans their human id."""
+
+    model_config = ConfigDict(frozen=True)
+
+    subject_type: SubjectType
+    identity_id: UUID
+    credential: CredentialKind
+    scopes: frozenset[str]
+    agent_id: UUID | None = None
+    human_id: UUID | None = None
+    client_id: str | None = None
+    public_key: str | None = None
+    fingerprint: str | None = None
+
+    @property
+    def subject_id(self) -> UUID:
+        """The id permission tuples name: the agent id or the human id."""
+        subject = self.agent_id if self.subject_type == "agent" else self.human_id
+        assert subject is not None
+        return subject
+
+    @property
+    def subject_ns(self) -> str:
+        return "Agent" if self.subject_type == "agent" else "Human"
+
+    @property
+    def rate_key(self) -> str:
+        return f"{self.subject_type}:{self.identity_id}"
+
+    def has_scopes(self, required: tuple[str, ...]) -> bool:
+        return all(scope in self.scopes for scope in required)

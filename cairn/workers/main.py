@@ -1,0 +1,74 @@
+"""The worker process: every workflow and activity on the service's task queue.
+
+At start it makes sure the token endpoint has a signing key (an idempotent workflow), so a
+fresh stack can issue tokens as soon as the worker is up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.worker import Worker
+
+from cairn.infra.db import create_pool
+from cairn.infra.settings import Settings
+from cairn.infra.temporal import connect
+from cairn.schemas.accounts import SigningKeyEnsure
+from cairn.workers.interceptors import DomainErrorInterceptor
+from cairn.workers.registry import WORKFLOWS, ActivityDeps, activities
+from cairn.workflows.signing_keys import SIGNING_KEYS_WORKFLOW_ID, SigningKeysWorkflow
+
+log = logging.getLogger("cairn.worker")
+
+
+def build_worker(client: Client, settings: Settings, deps: ActivityDeps) -> Worker:
+    return Worker(
+        client,
+        task_queue=settings.temporal_task_queue,
+        workflows=list(WORKFLOWS),
+        activities=activities(deps),
+        interceptors=[TracingInterceptor(), DomainErrorInterceptor()],
+        max_concurrent_activities=64,
+    )
+
+
+async def ensure_signing_key(client: Client, settings: Settings, *, rotate: bool = False) -> str:
+    state = await client.execute_workflow(
+        SigningKeysWorkflow.run,
+        SigningKeyEnsure(rotate=rotate),
+        id=SIGNING_KEYS_WORKFLOW_ID,
+        task_queue=settings.temporal_task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    return state.kid
+
+
+@contextlib.asynccontextmanager
+async def running_worker(settings: Settings, client: Client | None = None) -> AsyncIterator[Worker]:
+    """A worker running in this event loop until the block ends."""
+    client = client or await connect(settings)
+    pool = await create_pool(
+        settings.database_url, read_only=False, max_size=settings.database_pool_max
+    )
+    worker = build_worker(client, settings, ActivityDeps(pool, settings.secret_bytes))
+    task = asyncio.create_task(worker.run())
+    try:
+        await ensure_signing_key(client, settings)
+        yield worker
+    finally:
+        await worker.shutdown()
+        with contextlib.suppress(Exception):
+            await task
+        await pool.close()
+
+
+async def run_worker(settings: Settings) -> None:
+    async with running_worker(settings):
+        log.info("worker running on task queue %s", settings.temporal_task_queue)
+        await asyncio.Event().wait()

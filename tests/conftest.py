@@ -1,0 +1,138 @@
+"""Real components for every test that needs them, started once per session.
+
+- `postgres`: PostgreSQL 16 + pgvector (pgserver) with a migrated template database;
+  `database_url` gives each test module a fresh database copied from it.
+- `temporal_address`: the Temporal dev server (updates, signals, queries, restarts).
+- `s3`: rclone serving S3 over a temporary directory.
+The time-skipping server for timers lives in tests/workflows/conftest.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cairn.infra.db import migrate
+from cairn.infra.devstack import Postgres, RcloneS3, TemporalDevServer, free_port
+
+TEMPLATE_DB = "cairn_template"
+
+
+@pytest.fixture(scope="session")
+def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("stack")
+
+
+@pytest.fixture(scope="session")
+def postgres(stack_dir: Path) -> Iterator[Postgres]:
+    server = Postgres(stack_dir / "pg")
+    server.start()
+    template_dsn = server.ensure_database(TEMPLATE_DB)
+    asyncio.run(migrate(template_dsn))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def database_url(postgres: Postgres, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, migrated database for one test module."""
+    name = f"t_{request.module.__name__.rsplit('.', 1)[-1][:40]}_{uuid.uuid4().hex[:8]}"
+    dsn = postgres.ensure_database(name, template=TEMPLATE_DB)
+    yield dsn
+    postgres.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def temporal_address(stack_dir: Path) -> Iterator[str]:
+    server = TemporalDevServer(
+        db_file=stack_dir / "temporal.db",
+        port=free_port(),
+        ui_port=None,
+        log_path=stack_dir / "temporal.log",
+    )
+    server.start()
+    yield server.address
+    server.stop()
+
+
+@dataclass(frozen=True)
+class S3Endpoint:
+    endpoint: str
+    bucket: str
+    access_key: str
+    secret_key: str
+
+
+@pytest.fixture(scope="session")
+def s3(stack_dir: Path) -> Iterator[S3Endpoint]:
+    server = RcloneS3(
+        root=stack_dir / "s3",
+        access_key="test-access",
+        secret_key="test-secret-key-0123456789",
+        bucket="cairn-test",
+        port=free_port(),
+        log_path=stack_dir / "s3.log",
+    )
+    server.start()
+    yield S3Endpoint(server.endpoint, server.bucket, server.access_key, server.secret_key)
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+async def db_pool(database_url: str) -> AsyncIterator[object]:
+    """A writable pool on the module's database (tests that check rows directly)."""
+    from cairn.infra.db import create_pool
+
+    pool = await create_pool(database_url, read_only=False)
+    yield pool
+    await pool.close()
+
+
+@dataclass
+class Stack:
+    """The whole service on the real components: API on a free port and one worker."""
+
+    settings: object
+    base_url: str
+    temporal: object
+
+
+@pytest.fixture(scope="module")
+async def stack(database_url: str, temporal_address: str, s3: S3Endpoint) -> AsyncIterator[Stack]:
+    from aiohttp import web
+
+    from cairn.api.app import create_app
+    from cairn.infra.settings import Settings
+    from cairn.infra.temporal import connect
+    from cairn.workers.main import running_worker
+
+    port = free_port()
+    settings = Settings(
+        base_url=f"http://127.0.0.1:{port}",
+        api_port=port,
+        database_url=database_url,
+        temporal_address=temporal_address,
+        temporal_task_queue=f"cairn-{uuid.uuid4().hex[:8]}",
+        s3_endpoint=s3.endpoint,
+        s3_bucket=s3.bucket,
+        s3_access_key=s3.access_key,
+        s3_secret_key=s3.secret_key,  # type: ignore[arg-type]
+        secret_key="test-server-secret-0123456789abcdef-xyz",  # type: ignore[arg-type]
+        hook_secret="test-hook-secret",  # type: ignore[arg-type]
+        rate_limit_enabled=False,
+    )
+    client = await connect(settings)
+    async with running_worker(settings, client):
+        runner = web.AppRunner(create_app(settings))
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", port)
+        await site.start()
+        try:
+            yield Stack(settings=settings, base_url=settings.base_url, temporal=client)
+        finally:
+            await runner.cleanup()
