@@ -19,7 +19,6 @@ from cairn.schemas.principals import AGENT_SCOPES, Principal
 
 SESSION_COOKIE = "cairn_session"
 SESSION_HEADER = "X-Session-Token"
-PRINCIPAL_KEY = "principal"
 GLOBAL_AUTH_BUCKET = "global_auth"
 GLOBAL_ANON_BUCKET = "global_anon"
 GLOBAL_READ_BUCKET = "global_read"
@@ -61,7 +60,7 @@ async def authorize(request: web.Request, spec: EndpointSpec) -> Principal | Non
         principal = await authenticate(request)
         if principal is None and spec.auth == "required":
             raise Unauthorized("This endpoint needs a bearer token or a session")
-    request[PRINCIPAL_KEY] = principal
+    request[keys.PRINCIPAL] = principal
     _count_rate(request, spec, principal)
     if principal is not None and not principal.has_scopes(spec.scopes):
         missing = sorted(set(spec.scopes) - principal.scopes)
@@ -81,15 +80,16 @@ def _count_rate(request: web.Request, spec: EndpointSpec, principal: Principal |
     if spec.rate_bucket is not None:
         quotas.append(limiter.hit(key, spec.rate_bucket))
     tightest = min(quotas, key=lambda q: q.remaining)
-    request["rate_quota"] = tightest
+    request[keys.RATE_QUOTA] = tightest
 
 
 def require_principal(request: web.Request) -> Principal:
-    principal: Principal | None = request.get(PRINCIPAL_KEY)
-    if principal is None:
+    principal = request.get(keys.PRINCIPAL)
+    if not isinstance(principal, Principal):
         raise Unauthorized("This endpoint needs a bearer token or a session")
     return principal
 
 
 def optional_principal(request: web.Request) -> Principal | None:
-    return request.get(PRINCIPAL_KEY)
+    principal = request.get(keys.PRINCIPAL)
+    return principal if isinstance(principal, Principal) else None

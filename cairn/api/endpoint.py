@@ -15,6 +15,7 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from cairn.api import keys
 from cairn.schemas.errors import DomainError, FieldError, UnsupportedMediaType, ValidationFailed
 
 AuthMode = Literal["none", "optional", "required"]
@@ -70,8 +71,9 @@ def endpoint(
         ENDPOINTS.append(spec)
 
         async def run(request: web.Request) -> web.StreamResponse:
-            request["endpoint"] = spec
-            from cairn.api.auth import authorize
+            from cairn.api.auth import authorize  # auth reads EndpointSpec: import late
+
+            request[keys.ENDPOINT] = spec
 
             await authorize(request, spec)
             parsed = Parsed(

@@ -20,3 +20,9 @@ TOKENS = web.AppKey("tokens", "TokenService")
 PERMISSIONS = web.AppKey("permissions", "PermissionEngine")
 RATE_LIMITER = web.AppKey("rate_limiter", "RateLimiter")
 S3_PROBE = web.AppKey("s3_probe", "Callable[[], Awaitable[None]]")
+
+# Per-request state set by the middlewares and the endpoint wrapper.
+REQUEST_ID = web.RequestKey("request_id", str)
+ENDPOINT = web.RequestKey("endpoint", object)
+PRINCIPAL = web.RequestKey("principal", object)
+RATE_QUOTA = web.RequestKey("rate_quota", object)

@@ -18,6 +18,7 @@ from opentelemetry import trace
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from cairn.api import keys
 from cairn.infra.temporal import problem_from_failure
 from cairn.schemas.errors import (
     DomainError,
@@ -86,7 +87,7 @@ def _from_dependency(exc: BaseException) -> DomainError | None:
 @web.middleware
 async def problem_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     request_id = request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
-    request["request_id"] = request_id[:64]
+    request[keys.REQUEST_ID] = request_id[:64]
     try:
         response = await handler(request)
     except DomainError as error:
@@ -100,8 +101,8 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         response = _internal(request, exc) if mapped is None else problem_response(mapped, request)
     except Exception as exc:
         response = _internal(request, exc)
-    response.headers[REQUEST_ID_HEADER] = request["request_id"]
-    quota = request.get("rate_quota")
+    response.headers[REQUEST_ID_HEADER] = request[keys.REQUEST_ID]
+    quota = request.get(keys.RATE_QUOTA)
     if quota is not None:
         response.headers["x-ratelimit-limit"] = str(quota.limit)
         response.headers["x-ratelimit-remaining"] = str(quota.remaining)
@@ -115,11 +116,11 @@ def _internal(request: web.Request, exc: BaseException) -> web.Response:
     log.exception(
         "unhandled error",
         exc_info=exc,
-        extra={"request_id": request["request_id"], "trace_id": trace_id, "path": request.path},
+        extra={"request_id": request[keys.REQUEST_ID], "trace_id": trace_id, "path": request.path},
     )
     error = InternalError(
         "Something went wrong on our side",
-        extensions={"requestId": request["request_id"], "traceId": trace_id},
+        extensions={"requestId": request[keys.REQUEST_ID], "traceId": trace_id},
     )
     return problem_response(error, request)
 

@@ -1,0 +1,102 @@
+"""The import rules of STYLE.md, held by walking every module's imports with `ast`."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "cairn"
+
+# layer → module prefixes it must not import (STYLE.md "Who may import whom")
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "schemas": (
+        "temporalio",
+        "aiohttp",
+        "asyncpg",
+        "boto3",
+        "onnxruntime",
+        "cairn.workflows",
+        "cairn.activities",
+        "cairn.api",
+        "cairn.infra",
+        "cairn.workers",
+        "cairn.client",
+    ),
+    "workflows": ("cairn.api", "cairn.infra", "cairn.workers", "aiohttp", "asyncpg", "boto3"),
+    "activities": ("cairn.api", "cairn.workflows", "cairn.workers", "aiohttp"),
+    "api": ("cairn.activities", "cairn.workers"),
+    "infra": ("cairn.api",),
+    "workers": ("cairn.api",),
+    "toolserver": ("cairn.infra", "cairn.activities", "cairn.workflows", "cairn.api"),
+    "client": ("cairn.infra", "cairn.activities", "cairn.workflows", "cairn.api", "cairn.workers"),
+}
+# activities may name infra types for annotations only
+TYPE_CHECKING_ONLY: dict[str, tuple[str, ...]] = {"activities": ("cairn.infra", "asyncpg")}
+
+
+def _imports(tree: ast.Module) -> list[tuple[str, bool]]:
+    """(module, under TYPE_CHECKING) for every import in the file."""
+    found: list[tuple[str, bool]] = []
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in ast.walk(node):
+                guarded.add(id(child))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, id(node) in guarded) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, id(node) in guarded))
+    return found
+
+
+def _modules(layer: str) -> list[Path]:
+    return sorted((PACKAGE / layer).rglob("*.py"))
+
+
+def _violations(layer: str) -> list[str]:
+    problems = []
+    for path in _modules(layer):
+        for module, type_only in _imports(ast.parse(path.read_text())):
+            banned = FORBIDDEN[layer]
+            if type_only:
+                banned = tuple(b for b in banned if b not in TYPE_CHECKING_ONLY.get(layer, ()))
+            elif any(module.startswith(p) for p in TYPE_CHECKING_ONLY.get(layer, ())):
+                problems.append(f"{path.relative_to(PACKAGE)}: {module} outside TYPE_CHECKING")
+                continue
+            if any(module == b or module.startswith(b + ".") for b in banned):
+                problems.append(f"{path.relative_to(PACKAGE)} imports {module}")
+    return problems
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layer_imports(layer: str) -> None:
+    assert _modules(layer), f"layer {layer} has no modules"
+    assert _violations(layer) == []
+
+
+def test_rules_catch_a_violation(tmp_path: Path) -> None:
+    """The checker itself fails on a forbidden import (so the test above can fail)."""
+    tree = ast.parse("import asyncpg\nfrom typing import TYPE_CHECKING\n")
+    assert ("asyncpg", False) in _imports(tree)
+    guarded = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import asyncpg\n")
+    assert ("asyncpg", True) in _imports(guarded)
+
+
+def test_no_package_named_mcp() -> None:
+    """A local package named `mcp` would shadow the MCP SDK."""
+    assert not (PACKAGE / "mcp").exists()
+    assert not (PACKAGE.parent / "mcp").exists()
+
+
+def test_workflows_do_not_use_wall_clock_or_randomness() -> None:
+    banned = ("datetime.now", "time.time", "uuid.uuid4", "random.")
+    offenders = [
+        f"{path.name}: {word}"
+        for path in _modules("workflows")
+        for word in banned
+        if word in path.read_text()
+    ]
+    assert offenders == []
