@@ -31,7 +31,8 @@ async def authenticate(request: web.Request) -> Principal | None:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("Use 'Authorization: Bearer <token>'")
-        return await request.app[keys.TOKENS].verify(token.strip())
+        principal: Principal = await request.app[keys.TOKENS].verify(token.strip())
+        return principal
     session_token = request.headers.get(SESSION_HEADER) or request.cookies.get(SESSION_COOKIE)
     if session_token:
         return await human_session(request, session_token)

@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 from aiohttp import web
 from temporalio.client import Client
 
+from cairn.api.ratelimit import RateLimiter
+from cairn.infra.oauth import TokenService
+from cairn.infra.permissions import PermissionEngine
 from cairn.infra.settings import Settings
-
-if TYPE_CHECKING:
-    pass
 
 SETTINGS = web.AppKey("settings", Settings)
 READ_POOL = web.AppKey("read_pool", asyncpg.Pool)
 TEMPORAL = web.AppKey("temporal", Client)
-TOKENS = web.AppKey("tokens", "TokenService")
-PERMISSIONS = web.AppKey("permissions", "PermissionEngine")
-RATE_LIMITER = web.AppKey("rate_limiter", "RateLimiter")
-S3_PROBE = web.AppKey("s3_probe", "Callable[[], Awaitable[None]]")
+TOKENS: web.AppKey[TokenService] = web.AppKey("tokens")
+PERMISSIONS: web.AppKey[PermissionEngine] = web.AppKey("permissions")
+RATE_LIMITER = web.AppKey("rate_limiter", RateLimiter)
+S3_PROBE: web.AppKey[Callable[[], Awaitable[None]]] = web.AppKey("s3_probe")
 
 # Per-request state set by the middlewares and the endpoint wrapper.
 REQUEST_ID = web.RequestKey("request_id", str)

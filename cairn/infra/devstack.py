@@ -8,6 +8,7 @@ Used by `cairn dev` (data under `.cairn/`, reused across runs) and by the test f
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -120,8 +121,9 @@ class Postgres:
     def start(self, *, keep_running: bool = False) -> None:
         import pgserver
 
+        logging.getLogger("pgserver").setLevel(logging.WARNING)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.server = pgserver.get_server(
+        self.server = pgserver.get_server(  # type: ignore[attr-defined]
             self.data_dir, cleanup_mode=None if keep_running else "stop"
         )
         self.server.psql(

@@ -163,6 +163,8 @@ class TokenService(Protocol):
 
     def metadata(self) -> dict[str, Any]: ...
 
+    async def jwks(self) -> dict[str, list[dict[str, str]]]: ...
+
 
 class OAuthServer:
     """Token issue and verification for the `client_credentials` grant."""
@@ -269,6 +271,9 @@ class OAuthServer:
         except jwt.PyJWTError:
             raise Unauthorized("The bearer token is invalid") from None
         return claims
+
+    async def jwks(self) -> dict[str, list[dict[str, str]]]:
+        return await self.keys.jwks()
 
     def metadata(self) -> dict[str, Any]:
         """RFC 8414 authorization server metadata."""

@@ -101,13 +101,15 @@ async def token(request: web.Request, parsed: Parsed) -> web.Response:
 @endpoint(routes, "GET", "/.well-known/jwks.json", tag=TAG, auth="none")
 async def jwks(request: web.Request, parsed: Parsed) -> dict[str, Any]:
     """The token signing keys (EdDSA, Ed25519)."""
-    return await request.app[keys.TOKENS].keys.jwks()  # type: ignore[attr-defined,no-any-return]
+    key_set: dict[str, Any] = await request.app[keys.TOKENS].jwks()
+    return key_set
 
 
 @endpoint(routes, "GET", "/.well-known/oauth-authorization-server", tag=TAG, auth="none")
 async def oauth_metadata(request: web.Request, parsed: Parsed) -> dict[str, Any]:
     """RFC 8414 authorization server metadata."""
-    return request.app[keys.TOKENS].metadata()
+    metadata: dict[str, Any] = request.app[keys.TOKENS].metadata()
+    return metadata
 
 
 # --- hooks for an external identity provider / OAuth2 server ------------------------------

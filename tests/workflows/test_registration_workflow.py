@@ -1,0 +1,124 @@
+"""The registration workflow on the time-skipping server with the real activities (Postgres),
+and the replay of a committed history of it (old runs must keep replaying)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from pathlib import Path
+
+import nacl.signing
+import pytest
+from temporalio.client import WorkflowFailureError, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer, Worker
+
+from cairn.infra.db import create_pool
+from cairn.infra.temporal import problem_from_failure
+from cairn.schemas.accounts import RegistrationInput, VoucherIssue
+from cairn.schemas.identity import fingerprint, hash_secret, new_voucher_code
+from cairn.workers.interceptors import DomainErrorInterceptor
+from cairn.workers.registry import WORKFLOWS, ActivityDeps, activities
+from cairn.workflows.registration import RegistrationWorkflow
+from cairn.workflows.vouchers import VoucherIssueWorkflow
+
+SECRET = b"workflow-test-secret-0123456789abcdef"
+HISTORY = Path(__file__).parent.parent / "replay" / "histories" / "registration.json"
+
+
+def registration(voucher: str) -> RegistrationInput:
+    key = nacl.signing.SigningKey.generate()
+    raw = bytes(key.verify_key)
+    return RegistrationInput(
+        public_key="ed25519:" + base64.b64encode(raw).decode(),
+        fingerprint=fingerprint(raw),
+        voucher_code=voucher,
+        identity_id=uuid.uuid4(),
+        agent_id=uuid.uuid4(),
+        client_id=str(uuid.uuid4()),
+        client_secret_hash=hash_secret("s", SECRET),
+    )
+
+
+@pytest.fixture(scope="module")
+async def worker(time_skipping_env: WorkflowEnvironment, database_url: str):  # type: ignore[no-untyped-def]
+    pool = await create_pool(database_url, read_only=False)
+    queue = f"wf-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        time_skipping_env.client,
+        task_queue=queue,
+        workflows=list(WORKFLOWS),
+        activities=activities(ActivityDeps(pool, SECRET)),
+        interceptors=[DomainErrorInterceptor()],
+    ):
+        yield queue, pool
+    await pool.close()
+
+
+async def issue(env: WorkflowEnvironment, queue: str) -> str:
+    voucher = await env.client.execute_workflow(
+        VoucherIssueWorkflow.run,
+        VoucherIssue(voucher_id=uuid.uuid4(), code=new_voucher_code()),
+        id=f"vouchers/{uuid.uuid4()}",
+        task_queue=queue,
+    )
+    return voucher.code
+
+
+async def test_registration_binds_agent_and_redeems_voucher(time_skipping_env, worker) -> None:  # type: ignore[no-untyped-def]
+    queue, pool = worker
+    inp = registration(await issue(time_skipping_env, queue))
+    handle = await time_skipping_env.client.start_workflow(
+        RegistrationWorkflow.run, inp, id=f"registration/{inp.fingerprint}", task_queue=queue
+    )
+    result = await handle.result()
+    assert result.identity_id == inp.identity_id
+    async with pool.acquire() as conn:
+        agent = await conn.fetchrow(
+            "SELECT identity_id, fingerprint FROM agents WHERE id = $1", result.agent_id
+        )
+        redeemed = await conn.fetchval(
+            "SELECT redeemed_by FROM agent_vouchers WHERE code = $1", inp.voucher_code
+        )
+    assert agent["identity_id"] == inp.identity_id and agent["fingerprint"] == inp.fingerprint
+    assert redeemed == result.agent_id
+    history = await handle.fetch_history()
+    if not HISTORY.exists():  # recorded once; committed; replayed below forever after
+        HISTORY.write_text(history.to_json())
+
+
+async def test_second_registration_with_same_voucher_is_rejected_and_compensated(
+    time_skipping_env,
+    worker,  # type: ignore[no-untyped-def]
+) -> None:
+    queue, pool = worker
+    code = await issue(time_skipping_env, queue)
+    await time_skipping_env.client.execute_workflow(
+        RegistrationWorkflow.run,
+        (first := registration(code)),
+        id=f"r/{first.fingerprint}",
+        task_queue=queue,
+    )
+    second = registration(code)
+    with pytest.raises(WorkflowFailureError) as failed:
+        await time_skipping_env.client.execute_workflow(
+            RegistrationWorkflow.run, second, id=f"r/{second.fingerprint}", task_queue=queue
+        )
+    problem = problem_from_failure(failed.value)
+    assert problem is not None and problem.status == 403
+    assert problem.instance_code == "voucher-rejected"
+    async with pool.acquire() as conn:
+        left = await conn.fetchval(
+            "SELECT count(*) FROM identities WHERE id = $1", second.identity_id
+        )
+    assert left == 0
+
+
+async def test_committed_registration_history_replays() -> None:
+    assert HISTORY.exists(), "run the registration test once to record the history"
+    history = WorkflowHistory.from_json("registration", json.loads(HISTORY.read_text()))
+    await Replayer(
+        workflows=list(WORKFLOWS), data_converter=pydantic_data_converter
+    ).replay_workflow(history)
