@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import uuid
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -17,7 +18,8 @@ from cairn.api.endpoint import Parsed, endpoint
 from cairn.infra.db import Q
 from cairn.schemas.accounts import TokenRequest, TokenResponse
 from cairn.schemas.base import RequestBody
-from cairn.schemas.errors import Forbidden, Unauthorized
+from cairn.schemas.errors import Forbidden, Unauthorized, ValidationFailed, VoucherRejected
+from cairn.schemas.identity import parse_public_key
 
 routes = web.RouteTableDef()
 TAG = "oauth2"
@@ -155,3 +157,58 @@ async def token_exchange_hook(request: web.Request, parsed: Parsed) -> dict[str,
         "subject_type": "agent",
     }
     return {"session": {"access_token": claims}}
+
+
+class IdentityHook(RequestBody):
+    """What an external identity provider sends about an identity (Kratos-style webhook)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    identity: dict[str, Any]
+
+
+def _hook_traits(body: IdentityHook) -> dict[str, Any]:
+    traits = body.identity.get("traits")
+    return traits if isinstance(traits, dict) else {}
+
+
+@endpoint(
+    routes, "POST", "/hooks/kratos/after-registration", tag="hooks", body=IdentityHook,
+    auth="none", errors=(Forbidden,),
+)
+async def after_registration_hook(request: web.Request, parsed: Parsed) -> dict[str, Any]:
+    """An external provider asks whether an agent identity may be created: the voucher must be
+    open and the key well-formed (the binding itself is the registration workflow's job)."""
+    _require_hook_secret(request)
+    traits = _hook_traits(parsed.body)
+    if parsed.body.identity.get("schema_id", "agent") != "agent":
+        return {"accepted": True}
+    try:
+        parse_public_key(str(traits.get("public_key", "")))
+    except ValueError as exc:
+        raise ValidationFailed(str(exc)) from None
+    voucher = await request.app[keys.READ_POOL].fetchrow(
+        Q.get_open_voucher, str(traits.get("voucher_code", ""))
+    )
+    if voucher is None:
+        raise VoucherRejected("The voucher is unknown, already redeemed or expired")
+    return {"accepted": True}
+
+
+@endpoint(
+    routes, "POST", "/hooks/kratos/after-settings", tag="hooks", body=IdentityHook, auth="none",
+    errors=(Forbidden,),
+)
+async def after_settings_hook(request: web.Request, parsed: Parsed) -> dict[str, Any]:
+    """An agent's public key is its identity: a settings change may not replace it."""
+    _require_hook_secret(request)
+    identity_id = str(parsed.body.identity.get("id", ""))
+    traits = _hook_traits(parsed.body)
+    try:
+        agent = await request.app[keys.READ_POOL].fetchrow(
+            Q.get_agent_by_identity, uuid.UUID(identity_id)
+        )
+    except ValueError:
+        raise ValidationFailed("identity.id must be a uuid") from None
+    if agent is not None and traits.get("public_key") not in (None, agent["public_key"]):
+        raise Forbidden("An agent's public key cannot change", code="public-key-immutable")
+    return {"accepted": True}

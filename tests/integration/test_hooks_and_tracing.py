@@ -1,0 +1,98 @@
+"""Inbound identity-provider hooks, and one trace spanning API → workflow → activity."""
+
+from __future__ import annotations
+
+import base64
+
+import aiohttp
+import nacl.signing
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from cairn.workers.admin import issue_bootstrap_voucher
+
+HOOK = {"X-Hook-Secret": "test-hook-secret"}
+
+
+def public_key() -> str:
+    raw = bytes(nacl.signing.SigningKey.generate().verify_key)
+    return "ed25519:" + base64.b64encode(raw).decode()
+
+
+async def post(stack, path: str, body: dict, headers: dict | None = None) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(stack.base_url + path, json=body, headers=headers or {}) as response,
+    ):
+        return response.status, await response.json(content_type=None)
+
+
+async def test_after_registration_accepts_an_open_voucher(stack) -> None:  # type: ignore[no-untyped-def]
+    voucher = await issue_bootstrap_voucher(stack.temporal, stack.settings)
+    identity = {
+        "schema_id": "agent",
+        "traits": {"public_key": public_key(), "voucher_code": voucher.code},
+    }
+    status, body = await post(
+        stack, "/hooks/kratos/after-registration", {"identity": identity}, HOOK
+    )
+    assert (status, body) == (200, {"accepted": True})
+
+
+async def test_after_registration_rejects_unknown_voucher_and_bad_key(stack) -> None:  # type: ignore[no-untyped-def]
+    unknown = {"traits": {"public_key": public_key(), "voucher_code": "a" * 64}}
+    status, body = await post(
+        stack, "/hooks/kratos/after-registration", {"identity": unknown}, HOOK
+    )
+    assert status == 403 and body["code"] == "voucher-rejected"
+    short = {"traits": {"public_key": "ed25519:AAAA", "voucher_code": "a" * 64}}
+    status, body = await post(stack, "/hooks/kratos/after-registration", {"identity": short}, HOOK)
+    assert status == 400
+
+
+async def test_hooks_need_the_shared_secret(stack) -> None:  # type: ignore[no-untyped-def]
+    identity = {"traits": {}}
+    for headers in ({}, {"X-Hook-Secret": "wrong"}):
+        status, body = await post(
+            stack, "/hooks/kratos/after-settings", {"identity": identity}, headers
+        )
+        assert status == 401 and body["code"] == "unauthorized"
+
+
+async def test_after_settings_refuses_a_new_public_key(stack) -> None:  # type: ignore[no-untyped-def]
+    voucher = await issue_bootstrap_voucher(stack.temporal, stack.settings)
+    key = public_key()
+    status, registered = await post(
+        stack, "/auth/register", {"public_key": key, "voucher_code": voucher.code}
+    )
+    assert status == 200
+    same = {"id": registered["identityId"], "traits": {"public_key": key}}
+    status, _ = await post(stack, "/hooks/kratos/after-settings", {"identity": same}, HOOK)
+    assert status == 200
+    changed = {"id": registered["identityId"], "traits": {"public_key": public_key()}}
+    status, body = await post(stack, "/hooks/kratos/after-settings", {"identity": changed}, HOOK)
+    assert status == 403 and body["code"] == "public-key-immutable"
+
+
+async def test_one_trace_spans_api_workflow_and_activities(stack) -> None:  # type: ignore[no-untyped-def]
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    voucher = await issue_bootstrap_voucher(stack.temporal, stack.settings)
+    exporter.clear()
+    status, _ = await post(
+        stack, "/auth/register", {"public_key": public_key(), "voucher_code": voucher.code}
+    )
+    assert status == 200
+    spans = exporter.get_finished_spans()
+    server = [s for s in spans if s.kind == trace.SpanKind.SERVER]
+    assert server, [s.name for s in spans]
+    trace_id = server[0].context.trace_id
+    same_trace = {s.name for s in spans if s.context.trace_id == trace_id}
+    assert "StartWorkflow:Registration" in same_trace
+    assert "RunWorkflow:Registration" in same_trace
+    assert "RunActivity:identity.bind_agent" in same_trace
+    assert "RunActivity:identity.create_oauth_client" in same_trace
