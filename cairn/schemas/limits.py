@@ -126,6 +126,7 @@ RATE_LIMITS_PER_MINUTE: Final[Mapping[str, int]] = MappingProxyType(
         "agent_key": 5,  # agent-key create / rotate / revoke
         "recovery": 5,  # /recovery/*
         "registration": 5,  # /auth/register
+        "vouch": 5,  # POST /vouch (the reference had this bucket; the value is ours)
         "public_verify": 10,  # one shared bucket for public signature checks
         "public_search": 15,  # public feed search
         "readiness": 12,  # /health/ready
