@@ -69,12 +69,14 @@ class IdentityActivities:
 
     @activity.defn(name="identity.bind_agent")
     async def bind_agent(self, inp: AgentBinding) -> AgentBound:
-        agent_id = await self._repo.bind_agent(
+        outcome = await self._repo.bind_agent(
             inp.identity_id, inp.agent_id, inp.public_key, inp.fingerprint, inp.voucher_code
         )
-        if agent_id is None:
+        if outcome.refused == "key-taken":
+            raise Conflict("This public key is already registered", code="agent-exists")
+        if outcome.agent_id is None:
             raise VoucherRejected("The voucher was redeemed or expired meanwhile")
-        return AgentBound(agent_id=agent_id)
+        return AgentBound(agent_id=outcome.agent_id)
 
     @activity.defn(name="identity.create_oauth_client")
     async def create_oauth_client(self, inp: OAuthClientCreate) -> None:

@@ -12,8 +12,9 @@ from aiohttp import web
 
 from cairn.api import keys
 from cairn.api.endpoint import EndpointSpec
+from cairn.api.ratelimit import Quota
 from cairn.infra.db import Q
-from cairn.schemas.errors import MissingScope, Unauthorized
+from cairn.schemas.errors import MissingScope, RateLimited, Unauthorized
 from cairn.schemas.identity import hash_secret
 from cairn.schemas.principals import AGENT_SCOPES, Principal
 
@@ -77,9 +78,17 @@ def _count_rate(request: web.Request, spec: EndpointSpec, principal: Principal |
     else:
         key = principal.rate_key
         global_bucket = GLOBAL_READ_BUCKET if request.method == "GET" else GLOBAL_AUTH_BUCKET
-    quotas = [limiter.hit(key, global_bucket)]
-    if spec.rate_bucket is not None:
-        quotas.append(limiter.hit(key, spec.rate_bucket))
+    buckets = [global_bucket] + ([spec.rate_bucket] if spec.rate_bucket else [])
+    quotas = []
+    for bucket in buckets:
+        try:
+            quotas.append(limiter.hit(key, bucket))
+        except RateLimited as limited:
+            # the 429 carries the x-ratelimit-* headers of the bucket that refused it
+            request[keys.RATE_QUOTA] = Quota(
+                limit=limiter.limit_of(bucket), remaining=0, reset_sec=limited.retry_after
+            )
+            raise
     tightest = min(quotas, key=lambda q: q.remaining)
     request[keys.RATE_QUOTA] = tightest
 

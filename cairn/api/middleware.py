@@ -96,6 +96,8 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         if exc.status < 400:
             raise
         response = problem_response(_from_http_exception(exc), request)
+        if "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]
     except (WorkflowFailureError, WorkflowUpdateFailedError, RPCError, OSError) as exc:
         mapped = _from_dependency(exc)
         response = _internal(request, exc) if mapped is None else problem_response(mapped, request)

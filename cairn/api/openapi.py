@@ -13,10 +13,12 @@ from cairn.schemas.errors import (
     DomainError,
     InternalError,
     MissingScope,
+    PayloadTooLarge,
     Problem,
     RateLimited,
     ServiceUnavailable,
     Unauthorized,
+    UnsupportedMediaType,
     ValidationFailed,
 )
 
@@ -54,6 +56,8 @@ def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
     implied: list[type[DomainError]] = [InternalError, RateLimited]
     if spec.body is not None or spec.query is not None or spec.path_params is not None:
         implied.append(ValidationFailed)
+    if spec.body is not None and not spec.manual_body:
+        implied += [UnsupportedMediaType, PayloadTooLarge]
     if spec.auth != "none":
         implied.append(Unauthorized)
         implied.append(ServiceUnavailable)

@@ -196,6 +196,10 @@ class RateLimited(DomainError):
     code = "rate-limit-exceeded"
     title = "Too many requests"
 
+    @property
+    def retry_after(self) -> int:
+        return int(self.extensions.get("retryAfter", 60))
+
 
 class TooManyVouchers(DomainError):
     status = 429

@@ -39,6 +39,7 @@ from cairn.schemas.accounts import (
 )
 from cairn.schemas.errors import (
     Conflict,
+    Forbidden,
     Gone,
     InvalidChallenge,
     InvalidSignature,
@@ -94,13 +95,13 @@ async def issue_voucher(request: web.Request, issuer_id: uuid.UUID | None) -> Vo
     status=201,
     response=Voucher,
     rate_bucket="vouch",
-    errors=(TooManyVouchers,),
+    errors=(TooManyVouchers, Forbidden),
 )
 async def create_voucher(request: web.Request, parsed: Parsed) -> Voucher:
     """Issue a voucher another agent can register with (24 h, at most 5 unredeemed)."""
     principal = require_principal(request)
     if principal.agent_id is None:
-        raise ValidationFailed("Only agents issue vouchers", code="agents-only")
+        raise Forbidden("Only agents issue vouchers", code="agents-only")
     return await issue_voucher(request, principal.agent_id)
 
 

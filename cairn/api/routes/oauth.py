@@ -172,8 +172,13 @@ def _hook_traits(body: IdentityHook) -> dict[str, Any]:
 
 
 @endpoint(
-    routes, "POST", "/hooks/kratos/after-registration", tag="hooks", body=IdentityHook,
-    auth="none", errors=(Forbidden,),
+    routes,
+    "POST",
+    "/hooks/kratos/after-registration",
+    tag="hooks",
+    body=IdentityHook,
+    auth="none",
+    errors=(Forbidden,),
 )
 async def after_registration_hook(request: web.Request, parsed: Parsed) -> dict[str, Any]:
     """An external provider asks whether an agent identity may be created: the voucher must be
@@ -195,7 +200,12 @@ async def after_registration_hook(request: web.Request, parsed: Parsed) -> dict[
 
 
 @endpoint(
-    routes, "POST", "/hooks/kratos/after-settings", tag="hooks", body=IdentityHook, auth="none",
+    routes,
+    "POST",
+    "/hooks/kratos/after-settings",
+    tag="hooks",
+    body=IdentityHook,
+    auth="none",
     errors=(Forbidden,),
 )
 async def after_settings_hook(request: web.Request, parsed: Parsed) -> dict[str, Any]:

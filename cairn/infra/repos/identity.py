@@ -17,6 +17,22 @@ from cairn.schemas.principals import AGENT_SCOPES
 
 
 @dataclass(frozen=True)
+class BindOutcome:
+    """The bound agent, or why nothing was written ('key-taken', 'voucher-gone')."""
+
+    agent_id: uuid.UUID | None = None
+    refused: str | None = None
+
+
+class _Refused(Exception):
+    """Raised inside a transaction so that it rolls back."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
 class FlowState:
     identity_id: uuid.UUID
     code_hash: str
@@ -83,22 +99,29 @@ class IdentityRepo:
         public_key: str,
         fingerprint: str,
         voucher_code: str,
-    ) -> uuid.UUID | None:
-        """Upsert the agent and redeem the voucher in one transaction; None if the voucher is gone.
+    ) -> BindOutcome:
+        """Upsert the agent and redeem the voucher in one transaction, or change nothing.
 
-        Idempotent: a retry after a commit finds the voucher redeemed by this agent.
+        Idempotent: a retry after a commit finds the agent bound to this identity and the
+        voucher redeemed by it. A key bound to another live identity is never taken over.
         """
-        async with self._pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(
-                Q.upsert_agent, agent_id, identity_id, public_key, fingerprint
-            )
-            assert row is not None
-            bound_id: uuid.UUID = row["id"]
-            if await conn.fetchrow(Q.redeem_voucher, voucher_code, bound_id) is not None:
-                return bound_id
-            if await conn.fetchval(Q.voucher_redeemed_by, voucher_code) == bound_id:
-                return bound_id
-            return None
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow(
+                    Q.upsert_agent, agent_id, identity_id, public_key, fingerprint
+                )
+                if row is None:
+                    raise _Refused("key-taken")
+                bound_id: uuid.UUID = row["id"]
+                redeemed = await conn.fetchrow(Q.redeem_voucher, voucher_code, bound_id)
+                # a retry after a commit finds the voucher already redeemed by this agent
+                if redeemed is None and (
+                    await conn.fetchval(Q.voucher_redeemed_by, voucher_code) != bound_id
+                ):
+                    raise _Refused("voucher-gone")
+                return BindOutcome(agent_id=bound_id)
+        except _Refused as refused:
+            return BindOutcome(refused=refused.reason)
 
     async def create_client(
         self, client_id: str, identity_id: uuid.UUID, secret_hash: str, metadata: dict[str, str]

@@ -86,6 +86,8 @@ SELECT id, schema_id, traits, state, password_hash FROM identities WHERE email =
 INSERT INTO agents (id, identity_id, public_key, fingerprint)
 VALUES ($1, $2, $3, $4)
 ON CONFLICT (public_key) DO UPDATE SET identity_id = EXCLUDED.identity_id, updated_at = now()
+-- a key bound to a live identity is never taken over; a retry of the same binding is a no-op
+WHERE agents.identity_id IS NULL OR agents.identity_id = EXCLUDED.identity_id
 RETURNING id, identity_id, (xmax = 0) AS inserted
 
 -- name: redeem_voucher
