@@ -1,0 +1,459 @@
+"""The whole service on the embedded stack, in a throw-away directory, for benchmarks.
+
+Topology (what `BenchStack.topology()` records):
+
+- PostgreSQL 16 + pgvector (pgserver, Unix socket), one migrated database;
+- the Temporal dev server with the tuned flags (`TemporalDevServer` adds them), SQLite file;
+- `rclone serve s3` over a local directory;
+- the API: one separate process, `python -m bench._stack api` (create_app + AppRunner, access
+  log off), configured through `SERVICE_*` variables;
+- the worker: one separate process, `python -m bench._stack worker`: the service's worker
+  (`running_worker`, every workflow and activity on the service's task queue) plus a second
+  `Worker` on `bench-noop` with two tiny workflows for a raw Temporal baseline;
+- the load generator: the benchmark process itself (aiohttp client, one Temporal client).
+
+Everything is stopped on exit, on an error and on Ctrl-C / SIGTERM (and the API and worker
+processes also die with their parent through PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psutil
+from temporalio import activity, workflow
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NOOP_TASK_QUEUE = "bench-noop"
+NOOP_WORKFLOW = "BenchNoop"
+ONE_ACTIVITY_WORKFLOW = "BenchOneActivity"
+SERVICE_TASK_QUEUE = "cairn-bench"
+
+
+# --- the raw-baseline workflows (run on their own worker, task queue `bench-noop`) --------------
+
+
+@activity.defn(name="bench_noop")
+async def bench_noop_activity() -> None:
+    return None
+
+
+@workflow.defn(name=NOOP_WORKFLOW)
+class BenchNoopWorkflow:
+    """Start → complete: one workflow task, no activity."""
+
+    @workflow.run
+    async def run(self) -> None:
+        return None
+
+
+@workflow.defn(name=ONE_ACTIVITY_WORKFLOW)
+class BenchOneActivityWorkflow:
+    """Start → one no-op activity → complete (the perf-baselines 'ShortWorkflow')."""
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.execute_activity(
+            bench_noop_activity, start_to_close_timeout=timedelta(seconds=30)
+        )
+
+
+# --- child processes ---------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM this process when the benchmark process goes away, even on SIGKILL."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    expected = os.environ.get("BENCH_PARENT_PID")
+    if expected and os.getppid() != int(expected):
+        sys.exit(1)
+
+
+async def _wait_for_term() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+async def _run_api() -> None:
+    from aiohttp import web
+
+    from cairn.api.app import create_app
+    from cairn.infra.settings import Settings
+
+    settings = Settings()
+    runner = web.AppRunner(create_app(settings), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.api_host, settings.api_port)
+    await site.start()
+    try:
+        await _wait_for_term()
+    finally:
+        await runner.cleanup()
+
+
+async def _run_worker(ready_file: Path) -> None:
+    from temporalio.worker import Worker
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    from cairn.infra.settings import Settings
+    from cairn.infra.temporal import connect
+    from cairn.workers.main import running_worker
+
+    settings = Settings()
+    client = await connect(settings)
+    # Sandboxed like the service's workflows; this module is passed through, not re-imported.
+    runner = SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("bench", "bench._stack")
+    )
+    noop_worker = Worker(
+        client,
+        task_queue=NOOP_TASK_QUEUE,
+        workflows=[BenchNoopWorkflow, BenchOneActivityWorkflow],
+        activities=[bench_noop_activity],
+        workflow_runner=runner,
+    )
+    async with running_worker(settings, client), noop_worker:
+        ready_file.write_text(str(os.getpid()), encoding="utf-8")  # noqa: ASYNC240
+        await _wait_for_term()
+
+
+def child_main(argv: list[str]) -> None:
+    _die_with_parent()
+    role = argv[0] if argv else ""
+    if os.environ.get("BENCH_UVLOOP") == "1":
+        import uvloop
+
+        uvloop.install()
+    if role == "api":
+        asyncio.run(_run_api())
+    elif role == "worker":
+        asyncio.run(_run_worker(Path(argv[1])))
+    else:
+        raise SystemExit(f"usage: python -m bench._stack api|worker READY_FILE (got {argv!r})")
+
+
+@dataclass
+class _Child:
+    name: str
+    args: list[str]
+    log_path: Path
+    env: dict[str, str]
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                cwd=REPO_ROOT,
+                start_new_session=True,
+            )
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    def stop(self, timeout: float = 10) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout)
+
+
+# --- CPU accounting ---------------------------------------------------------------------------
+
+
+def _tree_cpu(pid: int, *, children: bool = True) -> float:
+    """User + system CPU seconds of a process and (unless told not to) its live descendants."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)] if children else [root]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            times = proc.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def _busy_seconds() -> float:
+    t = psutil.cpu_times()
+    return float(sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0))
+
+
+@dataclass
+class CpuMeter:
+    """Cores used by each part of the stack over one measured phase, and by everything else."""
+
+    pids: dict[str, int]
+    # The benchmark process is the parent of every server: count only its own CPU.
+    self_only: frozenset[str] = frozenset({"loadgen"})
+    _t0: float = 0.0
+    _before: dict[str, float] = field(default_factory=dict)
+    _busy0: float = 0.0
+
+    def _used(self) -> dict[str, float]:
+        return {
+            name: _tree_cpu(pid, children=name not in self.self_only)
+            for name, pid in self.pids.items()
+        }
+
+    def start(self) -> None:
+        self._before = self._used()
+        self._busy0 = _busy_seconds()
+        self._t0 = time.perf_counter()
+
+    def stop(self, operations: int) -> dict[str, Any]:
+        elapsed = time.perf_counter() - self._t0
+        used = {name: sec - self._before[name] for name, sec in self._used().items()}
+        busy = _busy_seconds() - self._busy0
+        cores = {name: round(sec / elapsed, 2) for name, sec in used.items()}
+        cores["others"] = round(max(0.0, busy - sum(used.values())) / elapsed, 2)
+        per_op = {
+            name: round(1000 * sec / operations, 3) for name, sec in used.items() if operations
+        }
+        return {"cores": cores, "cpu_ms_per_op": per_op}
+
+
+# --- the stack -----------------------------------------------------------------------------------
+
+
+class BenchStack:
+    """`async with BenchStack() as stack:` starts everything; leaving the block stops it all."""
+
+    def __init__(self, *, keep_dir: bool = False, uvloop_api: bool = False) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="cairn-bench-"))
+        self.keep_dir = keep_dir
+        self.uvloop_api = uvloop_api
+        self._parts: list[Any] = []
+        self.api: _Child | None = None
+        self.worker: _Child | None = None
+        self.postgres: Any = None
+        self.temporal_server: Any = None
+        self.settings: Any = None
+        self.env: dict[str, str] = {}
+        self.startup_s: dict[str, float] = {}
+        self._stopped = False
+
+    @property
+    def base_url(self) -> str:
+        return str(self.settings.base_url)
+
+    async def __aenter__(self) -> BenchStack:
+        atexit.register(self.stop)
+        try:
+            await self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def _start(self) -> None:
+        from cairn.infra.db import migrate
+        from cairn.infra.devstack import Postgres, RcloneS3, TemporalDevServer, free_port
+        from cairn.infra.settings import Settings
+
+        mark = time.perf_counter()
+        self.postgres = Postgres(self.root / "pg")
+        self._parts.append(self.postgres)
+        self.postgres.start()
+        dsn = self.postgres.ensure_database("cairn_bench")
+        await migrate(dsn)
+        self.startup_s["postgres"] = round(time.perf_counter() - mark, 2)
+
+        mark = time.perf_counter()
+        self.temporal_server = TemporalDevServer(
+            db_file=self.root / "temporal.db",
+            port=free_port(),
+            ui_port=None,
+            log_path=self.root / "temporal.log",
+        )
+        self._parts.append(self.temporal_server)
+        self.temporal_server.start()
+        s3 = RcloneS3(
+            root=self.root / "s3",
+            access_key="bench-access",
+            secret_key="bench-secret-key-0123456789",
+            bucket="cairn-bench",
+            port=free_port(),
+            log_path=self.root / "s3.log",
+        )
+        self._parts.append(s3)
+        s3.start()
+        self.startup_s["temporal_and_s3"] = round(time.perf_counter() - mark, 2)
+
+        port = free_port()
+        values = {
+            "base_url": f"http://127.0.0.1:{port}",
+            "api_host": "127.0.0.1",
+            "api_port": str(port),
+            "database_url": dsn,
+            "temporal_address": self.temporal_server.address,
+            "temporal_task_queue": SERVICE_TASK_QUEUE,
+            "s3_endpoint": s3.endpoint,
+            "s3_bucket": s3.bucket,
+            "s3_access_key": s3.access_key,
+            "s3_secret_key": s3.secret_key,
+            "secret_key": secrets.token_urlsafe(48),
+            "hook_secret": secrets.token_urlsafe(24),
+            "rate_limit_enabled": "false",
+        }
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SERVICE_", "OTEL_"))}
+        env.update({f"SERVICE_{k.upper()}": v for k, v in values.items()})
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
+        )
+        env["BENCH_PARENT_PID"] = str(os.getpid())
+        self.env = env
+        self.settings = Settings(**values)  # type: ignore[arg-type]
+
+        mark = time.perf_counter()
+        ready = self.root / "worker.ready"
+        self.worker = _Child(
+            "worker",
+            [sys.executable, "-m", "bench._stack", "worker", str(ready)],
+            self.root / "worker.log",
+            env,
+        )
+        self._parts.append(self.worker)
+        self.worker.start()
+        api_env = {**env, "BENCH_UVLOOP": "1" if self.uvloop_api else "0"}
+        self.api = _Child(
+            "api", [sys.executable, "-m", "bench._stack", "api"], self.root / "api.log", api_env
+        )
+        self._parts.append(self.api)
+        self.api.start()
+        await self._wait(lambda: ready.exists(), self.worker, "worker", limit_s=90)
+        self.startup_s["worker"] = round(time.perf_counter() - mark, 2)
+        await self._wait(lambda: _port_open(port), self.api, "api", limit_s=60)
+        self.startup_s["api"] = round(time.perf_counter() - mark, 2)
+
+    async def _wait(self, check: Any, child: _Child, name: str, *, limit_s: float) -> None:
+        deadline = time.monotonic() + limit_s
+        while not check():
+            if not child.alive():
+                raise RuntimeError(f"the {name} process exited:\n{child.log_tail()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the {name} process did not start:\n{child.log_tail()}")
+            await asyncio.sleep(0.1)
+
+    def stop(self) -> None:
+        """Idempotent and synchronous, so it also runs from atexit and while cancelling."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for part in reversed(self._parts):
+            with contextlib.suppress(Exception):
+                part.stop()
+        if not self.keep_dir:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    async def temporal_client(self) -> Any:
+        from cairn.infra.temporal import connect
+
+        return await connect(self.settings)
+
+    def pids(self) -> dict[str, int]:
+        """Root process of each component, for CpuMeter (descendants are included there)."""
+        found = {"loadgen": os.getpid()}
+        with contextlib.suppress(Exception):
+            pg_pid = self.postgres.server.get_pid()
+            if pg_pid:
+                found["postgres"] = int(pg_pid)
+        for name, proc in (
+            ("temporal", self.temporal_server.child.process if self.temporal_server else None),
+            ("api", self.api.process if self.api else None),
+            ("worker", self.worker.process if self.worker else None),
+        ):
+            if proc is not None:
+                found[name] = proc.pid
+        return found
+
+    def topology(self) -> dict[str, Any]:
+        cli = (REPO_ROOT / "cairn" / "cli.py").exists()
+        return {
+            "postgres": "pgserver (PostgreSQL 16 + pgvector), Unix socket, child of the bench",
+            "temporal": "temporal server start-dev, SQLite file, tuned flags (WAL, synchronous=1, "
+            "transferProcessorMaxPollRPS=10000), --log-level error",
+            "temporal_command_flags": list(self.temporal_server.command()[3:])
+            if self.temporal_server
+            else None,
+            "s3": "rclone serve s3 over a temp dir (unused by the measured routes)",
+            "api": {
+                "process": "separate: python -m bench._stack api (create_app + AppRunner, "
+                "access_log=None)",
+                "event_loop": "uvloop" if self.uvloop_api else "asyncio",
+                "read_pool_max": self.settings.database_pool_max,
+                "cairn_cli_present": cli,
+                "note": "cairn/cli.py absent at run time, so the bench runner is used"
+                if not cli
+                else "cairn/cli.py present, but the bench runner is used for a fixed config",
+            },
+            "worker": {
+                "process": "separate: python -m bench._stack worker",
+                "service_worker": f"running_worker(settings) on task queue {SERVICE_TASK_QUEUE} "
+                "(sandboxed, max_concurrent_activities=64)",
+                "baseline_worker": f"second Worker in the same process on {NOOP_TASK_QUEUE}: "
+                f"{NOOP_WORKFLOW} (no activity), {ONE_ACTIVITY_WORKFLOW} (1 no-op activity), "
+                "sandboxed",
+            },
+            "load_generator": "this process: aiohttp ClientSession (asyncio), closed loop, "
+            "N concurrent clients; one Temporal client (with TracingInterceptor) for vouchers "
+            "and the workflow baseline",
+            "rate_limit_enabled": False,
+            "otel_export": "off (OTEL_* removed from the children's environment)",
+            "network": "127.0.0.1 loopback; everything on this one machine",
+        }
+
+
+def _port_open(port: int) -> bool:
+    from cairn.infra.devstack import port_open
+
+    return port_open(port)
+
+
+if __name__ == "__main__":
+    # Re-import under the package name so the baseline workflows live in `bench._stack`
+    # (the sandbox passes that module through) rather than in `__main__`.
+    from bench._stack import child_main as _child_main
+
+    _child_main(sys.argv[1:])

