@@ -76,7 +76,9 @@ def format_public_key(public_key_raw: bytes) -> str:
 
 
 def fingerprint(public_key_raw: bytes) -> str:
-    """``XXXX-XXXX-XXXX-XXXX``: the first 64 bits of SHA-256(raw key), upper-case hex.
+    """Four groups of four upper-case hex digits (``21FE-31DF-A154-A261``).
+
+    They are the first 64 bits of SHA-256 over the raw key.
 
     Short enough to read aloud and put in a URL (``GET /agents/{fingerprint}``); hashing the raw
     key, never its text form, keeps it independent of how the key was spelled.
