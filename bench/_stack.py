@@ -25,7 +25,6 @@ import os
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +35,9 @@ from typing import Any
 
 import psutil
 from temporalio import activity, workflow
+
+with workflow.unsafe.imports_passed_through():
+    from cairn.infra.devstack import ChildProcess
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOOP_TASK_QUEUE = "bench-noop"
@@ -154,44 +156,13 @@ def child_main(argv: list[str]) -> None:
 
 
 @dataclass
-class _Child:
-    name: str
-    args: list[str]
-    log_path: Path
-    env: dict[str, str]
-    process: subprocess.Popen[bytes] | None = None
+class _Child(ChildProcess):
+    """A bench process (API or worker): exactly `env`, run from the repository root."""
 
-    def start(self) -> None:
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                self.args,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=self.env,
-                cwd=REPO_ROOT,
-                start_new_session=True,
-            )
+    env: dict[str, str] = field(default_factory=dict)
 
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def log_tail(self, lines: int = 30) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        return ""
-
-    def stop(self, timeout: float = 10) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout)
+    def start(self, env: dict[str, str] | None = None, **_: Any) -> None:
+        super().start(env or self.env, inherit_env=False, cwd=REPO_ROOT)
 
 
 # --- CPU accounting ---------------------------------------------------------------------------
@@ -352,13 +323,13 @@ class BenchStack:
             "worker",
             [sys.executable, "-m", "bench._stack", "worker", str(ready)],
             self.root / "worker.log",
-            env,
+            env=env,
         )
         self._parts.append(self.worker)
         self.worker.start()
         api_env = {**env, "BENCH_UVLOOP": "1" if self.uvloop_api else "0"}
         self.api = _Child(
-            "api", [sys.executable, "-m", "bench._stack", "api"], self.root / "api.log", api_env
+            "api", [sys.executable, "-m", "bench._stack", "api"], self.root / "api.log", env=api_env
         )
         self._parts.append(self.api)
         self.api.start()

@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
-from temporalio.client import WorkflowFailureError
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -50,5 +49,3 @@ async def execute(
         )
     except WorkflowAlreadyStartedError:
         raise on_duplicate from None
-    except WorkflowFailureError:
-        raise

@@ -85,18 +85,35 @@ class ChildProcess:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
 
-    def start(self, env: dict[str, str] | None = None) -> None:
+    def start(
+        self,
+        env: dict[str, str] | None = None,
+        *,
+        inherit_env: bool = True,
+        cwd: Path | None = None,
+    ) -> None:
+        """Start detached in its own process group; `env` adds to (or, without
+        `inherit_env`, replaces) this process's environment."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            list(self.args),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,
-        )
-        log.close()
+        environment = {**os.environ, **(env or {})} if inherit_env else dict(env or {})
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                list(self.args),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=environment,
+                cwd=cwd,
+                start_new_session=True,
+            )
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return ""
 
     def stop(self, timeout: float = 10) -> None:
         if self.process is None or self.process.poll() is not None:

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 from cairn.infra.db import Q
 from cairn.schemas.errors import ServiceUnavailable, Unauthorized
-from cairn.schemas.identity import hash_secret, secrets_match
+from cairn.schemas.identity import secrets_match
 from cairn.schemas.principals import AGENT_SCOPES, Principal
 
 ALGORITHM = "EdDSA"
@@ -209,7 +209,7 @@ class OAuthServer:
         }
 
     async def issue(self, client: ClientRecord, scopes: Sequence[str]) -> tuple[str, int]:
-        key = await self.signing_key_or_fail()
+        key = await self.keys.signing_key()
         now = int(time.time())
         claims = {
             "iss": self.issuer,
@@ -229,9 +229,6 @@ class OAuthServer:
             claims, key.private, algorithm=ALGORITHM, headers={"kid": key.kid, "typ": TOKEN_TYPE}
         )
         return token, self.token_ttl_sec
-
-    async def signing_key_or_fail(self) -> SigningKey:
-        return await self.keys.signing_key()
 
     async def verify(self, token: str) -> Principal:
         claims = await self._verified_claims(token)
@@ -287,6 +284,3 @@ class OAuthServer:
             "response_types_supported": ["token"],
             "scopes_supported": sorted(AGENT_SCOPES),
         }
-
-    def hash_secret(self, secret: str) -> str:
-        return hash_secret(secret, self._secret)

@@ -32,15 +32,6 @@ class _Refused(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
-class FlowState:
-    identity_id: uuid.UUID
-    code_hash: str
-    attempts: int
-    expires_at: datetime
-    used: bool
-
-
 class IdentityRepo:
     def __init__(self, pool: asyncpg.Pool, server_secret: bytes) -> None:
         self._pool = pool

@@ -22,9 +22,6 @@ INSERT INTO jwt_signing_keys (kid, sealed_seed, public_key)
 VALUES ($1, $2, $3)
 ON CONFLICT (kid) DO NOTHING
 
--- name: count_active_signing_keys
-SELECT count(*) FROM jwt_signing_keys WHERE retired_at IS NULL
-
 -- name: retire_signing_keys_except
 UPDATE jwt_signing_keys SET retired_at = now()
 WHERE retired_at IS NULL AND kid <> $1
