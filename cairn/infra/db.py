@@ -65,6 +65,14 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         await register_vector(conn)
 
 
+async def _rollback_if_open(conn: asyncpg.Connection) -> None:
+    """Release hook of the read-only pool. asyncpg's default reset (unlock, close cursors,
+    unlisten, RESET ALL) costs a round trip on every release; the API sets no session state,
+    so only a transaction left open needs undoing."""
+    if conn.is_in_transaction():
+        await conn.execute("ROLLBACK")
+
+
 async def create_pool(
     dsn: str, *, read_only: bool, min_size: int = 2, max_size: int = 10
 ) -> asyncpg.Pool:
@@ -77,6 +85,7 @@ async def create_pool(
         min_size=min_size,
         max_size=max_size,
         init=_init_connection,
+        reset=_rollback_if_open if read_only else None,
         server_settings=server_settings,
     )
     assert pool is not None
