@@ -37,6 +37,7 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/embed.py
 	$(BIN)/python bench/auth.py
+	$(BIN)/python bench/memory.py
 
 openapi: $(STAMP)
 	@$(BIN)/cairn openapi

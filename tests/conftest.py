@@ -10,6 +10,9 @@ The time-skipping server for timers lives in tests/workflows/conftest.py.
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -21,6 +24,26 @@ from cairn.infra.db import migrate
 from cairn.infra.devstack import Postgres, RcloneS3, TemporalDevServer, free_port
 
 TEMPLATE_DB = "cairn_template"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give every session its own base temp dir. pytest's default keeps the three newest under
+    one shared folder and deletes older ones, which removes a running session's Postgres data
+    when several sessions run at once (developers and CI on one machine)."""
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        base = tempfile.mkdtemp(prefix="cairn-pytest-")
+        os.chmod(base, 0o755)  # the embedded Postgres runs as its own user and must traverse it
+        config.option.basetemp = base
+        config.stash[_OWN_BASETEMP] = base
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    base = config.stash.get(_OWN_BASETEMP, None)
+    if base is not None:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+_OWN_BASETEMP = pytest.StashKey[str]()
 
 
 @pytest.fixture(scope="session")
@@ -136,3 +159,22 @@ async def stack(database_url: str, temporal_address: str, s3: S3Endpoint) -> Asy
             yield Stack(settings=settings, base_url=settings.base_url, temporal=client)
         finally:
             await runner.cleanup()
+
+
+@pytest.fixture(scope="module")
+async def api_http(stack: Stack) -> AsyncIterator[object]:
+    """An HTTP session on the stack that never sends cookies unless a test sets them."""
+    import aiohttp
+
+    async with aiohttp.ClientSession(
+        base_url=stack.base_url, cookie_jar=aiohttp.DummyCookieJar()
+    ) as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def actors(stack: Stack, api_http: object) -> object:
+    """Factory of registered agents and logged-in humans (see tests/actors.py)."""
+    from actors import Actors
+
+    return Actors(stack, api_http)  # type: ignore[arg-type]

@@ -16,8 +16,24 @@ from temporalio.client import Client
 from cairn.api import keys
 from cairn.api.middleware import problem_middleware
 from cairn.api.ratelimit import RateLimiter
-from cairn.api.routes import humans, identity, oauth, system
+from cairn.api.routes import (
+    crypto,
+    diaries,
+    entries,
+    humans,
+    identity,
+    oauth,
+    public,
+    search,
+    system,
+    task_artifacts,
+    task_attempts,
+    tasks,
+    teams,
+    transfers,
+)
 from cairn.infra.db import create_pool
+from cairn.infra.embeddings import OnnxEmbedder
 from cairn.infra.oauth import OAuthServer, SigningKeyStore
 from cairn.infra.permissions import PostgresPermissionEngine
 from cairn.infra.s3 import BlobStore
@@ -26,6 +42,7 @@ from cairn.infra.telemetry import setup_tracing
 from cairn.infra.temporal import connect
 
 MAX_BODY_BYTES = 1024 * 1024
+MESSAGE_WRITER_POOL_MAX = 4  # appends are short single transactions
 
 
 @dataclass
@@ -34,6 +51,7 @@ class Deps:
 
     read_pool: asyncpg.Pool | None = None
     temporal: Client | None = None
+    embedder: OnnxEmbedder | None = None  # the search query embedder (loaded when absent)
 
 
 def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Application:
@@ -42,7 +60,22 @@ def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Applicati
     app[keys.SETTINGS] = settings
     app[keys.RATE_LIMITER] = RateLimiter(enabled=settings.rate_limit_enabled)
     app.cleanup_ctx.append(_resources(settings, deps or Deps()))
-    for module in (system, oauth, identity, humans):
+    for module in (
+        system,
+        oauth,
+        identity,
+        humans,
+        crypto,
+        teams,
+        diaries,
+        entries,
+        search,
+        transfers,
+        public,
+        tasks,
+        task_attempts,
+        task_artifacts,
+    ):
         app.router.add_routes(module.routes)
     return app
 
@@ -66,12 +99,19 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
             token_ttl_sec=settings.access_token_ttl_sec,
         )
         app[keys.PERMISSIONS] = PostgresPermissionEngine(pool)
+        app[keys.EMBEDDER] = deps.embedder or await search.load_query_embedder()
+        # append-only task messages: the one write the API makes itself, on its own small pool
+        app[keys.MESSAGE_WRITER] = writer = await create_pool(
+            settings.database_url, read_only=False, min_size=1, max_size=MESSAGE_WRITER_POOL_MAX
+        )
         blobs = BlobStore.from_settings(settings)
         app[keys.S3_PROBE] = blobs.probe
+        app[keys.BLOBS] = blobs
         try:
             yield
         finally:
             blobs.close()
+            await writer.close()
             if deps.read_pool is None:
                 await pool.close()
 

@@ -38,7 +38,10 @@ class NamedQueries:
         folder = resources.files("cairn.infra") / "sql"
         for item in sorted(folder.iterdir(), key=lambda p: p.name):
             if item.name.endswith(".sql"):
-                statements.update(parse_named_sql(item.read_text()))
+                named = parse_named_sql(item.read_text())
+                if clash := statements.keys() & named.keys():
+                    raise ValueError(f"{item.name} repeats SQL statement names {sorted(clash)}")
+                statements.update(named)
         return cls(statements)
 
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from cairn.schemas import limits
+from cairn.schemas.queues import embedding_queue_for
 
 
 class Settings(BaseSettings):
@@ -52,6 +55,22 @@ class Settings(BaseSettings):
     rate_limit_enabled: bool = True
     access_token_ttl_sec: int = 3600
     otel_service_name: str = "cairn"
+    task_artifact_orphan_grace_sec: int = Field(
+        default=limits.ARTIFACT_ORPHAN_GRACE_SEC,
+        ge=0,
+        # the spec names the variable without our prefix; SERVICE_... wins when both are set
+        validation_alias=AliasChoices(
+            "SERVICE_TASK_ARTIFACT_ORPHAN_GRACE_SEC",
+            "TASK_ARTIFACT_ORPHAN_GRACE_SEC",
+            "task_artifact_orphan_grace_sec",
+        ),
+        description="Staged artifacts no task binds are swept after this many seconds.",
+    )
+
+    @property
+    def embedding_task_queue(self) -> str:
+        """Embedding activities run on their own queue so they can scale apart from the rest."""
+        return embedding_queue_for(self.temporal_task_queue)
 
     @property
     def secret_bytes(self) -> bytes:

@@ -318,3 +318,12 @@ class BytesCidHasher:
     def cid(self) -> str:
         """The CID of everything fed so far; more chunks may still follow."""
         return str(_cid_from_digest(RAW_CODEC, self._sha256.digest()))
+
+
+# multiformats loads its codec and multihash tables lazily, on the first CID built in a process.
+# Inside Temporal's workflow sandbox that first load is refused (it reads package files), and the
+# workflow task would fail forever. Building one CID per codec here, at import time (workflows
+# import this module passed through the sandbox), loads every table before any workflow runs.
+for _codec in _CODEC_NAMES:
+    _cid_of(_codec, b"")
+    parse_cid(_cid_of(_codec, b""), codec=_codec)

@@ -87,7 +87,8 @@ class DomainError(Exception):
         """Rebuild the error on the API side from the body an activity raised."""
         problem = Problem.model_validate(body)
         target = _find_class(problem.status, problem.code)
-        known = {"type", "title", "status", "code", "detail", "instance", "errors", "retryAfter"}
+        # retryAfter stays an extension: RateLimited reads it back for the Retry-After header
+        known = {"type", "title", "status", "code", "detail", "instance", "errors"}
         extensions = {k: v for k, v in body.items() if k not in known}
         return target(
             problem.detail,

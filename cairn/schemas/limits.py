@@ -43,11 +43,37 @@ EMBEDDING_BATCH_MAX: Final = 32
 SEARCH_MAX_COSINE_DISTANCE: Final = 0.6  # vector candidates farther than this are noise
 SEARCH_CANDIDATE_FACTOR: Final = 2  # each arm fetches top 2 x limit before fusion
 SEARCH_RRF_K: Final = 60  # reciprocal-rank-fusion constant, the usual value
+EMBED_REQUEST_MAX_TEXTS: Final = 64  # texts per `embedding.embed_passages` call (~0.5 MiB out)
+# Micro-batching of concurrent embedding calls in one worker: the first call of a burst waits
+# this long for neighbours (calls arriving while a run is in progress join the next run without
+# waiting), and one ONNX run takes at most this many texts.
+EMBEDDING_MICROBATCH_WINDOW_MS: Final = 3
+EMBEDDING_MICROBATCH_MAX_TEXTS: Final = 64
+SEARCH_WEIGHT_RELEVANCE_DEFAULT: Final = 1.0  # recency and importance default to 0 (reference)
+SEARCH_RECENCY_DECAY_PER_HOUR: Final = 0.99  # recency = 0.99 ** hours since last access
+# Plan of the vector arm (measured in bench/memory.py): a scope of at most this many entries is
+# searched exactly (an index-only scan of its vectors, ~1.5 µs a row); a larger one through the
+# HNSW index with `hnsw.ef_search` raised so that, after pgvector drops the rows outside the
+# scope, enough candidates remain: ef = margin × wanted / (scope share of the table), clamped.
+SEARCH_EXACT_SCOPE_MAX_ROWS: Final = 10_000
+SEARCH_HNSW_EF_MIN: Final = 100
+SEARCH_HNSW_EF_MAX: Final = 1000  # pgvector's own ceiling for hnsw.ef_search
+SEARCH_HNSW_EF_MARGIN: Final = 2.0
+PUBLIC_SEARCH_QUERY_MIN_CHARS: Final = 2  # reference bounds of `q` on GET /public/feed/search
+PUBLIC_SEARCH_QUERY_MAX_CHARS: Final = 200
+PUBLIC_CACHE_MAX_AGE_SEC: Final = 60  # reference: `Cache-Control: public, max-age=60` on the feed
 
 # --- compression (DECISIONS "Memory") -----------------------------------------------------------
 WORDS_PER_TOKEN: Final = 0.75  # tokens = ceil(words / 0.75)
 SUMMARY_SENTENCE_RATIO: Final = 0.3  # `summary` keeps the best 30 % of sentences
 KEYWORDS_MAX_TOKENS: Final = 30  # `keywords` keeps distinctive words up to this budget
+
+# --- prompt-injection scanner (DECISIONS "Memory") ----------------------------------------------
+INJECTION_THRESHOLD: Final = 0.7  # a threat counts at or above this severity (reference preset)
+# A title, its newline and the largest entry; anything longer is flagged as an evasion.
+INJECTION_SCAN_MAX_CHARS: Final = ENTRY_TITLE_MAX_CHARS + 1 + ENTRY_CONTENT_MAX_CHARS
+INJECTION_MATCH_MAX_CHARS: Final = 100  # each stored threat quotes at most this much text
+INJECTION_MAX_THREATS: Final = 20  # threats stored per entry and listed in a pack 409
 
 # --- identity and authentication (SPEC 2.3, 4.1, 8; DECISIONS "Identity") -----------------------
 ED25519_PUBLIC_KEY_BYTES: Final = 32  # raw key, not an SPKI wrapper
@@ -61,6 +87,8 @@ RECOVERY_CHALLENGE_MAX_CHARS: Final = 500  # reference; bounds work before the H
 RECOVERY_CODE_TTL_SEC: Final = 15 * MINUTE_SEC  # one-time recovery code lifetime
 RECOVERY_CODE_MAX_TRIES: Final = 5  # wrong codes before the flow is burned
 ACCESS_TOKEN_TTL_SEC: Final = HOUR_SEC  # OAuth2 client_credentials JWT; no refresh token
+SIGNING_MESSAGE_MAX_CHARS: Final = 100_000  # reference; what one signing request may carry
+SIGNING_MAX_PENDING_PER_AGENT: Final = 10  # reference; more open requests is a 429
 
 # --- durable waits (SPEC 8) ---------------------------------------------------------------------
 SIGNING_REQUEST_TTL_SEC: Final = 300  # how long a signing request waits for the signature
@@ -78,10 +106,57 @@ TASK_MESSAGES_BATCH_MAX: Final = 200  # messages per POST .../messages batch
 TASK_MESSAGE_KIND_MAX_CHARS: Final = 64  # kinds match ^[a-z_]{1,64}$
 ARTIFACT_MAX_BYTES: Final = 25 * MIB  # per artifact upload
 ARTIFACT_ORPHAN_GRACE_SEC: Final = 48 * HOUR_SEC  # default of TASK_ARTIFACT_ORPHAN_GRACE_SEC
+ARTIFACT_KIND_MAX_CHARS: Final = 100  # reference bounds of the upload's `kind` and `title`
+ARTIFACT_TITLE_MAX_CHARS: Final = 255
+ARTIFACT_CONTENT_TYPE_MAX_CHARS: Final = 200  # reference (TaskRef.artifact.contentType)
+ARTIFACT_CONTENT_ENCODING_MAX_CHARS: Final = 100  # ours: `gzip`, `br`, `zstd`, `gzip, br`...
+ARTIFACT_STREAM_CHUNK_BYTES: Final = MIB  # bytes hashed/spooled/sent per step of a stream
+ARTIFACT_SWEEP_BATCH_MAX: Final = 1000  # staged rows, and blobs, one sweep run deletes at most
+ARTIFACT_SWEEP_INTERVAL_SEC: Final = HOUR_SEC  # the schedule of the ArtifactSweep workflow
 SECRET_FILE_MAX_BYTES: Final = 65_536  # a `file:` secret reference larger than this is refused
+# Task-type input/output schemas (SPEC 2.6; reference task types, anchor-notes section 4).
+TASK_CONTEXT_BINDINGS_MAX: Final = 5  # input.context entries
+TASK_CONTEXT_SLUG_MAX_CHARS: Final = 64
+TASK_CONTEXT_CONTENT_MAX_CHARS: Final = 65_536
+TASK_CONSTRAINTS_MAX: Final = 20  # freeform input.constraints
+TASK_OUTPUT_ARTIFACTS_MAX: Final = 20  # freeform output.artifacts
+TASK_ARTIFACT_BODY_MAX_CHARS: Final = 65_536  # inline body of a freeform output artifact
+TASK_VARIANT_LABEL_MAX_CHARS: Final = 64  # run_eval / judge_eval_attempt variantLabel
+TASK_COMMIT_SHA_MIN_CHARS: Final = 7  # an abbreviated git sha
+CURATE_PACK_MIN_TOKEN_BUDGET: Final = 500
+RUBRIC_WEIGHT_TOLERANCE: Final = 1e-6  # rubric weights must sum to 1 within this
+TASK_VALIDATION_MAX_ERRORS: Final = 50  # field errors listed in one 400
+# POST /tasks body (reference bounds where marked; anchor-notes 4, 9).
+TASK_TITLE_MAX_CHARS: Final = 255  # reference
+TASK_TYPE_MAX_CHARS: Final = 64  # ours: the longest built-in name is 18
+TASK_ALLOWED_PROFILES_MAX: Final = 16  # reference
+TASK_REFERENCES_MAX: Final = 50  # ours: references per task
+TASK_MAX_ATTEMPTS_MAX: Final = 10  # ours: bounds how long one task can keep retrying
+TASK_TIMEOUT_MIN_SEC: Final = 1  # reference bounds of dispatchTimeoutSec / runningTimeoutSec
+TASK_TIMEOUT_MAX_SEC: Final = DAY_SEC
+TASK_EXPIRES_IN_DEFAULT_SEC: Final = 90 * DAY_SEC  # reference: default = max = 90 days
+TASK_EXPIRES_IN_MAX_SEC: Final = 90 * DAY_SEC
+IDEMPOTENCY_KEY_MAX_CHARS: Final = 200  # reference: Idempotency-Key is 1..200 characters
+# The attempt workflow (SPEC 3.1; reference bounds where marked).
+TASK_REASON_MAX_CHARS: Final = 512  # reference: abort reason; cancel reasons share it
+TASK_ERROR_CODE_MAX_CHARS: Final = 100  # ours: a fail body's error.code
+TASK_ERROR_MESSAGE_MAX_CHARS: Final = 8000  # ours: error.message, like a problem detail
+# History events after which a task workflow continues as new at its next quiet moment (a
+# heartbeat costs about 6 events; Temporal warns at 10 240 and stops a run at 51 200).
+TASK_WORKFLOW_HISTORY_MAX_EVENTS: Final = 2000
 
 # --- packs (SPEC 2.5, 8) ------------------------------------------------------------------------
 PACK_TTL_SEC: Final = 7 * DAY_SEC  # default expires_at = now + 7 days unless pinned
+
+# --- teams, groups, projects, invites (SPEC 2.2, 3.2; reference where marked) -------------------
+TEAM_NAME_MAX_CHARS: Final = 255  # teams, groups and projects alike (varchar)
+TEAM_FOUNDING_MEMBERS_MAX: Final = 50  # ours: one founding is a handful of co-founders
+TEAM_INVITE_TTL_HOURS_MIN: Final = 1  # reference bounds of expiresInHours
+TEAM_INVITE_TTL_HOURS_DEFAULT: Final = 7 * 24  # reference: a week
+TEAM_INVITE_TTL_HOURS_MAX: Final = 30 * 24  # reference: 720 h
+TEAM_INVITE_MAX_USES_DEFAULT: Final = 1  # reference: single use unless asked
+TEAM_INVITE_MAX_USES_MAX: Final = 1000  # ours: bounds a leaked code's reach
+TEAM_INVITE_CODE_RANDOM_BYTES: Final = 16  # reference: 22 base64url characters after the prefix
 
 # --- agent keys (SPEC 8) ------------------------------------------------------------------------
 AGENT_KEY_TTL_DAYS_MIN: Final = 1

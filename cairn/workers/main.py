@@ -10,18 +10,24 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Worker
 
+from cairn.activities.embedding import EmbeddingActivities
 from cairn.infra.db import create_pool
+from cairn.infra.embeddings import OnnxEmbedder
+from cairn.infra.s3 import BlobStore
 from cairn.infra.settings import Settings
 from cairn.infra.temporal import connect
+from cairn.schemas import limits
 from cairn.schemas.accounts import SigningKeyEnsure
 from cairn.workers.interceptors import DomainErrorInterceptor
-from cairn.workers.registry import WORKFLOWS, ActivityDeps, activities
+from cairn.workers.registry import WORKFLOWS, ActivityDeps, activities, embedding_activities
+from cairn.workflows.artifacts import ensure_artifact_sweep_schedule
 from cairn.workflows.signing_keys import SIGNING_KEYS_WORKFLOW_ID, SigningKeysWorkflow
 
 log = logging.getLogger("cairn.worker")
@@ -49,23 +55,63 @@ async def ensure_signing_key(client: Client, settings: Settings, *, rotate: bool
     return state.kid
 
 
+@dataclass
+class EmbeddingWorker:
+    """The worker of the embedding task queue and the activities it serves (their `stats`)."""
+
+    worker: Worker
+    activities: EmbeddingActivities
+    task: asyncio.Task[None]
+
+    async def stop(self) -> None:
+        await self.worker.shutdown()
+        with contextlib.suppress(Exception):
+            await self.task
+        await self.activities.aclose()
+
+
+async def start_embedding_worker(
+    client: Client, settings: Settings, embedder: OnnxEmbedder | None = None
+) -> EmbeddingWorker:
+    """Load the model once for this process (in a thread) and serve `embedding.*` activities on
+    `settings.embedding_task_queue`; enough concurrent slots that callers can batch."""
+    if embedder is None:
+        embedder = await asyncio.to_thread(OnnxEmbedder.load)
+    activities = EmbeddingActivities(embedder)
+    worker = Worker(
+        client,
+        task_queue=settings.embedding_task_queue,
+        activities=embedding_activities(activities),
+        interceptors=[TracingInterceptor(), DomainErrorInterceptor()],
+        max_concurrent_activities=limits.EMBEDDING_MICROBATCH_MAX_TEXTS,
+    )
+    return EmbeddingWorker(worker, activities, asyncio.create_task(worker.run()))
+
+
 @contextlib.asynccontextmanager
 async def running_worker(settings: Settings, client: Client | None = None) -> AsyncIterator[Worker]:
     """A worker running in this event loop until the block ends."""
     client = client or await connect(settings)
+    embedding = await start_embedding_worker(client, settings)  # first: the likeliest failure
     pool = await create_pool(
         settings.database_url, read_only=False, max_size=settings.database_pool_max
     )
-    worker = build_worker(client, settings, ActivityDeps(pool, settings.secret_bytes))
+    blobs = BlobStore.from_settings(settings)
+    worker = build_worker(client, settings, ActivityDeps(pool, settings.secret_bytes, blobs))
     task = asyncio.create_task(worker.run())
     try:
         await ensure_signing_key(client, settings)
+        await ensure_artifact_sweep_schedule(
+            client, settings.temporal_task_queue, settings.task_artifact_orphan_grace_sec
+        )
         yield worker
     finally:
+        await embedding.stop()
         await worker.shutdown()
         with contextlib.suppress(Exception):
             await task
         await pool.close()
+        blobs.close()
 
 
 async def run_worker(settings: Settings) -> None:

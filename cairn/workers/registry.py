@@ -8,10 +8,45 @@ from typing import Any
 
 import asyncpg
 
+from cairn.activities.artifacts import ArtifactActivities
+from cairn.activities.embedding import EmbeddingActivities
 from cairn.activities.identity import IdentityActivities
+from cairn.activities.memory import MemoryActivities
 from cairn.activities.permissions import PermissionActivities
+from cairn.activities.signing import SigningActivities
+from cairn.activities.tasks import TaskActivities
+from cairn.activities.teams import TeamActivities
+from cairn.activities.transfers import TransferActivities
 from cairn.infra.permissions import TupleRepository
+from cairn.infra.repos.artifacts import ArtifactRepo
 from cairn.infra.repos.identity import IdentityRepo
+from cairn.infra.repos.memory import MemoryRepo
+from cairn.infra.repos.signing import SigningRepo
+from cairn.infra.repos.tasks import TaskRepo
+from cairn.infra.repos.teams import TeamRepo
+from cairn.infra.repos.transfers import TransferRepo
+from cairn.infra.s3 import BlobStore
+from cairn.workflows.artifacts import (
+    ArtifactAttachWorkflow,
+    ArtifactStageWorkflow,
+    ArtifactSweepWorkflow,
+)
+from cairn.workflows.diaries import (
+    DiaryCreateWorkflow,
+    DiaryDeleteWorkflow,
+    DiaryGrantRevokeWorkflow,
+    DiaryGrantWriteWorkflow,
+    DiaryUpdateWorkflow,
+)
+from cairn.workflows.entries import (
+    EntryCreateWorkflow,
+    EntryDeleteWorkflow,
+    EntryEmbeddingWorkflow,
+    EntryUpdateWorkflow,
+    RelationCreateWorkflow,
+    RelationDeleteWorkflow,
+    RelationUpdateWorkflow,
+)
 from cairn.workflows.humans import (
     HumanRegistrationWorkflow,
     SessionCloseWorkflow,
@@ -19,7 +54,12 @@ from cairn.workflows.humans import (
 )
 from cairn.workflows.recovery import RecoveryRedeemWorkflow, RecoveryVerifyWorkflow
 from cairn.workflows.registration import RegistrationWorkflow
+from cairn.workflows.signing import SigningRequestWorkflow
 from cairn.workflows.signing_keys import SigningKeysWorkflow
+from cairn.workflows.task_grants import TASK_GRANT_WORKFLOWS
+from cairn.workflows.tasks import TaskWorkflow
+from cairn.workflows.teams import TEAM_WORKFLOWS
+from cairn.workflows.transfers import DiaryTransferWorkflow
 from cairn.workflows.vouchers import VoucherIssueWorkflow
 
 WORKFLOWS: Sequence[type] = (
@@ -31,6 +71,26 @@ WORKFLOWS: Sequence[type] = (
     HumanRegistrationWorkflow,
     SessionOpenWorkflow,
     SessionCloseWorkflow,
+    SigningRequestWorkflow,
+    *TEAM_WORKFLOWS,
+    *TASK_GRANT_WORKFLOWS,
+    DiaryTransferWorkflow,
+    TaskWorkflow,
+    ArtifactStageWorkflow,
+    ArtifactAttachWorkflow,
+    ArtifactSweepWorkflow,
+    DiaryCreateWorkflow,
+    DiaryUpdateWorkflow,
+    DiaryDeleteWorkflow,
+    DiaryGrantWriteWorkflow,
+    DiaryGrantRevokeWorkflow,
+    EntryCreateWorkflow,
+    EntryUpdateWorkflow,
+    EntryEmbeddingWorkflow,
+    EntryDeleteWorkflow,
+    RelationCreateWorkflow,
+    RelationUpdateWorkflow,
+    RelationDeleteWorkflow,
 )
 
 
@@ -40,11 +100,19 @@ class ActivityDeps:
 
     pool: asyncpg.Pool
     server_secret: bytes
+    # S3, for the artifact sweep's deletes (None in tests that never sweep)
+    blobs: BlobStore | None = None
 
 
 def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
     identity = IdentityActivities(IdentityRepo(deps.pool, deps.server_secret))
     permissions = PermissionActivities(deps.pool, TupleRepository())
+    signing = SigningActivities(SigningRepo(deps.pool))
+    teams = TeamActivities(TeamRepo(deps.pool))
+    transfers = TransferActivities(TransferRepo(deps.pool))
+    tasks = TaskActivities(TaskRepo(deps.pool))
+    artifacts = ArtifactActivities(ArtifactRepo(deps.pool), deps.blobs)
+    memory = MemoryActivities(MemoryRepo(deps.pool))
     return [
         identity.check_voucher,
         identity.create_identity,
@@ -63,4 +131,51 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
         permissions.delete_tuples,
         permissions.replace_tuples,
         permissions.delete_object,
+        signing.insert_request,
+        signing.record_signature,
+        signing.expire_request,
+        teams.create_personal_team,
+        teams.create_team,
+        teams.seed_founding,
+        teams.accept_founding,
+        teams.finish_founding,
+        teams.delete_team,
+        teams.change_member_role,
+        teams.remove_member,
+        teams.create_invite,
+        teams.delete_invite,
+        teams.join,
+        teams.create_group,
+        teams.delete_group,
+        teams.add_group_member,
+        teams.remove_group_member,
+        teams.create_project,
+        transfers.insert_transfer,
+        transfers.accept_transfer,
+        transfers.reject_transfer,
+        transfers.expire_transfer,
+        tasks.insert_task,
+        tasks.project,
+        artifacts.stage,
+        artifacts.attach,
+        artifacts.expire_staged,
+        artifacts.delete_unreferenced_blobs,
+        memory.create_diary,
+        memory.update_diary,
+        memory.delete_diary,
+        memory.write_grant,
+        memory.revoke_grant,
+        memory.insert_entry,
+        memory.rewrite_entry,
+        memory.set_embedding,
+        memory.delete_entries,
+        memory.create_relation,
+        memory.set_relation_status,
+        memory.delete_relation,
     ]
+
+
+def embedding_activities(embedding: EmbeddingActivities) -> list[Callable[..., Any]]:
+    """The activities of the embedding task queue (`Settings.embedding_task_queue`): one loaded
+    model per worker process, shared by every call through its micro-batcher."""
+    return [embedding.embed_passages]

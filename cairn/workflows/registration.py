@@ -1,7 +1,8 @@
 """Agent registration: the spec's six steps as one durable workflow, compensated on failure.
 
 1. validate the key and derive the fingerprint; 2. check the voucher; 3. create the identity;
-4. upsert the agent and redeem the voucher (one transaction); 5. write the Agent self tuple;
+4. upsert the agent and redeem the voucher (one transaction); 5. write the Agent self tuple
+(then make the agent's personal team, named by its fingerprint, with the agent as owner);
 6. create the OAuth2 client. If 4–6 fail, the identity is deleted and the error re-raised.
 The client secret never enters history: the API sends only its keyed hash.
 """
@@ -15,6 +16,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from cairn.activities.identity import IdentityActivities
     from cairn.activities.permissions import PermissionActivities
+    from cairn.activities.teams import TeamActivities
     from cairn.schemas.accounts import (
         AgentBinding,
         IdentityCreate,
@@ -27,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from cairn.schemas.errors import ValidationFailed
     from cairn.schemas.identity import fingerprint, parse_public_key
     from cairn.schemas.permissions import RelationTuple, TupleWrite
+    from cairn.schemas.teams import PersonalTeamCreate
     from cairn.workflows.common import domain_failure, run_step
 
 
@@ -86,6 +89,14 @@ class RegistrationWorkflow:
             subject_id=str(agent_id),
         )
         await run_step(PermissionActivities.write_tuples, TupleWrite(tuples=[self_tuple]))
+        # Added after histories were recorded: runs started before it replay without the step.
+        if workflow.patched("personal-team"):
+            await run_step(
+                TeamActivities.create_personal_team,
+                PersonalTeamCreate(
+                    team_id=workflow.uuid4(), owner_id=agent_id, name=inp.fingerprint
+                ),
+            )
         await run_step(
             IdentityActivities.create_oauth_client,
             OAuthClientCreate(

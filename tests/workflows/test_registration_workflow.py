@@ -25,7 +25,11 @@ from cairn.workflows.registration import RegistrationWorkflow
 from cairn.workflows.vouchers import VoucherIssueWorkflow
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
-HISTORY = Path(__file__).parent.parent / "replay" / "histories" / "registration.json"
+HISTORIES = Path(__file__).parent.parent / "replay" / "histories"
+# Recorded once each, committed, replayed forever after: v1 is before the personal team step
+# (`workflow.patched("personal-team")`), v2 with it.
+HISTORY_V1 = HISTORIES / "registration.json"
+HISTORY = HISTORIES / "registration_personal_team.json"
 
 
 def registration(voucher: str) -> RegistrationInput:
@@ -116,9 +120,10 @@ async def test_second_registration_with_same_voucher_is_rejected_and_compensated
     assert left == 0
 
 
-async def test_committed_registration_history_replays() -> None:
-    assert HISTORY.exists(), "run the registration test once to record the history"
-    history = WorkflowHistory.from_json("registration", json.loads(HISTORY.read_text()))
+@pytest.mark.parametrize("recorded", [HISTORY_V1, HISTORY], ids=lambda p: p.stem)
+async def test_committed_registration_history_replays(recorded: Path) -> None:
+    assert recorded.exists(), "run the registration test once to record the history"
+    history = WorkflowHistory.from_json("registration", json.loads(recorded.read_text()))
     await Replayer(
         workflows=list(WORKFLOWS), data_converter=pydantic_data_converter
     ).replay_workflow(history)

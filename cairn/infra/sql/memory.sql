@@ -1,0 +1,215 @@
+-- Diaries, entries, grants and relations (SPEC 2.1, 4.2). Entry reads list their columns and
+-- `embedding IS NOT NULL AS has_embedding` (what `schemas.memory.entry_from_row` renders); the
+-- vector itself never leaves the database.
+
+-- name: memory_insert_diary
+INSERT INTO diaries (id, created_by, created_by_ns, team_id, name, visibility, signed)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (id) DO NOTHING
+
+-- name: memory_get_diary
+SELECT d.id, d.created_by, d.team_id, d.name, d.visibility, d.signed, d.created_at,
+       d.updated_at, t.status AS team_status
+FROM diaries d
+JOIN teams t ON t.id = d.team_id
+WHERE d.id = $1
+
+-- name: memory_list_diaries
+-- Diaries among $1 (the ids the caller can read), optionally of one team ($2).
+SELECT id, created_by, team_id, name, visibility, signed, created_at, updated_at
+FROM diaries
+WHERE id = ANY($1::uuid[]) AND ($2::uuid IS NULL OR team_id = $2)
+ORDER BY created_at, id
+
+-- name: memory_update_diary
+UPDATE diaries
+SET name = coalesce($2, name), visibility = coalesce($3, visibility), updated_at = now()
+WHERE id = $1
+
+-- name: memory_diary_has_signed_entries
+SELECT EXISTS (
+    SELECT 1 FROM diary_entries WHERE diary_id = $1 AND signing_request_id IS NOT NULL
+)
+
+-- name: memory_diary_entry_ids
+SELECT id FROM diary_entries WHERE diary_id = $1
+
+-- name: memory_delete_diary
+DELETE FROM diaries WHERE id = $1
+
+-- name: memory_list_grants
+SELECT object_id, relation, subject_ns, subject_id, created_at
+FROM relation_tuples
+WHERE namespace = 'Diary' AND object_id = $1 AND relation IN ('writers', 'managers')
+ORDER BY created_at, subject_id
+
+-- name: memory_chain_head
+-- The CID a new entry of a signed diary chains to: the entry no other entry names as its
+-- predecessor ('' when the diary is empty). Signed entries are never changed or deleted.
+SELECT coalesce((
+    SELECT e.cid
+    FROM diary_entries e
+    WHERE e.diary_id = $1
+      AND NOT EXISTS (
+          SELECT 1 FROM diary_entries n WHERE n.diary_id = e.diary_id AND n.prev_cid = e.cid)
+    LIMIT 1
+), '')
+
+-- name: memory_get_signing_request_for_entry
+SELECT id, agent_id, message, status, signature, valid
+FROM signing_requests
+WHERE id = $1
+
+-- name: memory_insert_entry
+INSERT INTO diary_entries (
+    id, diary_id, title, content, embedding, tags, injection_risk, injection_threats,
+    importance, entry_type, cid, prev_cid, signing_request_id, content_signature,
+    created_by, created_by_ns)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+ON CONFLICT (id) DO NOTHING
+RETURNING id
+
+-- name: memory_entry_signing_request_used
+SELECT id FROM diary_entries WHERE signing_request_id = $1
+
+-- name: memory_get_entry
+SELECT e.id, e.diary_id, e.title, e.content, e.tags, e.importance, e.entry_type,
+       e.injection_risk, e.injection_threats, e.cid, e.prev_cid, e.signing_request_id,
+       e.content_signature, e.superseded_by, e.embedding IS NOT NULL AS has_embedding,
+       e.access_count, e.last_accessed_at, e.created_by, e.created_at, e.updated_at,
+       d.visibility, d.team_id, d.signed AS diary_signed
+FROM diary_entries e
+JOIN diaries d ON d.id = e.diary_id
+WHERE e.id = $1
+
+-- name: memory_get_entries_for_change
+-- The entries (with their diary) a batch delete or an update works on.
+SELECT e.id, e.diary_id, e.signing_request_id, e.cid, e.title, e.content, e.tags, e.entry_type
+FROM diary_entries e
+WHERE e.id = ANY($1::uuid[])
+
+-- name: memory_list_entries
+SELECT id, diary_id, title, content, tags, importance, entry_type, injection_risk,
+       injection_threats, cid, prev_cid, signing_request_id, content_signature, superseded_by,
+       embedding IS NOT NULL AS has_embedding, access_count, last_accessed_at, created_by,
+       created_at, updated_at, count(*) OVER () AS total
+FROM diary_entries
+WHERE diary_id = $1
+  AND ($2::text[] IS NULL OR tags @> $2)
+  AND ($3::text[] IS NULL OR NOT tags && $3)
+  AND ($4::text IS NULL OR entry_type = $4)
+ORDER BY created_at DESC, id DESC
+LIMIT $5 OFFSET $6
+
+-- name: memory_count_entries
+SELECT count(*)
+FROM diary_entries
+WHERE diary_id = $1
+  AND ($2::text[] IS NULL OR tags @> $2)
+  AND ($3::text[] IS NULL OR NOT tags && $3)
+  AND ($4::text IS NULL OR entry_type = $4)
+
+-- name: memory_tag_histogram
+SELECT tag, count(*) AS count
+FROM diary_entries, unnest(tags) AS tag
+WHERE diary_id = $1
+  AND ($2::text IS NULL OR starts_with(tag, $2))
+  AND ($4::text IS NULL OR entry_type = $4)
+GROUP BY tag
+HAVING count(*) >= $3
+ORDER BY count(*) DESC, tag
+
+-- name: memory_update_entry
+-- $3 = clear the title; the vector is replaced only when $10 (re-embed) is set.
+UPDATE diary_entries
+SET content = coalesce($2, content),
+    title = CASE WHEN $3 THEN NULL ELSE coalesce($4, title) END,
+    tags = coalesce($5, tags),
+    importance = coalesce($6, importance),
+    entry_type = coalesce($7, entry_type),
+    cid = $8,
+    injection_risk = $9,
+    injection_threats = $11,
+    embedding = CASE WHEN $10 THEN $12 ELSE embedding END,
+    updated_at = now()
+WHERE id = $1 AND signing_request_id IS NULL
+RETURNING id
+
+-- name: memory_set_embedding
+-- Only while the entry still says what was embedded (a later update re-embeds itself).
+UPDATE diary_entries SET embedding = $3 WHERE id = $1 AND cid = $2 AND embedding IS NULL
+RETURNING id
+
+-- name: memory_delete_entry
+DELETE FROM diary_entries WHERE id = $1 AND signing_request_id IS NULL RETURNING id
+
+-- name: memory_insert_relation
+INSERT INTO entry_relations (
+    id, source_id, target_id, relation, status, source_cid_snapshot, target_cid_snapshot,
+    workflow_id, metadata)
+SELECT $1, s.id, t.id, $4, $5, s.cid, t.cid, $6, $7
+FROM diary_entries s, diary_entries t
+WHERE s.id = $2 AND t.id = $3
+ON CONFLICT (source_id, target_id, relation) DO NOTHING
+RETURNING id
+
+-- name: memory_find_relation
+SELECT id FROM entry_relations WHERE source_id = $1 AND target_id = $2 AND relation = $3
+
+-- name: memory_get_relation
+SELECT r.id, r.source_id, r.target_id, r.relation, r.status, r.source_cid_snapshot,
+       r.target_cid_snapshot, r.workflow_id, r.metadata, r.created_at, r.updated_at,
+       s.diary_id
+FROM entry_relations r
+JOIN diary_entries s ON s.id = r.source_id
+WHERE r.id = $1
+
+-- name: memory_list_relations
+SELECT id, source_id, target_id, relation, status, source_cid_snapshot, target_cid_snapshot,
+       workflow_id, metadata, created_at, updated_at, count(*) OVER () AS total
+FROM entry_relations
+WHERE (($2 IN ('as_source', 'both') AND source_id = $1)
+       OR ($2 IN ('as_target', 'both') AND target_id = $1))
+  AND ($3::text IS NULL OR relation = $3)
+  AND ($4::text IS NULL OR status = $4)
+ORDER BY created_at, id
+LIMIT $5 OFFSET $6
+
+-- name: memory_update_relation_status
+UPDATE entry_relations SET status = $2, updated_at = now() WHERE id = $1
+RETURNING source_id, target_id, relation
+
+-- name: memory_delete_relation
+DELETE FROM entry_relations WHERE id = $1 RETURNING source_id, target_id, relation
+
+-- name: memory_sync_superseded_by
+-- An entry is superseded by the newest source of an accepted `supersedes` relation onto it.
+UPDATE diary_entries e
+SET superseded_by = (
+    SELECT r.source_id FROM entry_relations r
+    WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted'
+    ORDER BY r.updated_at DESC, r.id DESC
+    LIMIT 1)
+WHERE e.id = $1
+
+-- name: memory_get_team
+SELECT id, status, personal FROM teams WHERE id = $1
+
+-- name: memory_agent_exists
+SELECT id FROM agents WHERE id = $1
+
+-- name: memory_human_exists
+SELECT id FROM humans WHERE id = $1
+
+-- name: memory_group_exists
+SELECT id FROM groups WHERE id = $1
+
+-- name: memory_entry_signer
+-- The signing request behind a signed entry, with the signer's key.
+SELECT s.message, s.nonce, s.signature, a.public_key, a.fingerprint
+FROM signing_requests s
+JOIN agents a ON a.id = s.agent_id
+WHERE s.id = $1
+
+-- name: memory_entry_by_cid
+SELECT id FROM diary_entries WHERE diary_id = $1 AND cid = $2 LIMIT 1

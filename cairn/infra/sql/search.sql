@@ -1,0 +1,123 @@
+-- Hybrid search over diary entries (DECISIONS "Memory", Hybrid search): a vector arm and a
+-- full-text arm, each the top N candidates inside the scope and the filters, fused by
+-- reciprocal rank in `cairn/infra/repos/search.py`.
+--
+-- Every arm repeats the same filter block, because a filter must run *inside* the arm (before
+-- its LIMIT) or the arm returns fewer than N candidates. The block's parameters are:
+--   $2 diary ids (the scope), $3 tags (all required; '{}' = any), $4 excluded tags ('{}' =
+--   none), $5 entry types ('{}' = all), $6 exclude superseded, $7 exclude suspicious,
+--   $8 created before (NULL = open), $9 created after (NULL = open).
+
+-- name: search_plan_inputs
+-- What the repo needs to choose a plan: the scope's size counted up to $2 (an index-only scan
+-- that stops early, so a large scope costs no more than the threshold; $2 = 0 skips it), the
+-- table's size as the planner last estimated it (-1 before the first ANALYZE), and whether the
+-- query has lexemes and a negation (`-word`).
+SELECT
+    (SELECT count(*) FROM (
+        SELECT 1 FROM diary_entries WHERE diary_id = ANY($1::uuid[]) LIMIT $2
+    ) AS scoped) AS scoped_rows,
+    (SELECT reltuples::bigint FROM pg_class WHERE oid = 'diary_entries'::regclass)
+        AS table_rows,
+    numnode(q) > 0 AS has_lexemes,
+    q::text LIKE '%!%' AS negated
+FROM websearch_to_tsquery('english', $3) AS q
+
+-- name: search_scope_estimate
+-- The planner's estimate of the scope's size, from the column statistics of diary_id without
+-- reading a row: whether counting is worth it, and for a large scope its share of the table,
+-- which sets how many candidates the HNSW scan must keep.
+EXPLAIN (FORMAT JSON) SELECT 1 FROM diary_entries WHERE diary_id = ANY($1::uuid[])
+
+-- name: search_custom_plans
+-- For this transaction: plan every statement for its actual parameters. asyncpg prepares
+-- statements, and after five runs Postgres may switch to a generic plan that cannot see which
+-- filters are empty nor how large the scope is (measured: 17 ms instead of 1 ms for the
+-- full-text arm).
+SELECT set_config('plan_cache_mode', 'force_custom_plan', true)
+
+-- name: search_set_ef_search
+-- For this transaction: how many candidates the HNSW scan keeps. pgvector 0.6 filters *after*
+-- the scan, so a scoped query needs more than the default 40.
+SELECT set_config('hnsw.ef_search', $1::integer::text, true)
+
+-- name: search_vector_exact
+-- The exact nearest neighbours inside the scope. Ordering by the function `cosine_distance`
+-- rather than the operator `<=>` keeps the planner off the HNSW index (which could only filter
+-- after its scan): the scope's vectors are read from the covering index of migration 0004
+-- (an index-only scan) and all compared.
+SELECT e.id, cosine_distance(e.embedding, $1) AS distance
+FROM diary_entries e
+WHERE e.diary_id = ANY($2::uuid[])
+  AND e.embedding IS NOT NULL
+  AND e.tags @> $3::text[]
+  AND NOT (e.tags && $4::text[])
+  AND (cardinality($5::text[]) = 0 OR e.entry_type = ANY($5::text[]))
+  AND (NOT $6::boolean OR (e.superseded_by IS NULL AND NOT EXISTS (
+        SELECT 1 FROM entry_relations r
+        WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')))
+  AND (NOT $7::boolean OR NOT e.injection_risk)
+  AND ($8::timestamptz IS NULL OR e.created_at < $8::timestamptz)
+  AND ($9::timestamptz IS NULL OR e.created_at > $9::timestamptz)
+  AND cosine_distance(e.embedding, $1) <= $10::float8
+ORDER BY cosine_distance(e.embedding, $1), e.id
+LIMIT $11
+
+-- name: search_vector_hnsw
+-- The approximate nearest neighbours through the HNSW index (`ORDER BY <=> LIMIT`). The scan
+-- yields at most `hnsw.ef_search` rows and the filters drop some of them, so the caller checks
+-- whether it got the $10 rows it asked for. The distance cut-off is applied by the caller too:
+-- inside this query it would be one more filter after the scan.
+SELECT e.id, e.embedding <=> $1 AS distance
+FROM diary_entries e
+WHERE e.diary_id = ANY($2::uuid[])
+  AND e.tags @> $3::text[]
+  AND NOT (e.tags && $4::text[])
+  AND (cardinality($5::text[]) = 0 OR e.entry_type = ANY($5::text[]))
+  AND (NOT $6::boolean OR (e.superseded_by IS NULL AND NOT EXISTS (
+        SELECT 1 FROM entry_relations r
+        WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')))
+  AND (NOT $7::boolean OR NOT e.injection_risk)
+  AND ($8::timestamptz IS NULL OR e.created_at < $8::timestamptz)
+  AND ($9::timestamptz IS NULL OR e.created_at > $9::timestamptz)
+ORDER BY e.embedding <=> $1
+LIMIT $10
+
+-- name: search_fulltext
+-- The best full-text matches inside the scope: `websearch_to_tsquery` (quotes, `or`, `-word`)
+-- over the generated `tsv` (GIN index), ranked by `ts_rank`.
+SELECT e.id
+FROM diary_entries e, websearch_to_tsquery('english', $1) AS q
+WHERE e.tsv @@ q
+  AND e.diary_id = ANY($2::uuid[])
+  AND e.tags @> $3::text[]
+  AND NOT (e.tags && $4::text[])
+  AND (cardinality($5::text[]) = 0 OR e.entry_type = ANY($5::text[]))
+  AND (NOT $6::boolean OR (e.superseded_by IS NULL AND NOT EXISTS (
+        SELECT 1 FROM entry_relations r
+        WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')))
+  AND (NOT $7::boolean OR NOT e.injection_risk)
+  AND ($8::timestamptz IS NULL OR e.created_at < $8::timestamptz)
+  AND ($9::timestamptz IS NULL OR e.created_at > $9::timestamptz)
+ORDER BY ts_rank(e.tsv, q) DESC, e.id
+LIMIT $10
+
+-- name: search_scope_has_vectors
+-- Whether any entry of the scope has a vector: when none has, the search is full text only.
+SELECT EXISTS (
+    SELECT 1 FROM diary_entries WHERE diary_id = ANY($1::uuid[]) AND embedding IS NOT NULL
+)
+
+-- name: search_fetch_entries
+-- The fused candidates as `schemas.memory.entry_from_row` renders them, with what the score
+-- needs: hours since the entry was last read (or written), and whether it matches the query
+-- (a query with a negation keeps only the entries that match it).
+SELECT e.id, e.diary_id, e.title, e.content, e.tags, e.importance, e.entry_type,
+       e.injection_risk, e.injection_threats, e.cid, e.prev_cid, e.signing_request_id,
+       e.content_signature, e.superseded_by, e.embedding IS NOT NULL AS has_embedding,
+       e.access_count, e.last_accessed_at, e.created_by, e.created_at, e.updated_at,
+       extract(epoch FROM now() - coalesce(e.last_accessed_at, e.created_at)) / 3600.0
+           AS hours_since_access,
+       e.tsv @@ websearch_to_tsquery('english', $2) AS matches_query
+FROM diary_entries e
+WHERE e.id = ANY($1::uuid[])

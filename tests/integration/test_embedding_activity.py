@@ -1,0 +1,205 @@
+"""The embedding activity with the real model: concurrent calls are micro-batched into one ONNX
+run, and every caller gets the same vectors as when its texts are embedded one by one.
+
+Once in-process (the batcher alone) and once through the Temporal dev server: eight workflows
+route `embedding.embed_passages` to the embedding task queue at the same time, as eight
+concurrent entry creations do."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+
+from temporalio import workflow
+
+# The sandbox re-imports this module to run the workflow below: what it must not load twice
+# (numpy, the model runtime) is passed through.
+with workflow.unsafe.imports_passed_through():
+    import numpy as np
+    import pytest
+    from numpy.typing import NDArray
+    from temporalio.client import Client
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.worker import Worker
+
+    from cairn.activities.embedding import EmbeddingActivities, MicroBatcher
+    from cairn.infra.embeddings import OnnxEmbedder
+    from cairn.schemas.embedding import EmbedRequest
+    from cairn.schemas.embedding_text import entry_embedding_text
+    from cairn.schemas.queues import embedding_queue_for
+    from cairn.workers.registry import embedding_activities
+    from cairn.workflows.common import embedding_task_queue
+
+TOLERANCE = 1e-5
+WRITERS = 8
+
+# Eight entries of different lengths (so one batch needs padding), about 100 words or fewer.
+TEXTS = [
+    entry_embedding_text(
+        f"Note {i}",
+        " ".join(
+            [
+                "The deploy of the payments service failed on the health check and rolled back.",
+                "Postgres vacuum fell behind on the orders table during the nightly import.",
+                "The sourdough needed a longer proof because the kitchen was cold this week.",
+                "Rotate the API key that leaked in the public repository before Friday.",
+            ][i % 4].split()
+            * (1 + i)
+        ),
+        [f"topic-{i % 3}"],
+    )
+    for i in range(WRITERS)
+]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> OnnxEmbedder:
+    return OnnxEmbedder.load()
+
+
+@pytest.fixture(scope="module")
+def one_by_one(embedder: OnnxEmbedder) -> NDArray[np.float32]:
+    return np.stack([embedder.embed_one(text) for text in TEXTS])
+
+
+def assert_same_vectors(got: Sequence[Sequence[float]], expected: NDArray[np.float32]) -> None:
+    array = np.asarray(got, dtype=np.float64)
+    assert array.shape == expected.shape
+    assert float(np.max(np.abs(array - expected))) <= TOLERANCE
+    assert np.allclose(np.linalg.norm(array, axis=1), 1.0, atol=1e-5)
+
+
+# --- the batcher in this process --------------------------------------------------------------
+
+
+async def test_concurrent_calls_form_one_run_with_the_vectors_of_single_calls(
+    embedder: OnnxEmbedder, one_by_one: NDArray[np.float32]
+) -> None:
+    activities = EmbeddingActivities(embedder)
+    results = await asyncio.gather(
+        *(activities.embed_passages(EmbedRequest(texts=[text])) for text in TEXTS)
+    )
+    assert_same_vectors([r.vectors[0] for r in results], one_by_one)
+    assert activities.stats.calls == WRITERS
+    assert activities.stats.runs == 1
+    assert activities.stats.largest_run_calls == WRITERS
+    assert activities.stats.texts == WRITERS
+
+
+async def test_calls_arriving_during_a_run_join_the_next_run(
+    embedder: OnnxEmbedder, one_by_one: NDArray[np.float32]
+) -> None:
+    batcher = MicroBatcher(embedder)
+    first = asyncio.create_task(batcher.embed(TEXTS[:1]))
+    await asyncio.sleep(0.006)  # past the window: the first run is under way
+    later = await asyncio.gather(*(batcher.embed([text]) for text in TEXTS[1:]))
+    assert_same_vectors([(await first)[0], *(rows[0] for rows in later)], one_by_one)
+    assert batcher.stats.runs == 2
+    assert batcher.stats.largest_run_calls == WRITERS - 1
+
+
+async def test_a_call_with_several_texts_gets_its_own_rows_in_order(
+    embedder: OnnxEmbedder, one_by_one: NDArray[np.float32]
+) -> None:
+    batcher = MicroBatcher(embedder)
+    a, b, empty = await asyncio.gather(
+        batcher.embed(TEXTS[:5]), batcher.embed(TEXTS[5:]), batcher.embed([])
+    )
+    assert_same_vectors([*a, *b], one_by_one)
+    assert empty == []
+    assert batcher.stats.runs == 1
+
+
+async def test_runs_are_capped_at_max_texts(
+    embedder: OnnxEmbedder, one_by_one: NDArray[np.float32]
+) -> None:
+    batcher = MicroBatcher(embedder, max_texts=3)
+    results = await asyncio.gather(*(batcher.embed([text]) for text in TEXTS))
+    assert_same_vectors([rows[0] for rows in results], one_by_one)
+    assert batcher.stats.runs == 3  # 3 + 3 + 2
+    assert batcher.stats.largest_run_texts == 3
+
+
+class FailingEmbedder:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.calls += 1
+        raise RuntimeError("onnxruntime exploded")
+
+
+async def test_a_failed_run_fails_every_caller_of_that_run() -> None:
+    failing = FailingEmbedder()
+    batcher = MicroBatcher(failing)
+    outcomes = await asyncio.gather(
+        *(batcher.embed([text]) for text in TEXTS), return_exceptions=True
+    )
+    assert all(isinstance(o, RuntimeError) for o in outcomes)
+    assert failing.calls == 1  # one run, every caller told
+    assert batcher.stats.runs == 0
+
+
+async def test_a_cancelled_caller_does_not_disturb_the_others(
+    embedder: OnnxEmbedder, one_by_one: NDArray[np.float32]
+) -> None:
+    batcher = MicroBatcher(embedder)
+    doomed = asyncio.create_task(batcher.embed(["never mind"]))
+    kept = [asyncio.create_task(batcher.embed([text])) for text in TEXTS]
+    await asyncio.sleep(0)
+    doomed.cancel()
+    results = await asyncio.gather(*kept)
+    assert_same_vectors([rows[0] for rows in results], one_by_one)
+    assert batcher.stats.texts == WRITERS  # the cancelled text was left out of the run
+
+
+# --- through Temporal: the activity on the embedding task queue -------------------------------
+
+
+@workflow.defn(name="TestEmbedOne")
+class EmbedOneWorkflow:
+    """Embeds one text the way the entry workflows do (on the paired embedding queue)."""
+
+    @workflow.run
+    async def run(self, text: str) -> list[float]:
+        result = await workflow.execute_activity_method(
+            EmbeddingActivities.embed_passages,
+            EmbedRequest(texts=[text]),
+            task_queue=embedding_task_queue(),
+            start_to_close_timeout=timedelta(seconds=60),
+        )
+        return result.vectors[0]
+
+
+async def test_concurrent_workflows_share_runs_on_the_embedding_queue(
+    temporal_address: str, embedder: OnnxEmbedder, one_by_one: NDArray[np.float32]
+) -> None:
+    client = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+    queue = f"embed-{uuid.uuid4().hex[:8]}"
+    activities = EmbeddingActivities(embedder)
+    async with (
+        Worker(client, task_queue=queue, workflows=[EmbedOneWorkflow]),
+        Worker(
+            client,
+            task_queue=embedding_queue_for(queue),
+            activities=embedding_activities(activities),
+            max_concurrent_activities=64,
+        ),
+    ):
+        vectors = await asyncio.gather(
+            *(
+                client.execute_workflow(
+                    EmbedOneWorkflow.run, text, id=f"{queue}/{i}", task_queue=queue
+                )
+                for i, text in enumerate(TEXTS)
+            )
+        )
+    await activities.aclose()
+    assert_same_vectors(vectors, one_by_one)
+    assert activities.stats.calls == WRITERS
+    # Activity tasks reach the worker a few ms apart; those arriving while a run is in
+    # progress wait for the next one, so eight calls take fewer than eight runs.
+    assert activities.stats.runs < WRITERS
+    assert activities.stats.largest_run_calls >= 2

@@ -1,0 +1,171 @@
+"""Entry creation when the embedding service is down (DECISIONS "Memory"): the entry is stored
+at once without a vector, and a background workflow keeps retrying the embedding with backoff
+(time skipped) until it succeeds and stores the vector. The real memory activities write to
+Postgres; only the embedding activity is replaced, by one that fails its first calls."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+from temporalio import activity
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from cairn.activities.memory import MemoryActivities
+from cairn.infra.db import create_pool
+from cairn.infra.devstack import venv_binary
+from cairn.infra.repos.memory import MemoryRepo
+from cairn.schemas.embedding import EmbedRequest, EmbedResult
+from cairn.schemas.memory import DiaryCreateInput, EntryDraft, EntryEmbedding
+from cairn.schemas.queues import embedding_queue_for
+from cairn.workers.interceptors import DomainErrorInterceptor
+from cairn.workflows.diaries import DiaryCreateWorkflow
+from cairn.workflows.entries import EntryCreateWorkflow, EntryEmbeddingWorkflow
+
+
+@dataclass
+class FlakyEmbedder:
+    """Fails the first `failures` calls, then answers a fixed unit vector."""
+
+    failures: int
+    calls: int = 0
+
+    @activity.defn(name="embedding.embed_passages")
+    async def embed_passages(self, inp: EmbedRequest) -> EmbedResult:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise RuntimeError("embedding service unavailable")
+        return EmbedResult(vectors=[[1.0] + [0.0] * 383 for _ in inp.texts])
+
+
+@dataclass
+class Rig:
+    env: WorkflowEnvironment
+    queue: str
+    pool: object
+    embedder: FlakyEmbedder
+    started: list[str] = field(default_factory=list)
+
+    async def stop_leftovers(self) -> None:
+        """Terminate background retries this test left running: on the shared time-skipping
+        server a timer whose workflow no worker polls any more would freeze the clock for
+        every later test."""
+        for workflow_id in self.started:
+            with contextlib.suppress(RPCError):
+                await self.env.client.get_workflow_handle(workflow_id).terminate("test over")
+
+
+@pytest.fixture(scope="module")
+async def own_time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A test server of this module's own: an abandoned child workflow keeps the shared one's
+    clock from skipping for later tests, even after it is terminated."""
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=str(venv_binary("temporal-test-server")),
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture
+async def rig(own_time_skipping_env: WorkflowEnvironment, database_url: str) -> AsyncIterator[Rig]:
+    time_skipping_env = own_time_skipping_env
+    pool = await create_pool(database_url, read_only=False)
+    queue = f"entries-{uuid.uuid4().hex[:8]}"
+    embedder = FlakyEmbedder(failures=4)
+    memory = MemoryActivities(MemoryRepo(pool))
+    client = time_skipping_env.client
+    async with (
+        Worker(
+            client,
+            task_queue=queue,
+            workflows=[DiaryCreateWorkflow, EntryCreateWorkflow, EntryEmbeddingWorkflow],
+            activities=[memory.create_diary, memory.insert_entry, memory.set_embedding],
+            interceptors=[DomainErrorInterceptor()],
+        ),
+        Worker(client, task_queue=embedding_queue_for(queue), activities=[embedder.embed_passages]),
+    ):
+        rig = Rig(time_skipping_env, queue, pool, embedder)
+        try:
+            yield rig
+        finally:
+            await rig.stop_leftovers()
+    await pool.close()
+
+
+async def _diary(rig: Rig) -> uuid.UUID:
+    team_id, diary_id, agent_id = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    await rig.pool.execute(  # type: ignore[attr-defined]
+        "INSERT INTO teams (id, name, personal, created_by, created_by_ns, status) "
+        "VALUES ($1, 'wf', false, $2, 'Agent', 'active')",
+        team_id,
+        agent_id,
+    )
+    await rig.env.client.execute_workflow(
+        DiaryCreateWorkflow.run,
+        DiaryCreateInput(
+            diary_id=diary_id,
+            team_id=team_id,
+            name="wf",
+            visibility="private",
+            signed=False,
+            created_by=agent_id,
+            created_by_ns="Agent",
+        ),
+        id=f"diaries/{diary_id}/create",
+        task_queue=rig.queue,
+    )
+    return diary_id
+
+
+async def _create(rig: Rig) -> tuple[uuid.UUID, str]:
+    diary_id = await _diary(rig)
+    entry_id = uuid.uuid4()
+    draft = EntryDraft(
+        entry_id=entry_id, diary_id=diary_id, content="remember this", created_by=uuid.uuid4()
+    )
+    inserted = await rig.env.client.execute_workflow(
+        EntryCreateWorkflow.run, draft, id=f"entries/{entry_id}/create", task_queue=rig.queue
+    )
+    rig.started.append(f"entries/{entry_id}/embedding/{inserted.cid}")
+    return entry_id, inserted.cid
+
+
+async def test_entry_is_stored_without_vector_and_a_retry_is_left_running(rig: Rig) -> None:
+    entry_id, cid = await _create(rig)
+    row = await rig.pool.fetchrow(  # type: ignore[attr-defined]
+        "SELECT cid, embedding IS NULL AS missing FROM diary_entries WHERE id = $1", entry_id
+    )
+    assert row["cid"] == cid and row["missing"] is True
+    assert rig.embedder.calls >= 2  # the write gave up after two quick tries
+    late = rig.env.client.get_workflow_handle(f"entries/{entry_id}/embedding/{cid}")
+    description = await late.describe()
+    assert description.workflow_type == "EntryEmbedding"
+
+
+async def test_the_retry_backs_off_then_stores_the_vector(rig: Rig) -> None:
+    entry_id, cid = await _create(rig)
+    # Run the retry workflow on its own (started here so the test server skips its timers).
+    calls_before = rig.embedder.calls
+    rig.embedder.failures = calls_before + 3
+    handle = await rig.env.client.start_workflow(
+        EntryEmbeddingWorkflow.run,
+        EntryEmbedding(entry_id=entry_id, text="remember this", cid=cid),
+        id=f"entries/{entry_id}/embedding-test",
+        task_queue=rig.queue,
+    )
+    await handle.result()
+    dims = await rig.pool.fetchval(  # type: ignore[attr-defined]
+        "SELECT vector_dims(embedding) FROM diary_entries WHERE id = $1", entry_id
+    )
+    assert dims == 384
+    history = await handle.fetch_history()
+    timers = [e for e in history.events if e.HasField("timer_started_event_attributes")]
+    assert timers  # the failed tries waited on durable timers (the abandoned child shares
+    # the flaky embedder, so how many of the failures this run saw varies)
