@@ -120,10 +120,14 @@ async def test_second_registration_with_same_voucher_is_rejected_and_compensated
     assert left == 0
 
 
+def _load_history(recorded: Path) -> WorkflowHistory:
+    assert recorded.exists(), "run the registration test once to record the history"
+    return WorkflowHistory.from_json("registration", json.loads(recorded.read_text()))
+
+
 @pytest.mark.parametrize("recorded", [HISTORY_V1, HISTORY], ids=lambda p: p.stem)
 async def test_committed_registration_history_replays(recorded: Path) -> None:
-    assert recorded.exists(), "run the registration test once to record the history"
-    history = WorkflowHistory.from_json("registration", json.loads(recorded.read_text()))
+    history = _load_history(recorded)
     await Replayer(
         workflows=list(WORKFLOWS), data_converter=pydantic_data_converter
     ).replay_workflow(history)

@@ -9,6 +9,7 @@ already there. The workflow orders its projections, so the last one written is t
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID, uuid5
 
 import asyncpg
@@ -17,7 +18,7 @@ from cairn.infra import permissions as tuples
 from cairn.infra.db import Q
 from cairn.schemas.errors import FieldError, NotFound, ValidationFailed
 from cairn.schemas.permissions import Namespace, RelationTuple, Subject
-from cairn.schemas.task_attempts import AttemptState, TaskProjection, task_workflow_id
+from cairn.schemas.task_attempts import TaskProjection, task_workflow_id
 from cairn.schemas.tasks import TaskStart
 
 
@@ -93,24 +94,14 @@ class TaskRepo:
         return True
 
     async def project(self, projection: TaskProjection) -> None:
-        """Write one transition: task state, attempt row, claimant tuple."""
-        task = projection.task
+        """Write one transition: task state and attempt row in one statement (a heartbeat, the
+        hot path, is one round trip), with the claimant tuple in the same transaction when it
+        changes."""
+        if projection.grant_claimant is None and projection.revoke_claimant is None:
+            await self._pool.execute(Q.task_write_projection, *_projection_args(projection))
+            return
         async with self._pool.acquire() as conn, conn.transaction():
-            if projection.attempt is not None:
-                await _write_attempt(conn, projection.task_id, projection.attempt)
-            await conn.execute(
-                Q.task_write_state,
-                projection.task_id,
-                task.status,
-                task.attempt_count,
-                task.claim_agent_id,
-                task.claim_expires_at,
-                task.cancelled_by_agent_id,
-                task.cancelled_by_human_id,
-                task.cancel_reason,
-                task.cancelled_at,
-                task.completed_at,
-            )
+            await conn.execute(Q.task_write_projection, *_projection_args(projection))
             if projection.revoke_claimant is not None:
                 await tuples.delete_tuples(
                     conn, [claimant_tuple(projection.task_id, projection.revoke_claimant)]
@@ -119,6 +110,49 @@ class TaskRepo:
                 await tuples.write_tuples(
                     conn, [claimant_tuple(projection.task_id, projection.grant_claimant)]
                 )
+
+
+def _projection_args(projection: TaskProjection) -> list[Any]:
+    """The parameters of `task_write_projection`: the attempt's columns, then the task's."""
+    task, attempt, task_id = projection.task, projection.attempt, projection.task_id
+    attempt_columns: list[Any] = [None] * 20
+    if attempt is not None:
+        attempt_columns = [
+            attempt.attempt_id,
+            task_id,
+            attempt.attempt_n,
+            task_workflow_id(task_id),
+            attempt.lease_id,
+            attempt.agent_id,
+            attempt.status,
+            attempt.lease_ttl_sec,
+            attempt.claimed_at,
+            attempt.started_at,
+            attempt.last_heartbeat_at,
+            attempt.claim_expires_at,
+            attempt.finished_at,
+            attempt.output,
+            attempt.output_cid,
+            attempt.content_signature,
+            attempt.usage,
+            attempt.error,
+            attempt.timeout_reason,
+            attempt.traceparent,
+        ]
+    return [
+        attempt is not None,
+        *attempt_columns,
+        task_id,
+        task.status,
+        task.attempt_count,
+        task.claim_agent_id,
+        task.claim_expires_at,
+        task.cancelled_by_agent_id,
+        task.cancelled_by_human_id,
+        task.cancel_reason,
+        task.cancelled_at,
+        task.completed_at,
+    ]
 
 
 async def _bind_inputs(conn: asyncpg.Connection, start: TaskStart) -> None:
@@ -150,29 +184,3 @@ async def _bind_inputs(conn: asyncpg.Connection, start: TaskStart) -> None:
             ],
             code="artifact-not-staged",
         )
-
-
-async def _write_attempt(conn: asyncpg.Connection, task_id: UUID, attempt: AttemptState) -> None:
-    await conn.execute(
-        Q.task_write_attempt,
-        attempt.attempt_id,
-        task_id,
-        attempt.attempt_n,
-        task_workflow_id(task_id),
-        attempt.lease_id,
-        attempt.agent_id,
-        attempt.status,
-        attempt.lease_ttl_sec,
-        attempt.claimed_at,
-        attempt.started_at,
-        attempt.last_heartbeat_at,
-        attempt.claim_expires_at,
-        attempt.finished_at,
-        attempt.output,
-        attempt.output_cid,
-        attempt.content_signature,
-        attempt.usage,
-        attempt.error,
-        attempt.timeout_reason,
-        attempt.traceparent,
-    )

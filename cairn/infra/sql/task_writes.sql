@@ -12,27 +12,31 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $
 ON CONFLICT (id) DO NOTHING
 RETURNING id
 
--- name: task_write_state
+-- name: task_write_projection
+-- One transition in one statement: the attempt's row upserted to the workflow's values (skipped
+-- when $1 is false: a task without an attempt) and the task's state. $2..$21 are the attempt's
+-- columns, $22..$31 the task's.
+WITH attempt AS (
+    INSERT INTO task_attempts (
+        id, task_id, attempt_n, workflow_id, lease_id, claimed_by_agent_id, status,
+        lease_ttl_sec, claimed_at, started_at, last_heartbeat_at, claim_expires_at, finished_at,
+        output, output_cid, content_signature, usage, error, timeout_reason, traceparent)
+    SELECT $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
+           $20, $21
+    WHERE $1::boolean
+    ON CONFLICT (task_id, attempt_n) DO UPDATE
+    SET status = EXCLUDED.status, lease_ttl_sec = EXCLUDED.lease_ttl_sec,
+        started_at = EXCLUDED.started_at, last_heartbeat_at = EXCLUDED.last_heartbeat_at,
+        claim_expires_at = EXCLUDED.claim_expires_at, finished_at = EXCLUDED.finished_at,
+        output = EXCLUDED.output, output_cid = EXCLUDED.output_cid,
+        content_signature = EXCLUDED.content_signature, usage = EXCLUDED.usage,
+        error = EXCLUDED.error, timeout_reason = EXCLUDED.timeout_reason
+)
 UPDATE tasks
-SET status = $2, attempt_count = $3, claim_agent_id = $4, claim_expires_at = $5,
-    cancelled_by_agent_id = $6, cancelled_by_human_id = $7, cancel_reason = $8,
-    cancelled_at = $9, completed_at = $10, updated_at = now()
-WHERE id = $1
-
--- name: task_write_attempt
-INSERT INTO task_attempts (
-    id, task_id, attempt_n, workflow_id, lease_id, claimed_by_agent_id, status, lease_ttl_sec,
-    claimed_at, started_at, last_heartbeat_at, claim_expires_at, finished_at, output, output_cid,
-    content_signature, usage, error, timeout_reason, traceparent)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-        $20)
-ON CONFLICT (task_id, attempt_n) DO UPDATE
-SET status = EXCLUDED.status, lease_ttl_sec = EXCLUDED.lease_ttl_sec,
-    started_at = EXCLUDED.started_at, last_heartbeat_at = EXCLUDED.last_heartbeat_at,
-    claim_expires_at = EXCLUDED.claim_expires_at, finished_at = EXCLUDED.finished_at,
-    output = EXCLUDED.output, output_cid = EXCLUDED.output_cid,
-    content_signature = EXCLUDED.content_signature, usage = EXCLUDED.usage,
-    error = EXCLUDED.error, timeout_reason = EXCLUDED.timeout_reason
+SET status = $23, attempt_count = $24, claim_agent_id = $25, claim_expires_at = $26,
+    cancelled_by_agent_id = $27, cancelled_by_human_id = $28, cancel_reason = $29,
+    cancelled_at = $30, completed_at = $31, updated_at = now()
+WHERE id = $22
 
 -- name: task_flow_attempt_target
 -- What an attempt route decides on: the task, and attempt $2 of it when there is one ($3: also

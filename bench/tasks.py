@@ -1,0 +1,570 @@
+"""Benchmark the task attempt lifecycle on the real stack, next to raw Temporal Updates.
+
+    .venv/bin/python bench/tasks.py [--runs 200] [--duration 20] [--concurrency 16] [--quick]
+
+Starts the embedded stack (bench/_stack.py: Postgres, tuned Temporal dev server, rclone S3; the
+API and the service worker each in their own process) plus one more worker process for the raw
+baseline (`BenchUpdates` on task queue `bench-task-updates`, sandboxed like the service), then:
+
+1. raw baselines, same run: `execute_update` on a running workflow whose handler does nothing,
+   runs one local no-op activity, or runs one regular no-op activity: p50 at concurrency 1
+   (one workflow) and updates/s at concurrency N (one workflow per client); and
+   `GET /agents/whoami` at concurrency 1, the API's own floor (auth, one read, HTTP);
+2. at concurrency 1, one request at a time: `POST /tasks/{id}/claim` (each on a fresh queued
+   task), a later `POST …/heartbeat` (on one running attempt) and `POST …/complete` (each on a
+   fresh started attempt), p50/p95;
+3. the full lifecycle with N concurrent daemons (executor agents of one team), each looping
+   create (by the team's owner) → claim → heartbeat → 3 messages (three single-message
+   appends) → complete: tasks/s;
+4. ratios against the baselines, and the issue's targets (claim ≤ 25 ms, heartbeat ≤ 15 ms,
+   complete ≤ 40 ms at p50; ≥ 25 lifecycles/s at N = 16; a lifecycle ≤ ~6 raw Updates).
+
+Writes JSON to bench/results/tasks.json. About 3 minutes with the defaults on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import signal
+import statistics
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from temporalio import activity, workflow
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._stack import REPO_ROOT, BenchStack, CpuMeter, _Child, _die_with_parent
+from bench.auth import (
+    QUIET_CORES,
+    Agent,
+    closed_loop,
+    fetch_token,
+    issue_vouchers,
+    machine_info,
+    register,
+    wait_quiet,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results" / "tasks.json"
+UPDATES_TASK_QUEUE = "bench-task-updates"
+UPDATES_WORKFLOW = "BenchUpdates"
+TARGETS = {
+    "claim_p50_ms": 25.0,
+    "heartbeat_p50_ms": 15.0,
+    "complete_p50_ms": 40.0,
+    "lifecycle_tasks_per_s": 25.0,
+    "lifecycle_raw_updates_per_task": 6.0,
+}
+# The targets were set against these raw figures (perf-baselines.md, tuned dev server, quiet
+# machine): a bare Update at p50 with one client, and bare Updates/s at 16 clients.
+REFERENCE_RAW_UPDATE_P50_MS = 9.8
+REFERENCE_RAW_UPDATES_PER_S_C16 = 259.0
+OUTPUT = {"summary": "benchmarked"}
+
+
+# --- the raw baseline: a long-running workflow taking updates ------------------------------------
+
+
+@activity.defn(name="bench_task_noop")
+async def bench_task_noop() -> None:
+    return None
+
+
+@workflow.defn(name=UPDATES_WORKFLOW)
+class BenchUpdatesWorkflow:
+    """Waits for `finish`; its updates do nothing, or one local or regular no-op activity."""
+
+    def __init__(self) -> None:
+        self._done = False
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: self._done)
+
+    @workflow.update(name="noop")
+    async def noop(self) -> None:
+        return None
+
+    @workflow.update(name="local_activity")
+    async def local_activity(self) -> None:
+        await workflow.execute_local_activity(
+            bench_task_noop, start_to_close_timeout=timedelta(seconds=10)
+        )
+
+    @workflow.update(name="activity")
+    async def regular_activity(self) -> None:
+        await workflow.execute_activity(
+            bench_task_noop, start_to_close_timeout=timedelta(seconds=10)
+        )
+
+    @workflow.signal(name="finish")
+    def finish(self) -> None:
+        self._done = True
+
+
+async def _run_baseline_worker(ready_file: Path) -> None:
+    from temporalio.worker import Worker
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    from cairn.infra.settings import Settings
+    from cairn.infra.temporal import connect
+
+    client = await connect(Settings(), tracing=False)
+    runner = SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("bench", "bench.tasks")
+    )
+    async with Worker(
+        client,
+        task_queue=UPDATES_TASK_QUEUE,
+        workflows=[BenchUpdatesWorkflow],
+        activities=[bench_task_noop],
+        workflow_runner=runner,
+    ):
+        ready_file.write_text(str(os.getpid()), encoding="utf-8")  # noqa: ASYNC240
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+
+
+async def start_baseline_worker(stack: BenchStack) -> _Child:
+    ready = stack.root / "updates-worker.ready"
+    child = _Child(
+        "updates-worker",
+        [sys.executable, "-m", "bench.tasks", "baseline-worker", str(ready)],
+        stack.root / "updates-worker.log",
+        env=stack.env,
+    )
+    stack._parts.append(child)  # stopped with the stack
+    child.start()
+    await stack._wait(ready.exists, child, "updates-worker", limit_s=60)
+    return child
+
+
+async def raw_updates(
+    temporal: Any,
+    name: str,
+    runs: int,
+    concurrency: int,
+    duration: float,
+    meter: CpuMeter,
+    quiet_wait: float,
+) -> dict[str, Any]:
+    handles = []
+    for _ in range(concurrency):
+        handles.append(
+            await temporal.start_workflow(
+                UPDATES_WORKFLOW, id=f"bench-updates/{uuid.uuid4()}", task_queue=UPDATES_TASK_QUEUE
+            )
+        )
+    try:
+        single = await sequence(lambda: handles[0].execute_update(name), runs, meter, quiet_wait)
+
+        async def one(i: int) -> bool:
+            await handles[i].execute_update(name)
+            return True
+
+        loaded = await closed_loop(
+            one,
+            concurrency=concurrency,
+            duration=duration,
+            warmup=1.0,
+            meter=meter,
+            quiet_wait=quiet_wait,
+        )
+    finally:
+        for handle in handles:
+            await handle.signal("finish")
+    return {"c1": single, f"c{concurrency}": loaded}
+
+
+# --- timing helpers ---------------------------------------------------------------------------
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def stats(samples: list[float]) -> dict[str, Any]:
+    return {
+        "runs": len(samples),
+        "p50_ms": round(statistics.median(samples), 2),
+        "p95_ms": round(percentile(samples, 0.95), 2),
+        "mean_ms": round(statistics.fmean(samples), 2),
+        "max_ms": round(max(samples), 2),
+    }
+
+
+async def sequence(
+    fn: Any, runs: int, meter: CpuMeter, quiet_wait: float, warmup: int = 10
+) -> dict[str, Any]:
+    """`runs` calls one after the other (concurrency 1), after a quiet check and a warm-up."""
+    quiet = await wait_quiet(meter, quiet_wait)
+    for _ in range(warmup):
+        await fn()
+    samples = []
+    meter.start()
+    for _ in range(runs):
+        began = time.perf_counter()
+        await fn()
+        samples.append((time.perf_counter() - began) * 1000)
+    cpu = meter.stop(runs)
+    return {
+        **stats(samples),
+        "cpu": cpu,
+        "quiet_check": quiet,
+        "noisy": cpu["cores"]["others"] > QUIET_CORES,
+    }
+
+
+def log(message: str) -> None:
+    print(f"[tasks-bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# --- agents, team, tasks through the API ---------------------------------------------------------
+
+
+@dataclass
+class Caller:
+    session: aiohttp.ClientSession
+    base: str
+    headers: dict[str, str]
+    agent_id: str = ""
+    calls: dict[str, int] = field(default_factory=dict)
+
+    async def call(self, method: str, path: str, body: Any = None, **headers: str) -> Any:
+        async with self.session.request(
+            method, self.base + path, json=body, headers={**self.headers, **headers}
+        ) as response:
+            data = await response.json(content_type=None)
+            if response.status >= 300:
+                raise RuntimeError(f"{method} {path}: {response.status} {data}")
+            return data
+
+
+async def callers(
+    session: aiohttp.ClientSession, stack: BenchStack, temporal: Any, count: int
+) -> list[Caller]:
+    vouchers = await issue_vouchers(temporal, stack.settings, count)
+    made = []
+    for code in vouchers:
+        registered = await register(session, stack.base_url, code)
+        agent = Agent(registered["clientId"], registered["clientSecret"], "")
+        secret = f"{agent.client_id}:{agent.client_secret}".encode()
+        agent.basic = "Basic " + base64.b64encode(secret).decode()
+        token = await fetch_token(session, stack.base_url, agent)
+        caller = Caller(session, stack.base_url, {"Authorization": f"Bearer {token}"})
+        caller.agent_id = (await caller.call("GET", "/agents/whoami"))["agentId"]
+        made.append(caller)
+    return made
+
+
+@dataclass
+class Crew:
+    owner: Caller
+    daemons: list[Caller]
+    team_id: str
+    diary_id: str
+
+    def task_body(self) -> dict[str, Any]:
+        return {
+            "taskType": "freeform",
+            "teamId": self.team_id,
+            "diaryId": self.diary_id,
+            "input": {"brief": "benchmark me"},
+        }
+
+
+async def crew(session: aiohttp.ClientSession, stack: BenchStack, temporal: Any, n: int) -> Crew:
+    owner, *daemons = await callers(session, stack, temporal, n + 1)
+    team = await owner.call("POST", "/teams", {"name": "bench"})
+    for daemon in daemons:
+        invite = await owner.call("POST", f"/teams/{team['id']}/invites", {"role": "executor"})
+        await daemon.call("POST", "/teams/join", {"code": invite["code"]})
+    diary = await owner.call(
+        "POST",
+        "/diaries",
+        {"name": "bench", "visibility": "private"},
+        **{"x-service-team-id": team["id"]},
+    )
+    return Crew(owner, daemons, str(team["id"]), str(diary["id"]))
+
+
+async def create_task(caller: Caller, c: Crew) -> str:
+    task = await caller.call("POST", "/tasks", c.task_body(), **{"x-service-team-id": c.team_id})
+    return str(task["id"])
+
+
+async def claim(caller: Caller, task_id: str) -> int:
+    claimed = await caller.call("POST", f"/tasks/{task_id}/claim", {})
+    return int(claimed["attemptN"])
+
+
+async def heartbeat(caller: Caller, task_id: str, n: int = 1) -> None:
+    await caller.call("POST", f"/tasks/{task_id}/attempts/{n}/heartbeat", {})
+
+
+async def message(caller: Caller, task_id: str, i: int, n: int = 1) -> None:
+    body = {"kind": "progress", "payload": {"step": i}}
+    await caller.call("POST", f"/tasks/{task_id}/attempts/{n}/messages", body)
+
+
+def complete_body() -> dict[str, Any]:
+    from cairn.schemas.cids import json_cid
+
+    return {"output": OUTPUT, "outputCid": json_cid(OUTPUT)}
+
+
+async def complete(caller: Caller, task_id: str, n: int = 1) -> None:
+    await caller.call("POST", f"/tasks/{task_id}/attempts/{n}/complete", complete_body())
+
+
+# --- phases ------------------------------------------------------------------------------------
+
+
+async def single_client(c: Crew, runs: int, meter: CpuMeter, quiet_wait: float) -> dict[str, Any]:
+    """claim, later heartbeat and complete, one request at a time (p50 at concurrency 1)."""
+    daemon = c.daemons[0]
+    log(f"creating {runs + 10} tasks for the claim phase")
+    queued = [await create_task(c.owner, c) for _ in range(runs + 10)]
+    pending = list(queued)
+
+    async def claim_next() -> None:
+        await claim(daemon, pending.pop())
+
+    log("claim, c=1")
+    claimed = await sequence(claim_next, runs, meter, quiet_wait)
+    log("heartbeat, c=1")
+    running = queued[0]
+    await heartbeat(daemon, running)
+    beats = await sequence(lambda: heartbeat(daemon, running), runs, meter, quiet_wait)
+    started = queued[1 : runs + 10]
+    for task_id in started:
+        await heartbeat(daemon, task_id)
+    log("complete, c=1")
+
+    async def complete_next() -> None:
+        await complete(daemon, started.pop())
+
+    done = await sequence(complete_next, runs, meter, quiet_wait, warmup=9)
+    return {"claim": claimed, "heartbeat": beats, "complete": done}
+
+
+async def lifecycle(
+    c: Crew,
+    concurrency: int,
+    duration: float,
+    meter: CpuMeter,
+    quiet_wait: float,
+    messages: int = 3,
+) -> dict[str, Any]:
+    async def one(i: int) -> bool:
+        daemon = c.daemons[i % len(c.daemons)]
+        # the team's owner proposes (an executor alone cannot read the team's diary)
+        task_id = await create_task(c.owner, c)
+        n = await claim(daemon, task_id)
+        await heartbeat(daemon, task_id, n)
+        for k in range(messages):
+            await message(daemon, task_id, k, n)
+        await complete(daemon, task_id, n)
+        return True
+
+    result = await closed_loop(
+        one,
+        concurrency=concurrency,
+        duration=duration,
+        warmup=2.0,
+        meter=meter,
+        quiet_wait=quiet_wait,
+    )
+    result["tasks_per_s"] = result.get("rps")
+    result["requests_per_task"] = 4 + messages
+    return result
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "benchmark": "tasks",
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "settings": {
+            "runs_c1": args.runs,
+            "duration_s": args.duration,
+            "concurrency": args.concurrency,
+            "quiet_cores": QUIET_CORES,
+            "wait_quiet_s": args.wait_quiet,
+        },
+        "env": machine_info(),
+    }
+    n = args.concurrency
+    async with BenchStack(keep_dir=args.keep_dir) as stack:
+        result["topology"] = stack.topology()
+        updates_worker = await start_baseline_worker(stack)
+        result["topology"]["baseline_worker"] = (
+            f"separate process: {UPDATES_WORKFLOW} on {UPDATES_TASK_QUEUE} (sandboxed), "
+            "updates `noop`, `local_activity`, `activity`"
+        )
+        pids = stack.pids()
+        assert updates_worker.process is not None
+        pids["baseline_worker"] = updates_worker.process.pid
+        meter = CpuMeter(pids)
+        temporal = await stack.temporal_client()
+        connector = aiohttp.TCPConnector(limit=max(100, 4 * n), limit_per_host=0)
+        timeout = aiohttp.ClientTimeout(total=120)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+            log("registering agents and the team")
+            c = await crew(session, stack, temporal, n)
+
+            baselines: dict[str, Any] = {}
+            for name in ("noop", "local_activity", "activity"):
+                log(f"raw update `{name}`, c=1 and c={n}")
+                baselines[f"update_{name}"] = await raw_updates(
+                    temporal, name, args.runs, n, args.duration / 2, meter, args.wait_quiet
+                )
+            log("GET /agents/whoami, c=1 (the API's floor: auth, one read, HTTP)")
+            owner = c.owner
+            baselines["http_whoami"] = {
+                "c1": await sequence(
+                    lambda: owner.call("GET", "/agents/whoami"), args.runs, meter, args.wait_quiet
+                )
+            }
+            result["baselines"] = baselines
+
+            result["c1"] = await single_client(c, args.runs, meter, args.wait_quiet)
+            log(f"full lifecycle with {n} daemons")
+            result["lifecycle"] = await lifecycle(c, n, args.duration, meter, args.wait_quiet)
+    result["ratios"] = ratios(result, n)
+    result["targets"] = targets(result, n)
+    return result
+
+
+def ratios(result: dict[str, Any], n: int) -> dict[str, Any]:
+    raw = result["baselines"]
+    noop_c1 = raw["update_noop"]["c1"]["p50_ms"]
+    noop_rps = raw["update_noop"][f"c{n}"].get("rps")
+    lifecycle_rps = result["lifecycle"].get("tasks_per_s")
+    c1 = result["c1"]
+    return {
+        "claim_p50_over_raw_update_p50": round(c1["claim"]["p50_ms"] / noop_c1, 2),
+        "heartbeat_p50_over_raw_update_p50": round(c1["heartbeat"]["p50_ms"] / noop_c1, 2),
+        "complete_p50_over_raw_update_p50": round(c1["complete"]["p50_ms"] / noop_c1, 2),
+        "heartbeat_p50_over_local_activity_update_plus_whoami_p50": round(
+            c1["heartbeat"]["p50_ms"]
+            / (raw["update_local_activity"]["c1"]["p50_ms"] + raw["http_whoami"]["c1"]["p50_ms"]),
+            2,
+        ),
+        "claim_p50_over_local_activity_update_p50": round(
+            c1["claim"]["p50_ms"] / raw["update_local_activity"]["c1"]["p50_ms"], 2
+        ),
+        f"raw_updates_per_lifecycle_c{n}": (
+            round(noop_rps / lifecycle_rps, 2) if noop_rps and lifecycle_rps else None
+        ),
+        "local_activity_update_p50_over_activity_update_p50": round(
+            raw["update_local_activity"]["c1"]["p50_ms"] / raw["update_activity"]["c1"]["p50_ms"],
+            2,
+        ),
+    }
+
+
+def targets(result: dict[str, Any], n: int) -> dict[str, Any]:
+    c1 = result["c1"]
+
+    def at_most(value: float | None, limit: float) -> dict[str, Any]:
+        return {
+            "value": value,
+            "target": f"<= {limit}",
+            "pass": value is not None and value <= limit,
+        }
+
+    lifecycle_rps = result["lifecycle"].get("tasks_per_s")
+    per_task = result["ratios"].get(f"raw_updates_per_lifecycle_c{n}")
+    raw_p50 = result["baselines"]["update_noop"]["c1"]["p50_ms"]
+    raw_rps = result["baselines"]["update_noop"][f"c{n}"].get("rps")
+    # This run's Temporal may be slower than the one the targets were set on (a busy shared
+    # machine): the same figures scaled by the raw Update of this run to the reference one.
+    scale = REFERENCE_RAW_UPDATE_P50_MS / raw_p50
+    scaled_rps = lifecycle_rps * REFERENCE_RAW_UPDATES_PER_S_C16 / raw_rps if raw_rps else None
+    normalised = {
+        "note": f"p50 x {REFERENCE_RAW_UPDATE_P50_MS} / this run's raw Update p50 ({raw_p50}); "
+        f"tasks/s x {REFERENCE_RAW_UPDATES_PER_S_C16} / this run's raw Updates/s ({raw_rps})",
+        "claim_p50_ms": at_most(round(c1["claim"]["p50_ms"] * scale, 1), TARGETS["claim_p50_ms"]),
+        "heartbeat_p50_ms": at_most(
+            round(c1["heartbeat"]["p50_ms"] * scale, 1), TARGETS["heartbeat_p50_ms"]
+        ),
+        "complete_p50_ms": at_most(
+            round(c1["complete"]["p50_ms"] * scale, 1), TARGETS["complete_p50_ms"]
+        ),
+        f"lifecycle_tasks_per_s_c{n}": {
+            "value": None if scaled_rps is None else round(scaled_rps, 1),
+            "target": f">= {TARGETS['lifecycle_tasks_per_s']}",
+            "pass": scaled_rps is not None and scaled_rps >= TARGETS["lifecycle_tasks_per_s"],
+        },
+    }
+    return {
+        "normalised_to_reference_temporal": normalised,
+        "claim_p50_ms": at_most(c1["claim"]["p50_ms"], TARGETS["claim_p50_ms"]),
+        "heartbeat_p50_ms": at_most(c1["heartbeat"]["p50_ms"], TARGETS["heartbeat_p50_ms"]),
+        "complete_p50_ms": at_most(c1["complete"]["p50_ms"], TARGETS["complete_p50_ms"]),
+        f"lifecycle_tasks_per_s_c{n}": {
+            "value": lifecycle_rps,
+            "target": f">= {TARGETS['lifecycle_tasks_per_s']}",
+            "pass": lifecycle_rps is not None and lifecycle_rps >= TARGETS["lifecycle_tasks_per_s"],
+        },
+        "raw_updates_per_lifecycle": at_most(per_task, TARGETS["lifecycle_raw_updates_per_task"]),
+    }
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "baseline-worker":
+        _die_with_parent()
+        asyncio.run(_run_baseline_worker(Path(sys.argv[2])))
+        return
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=200, help="requests per c=1 phase")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds of the N phases")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--quick", action="store_true", help="50 runs, 5 s phases")
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=60.0,
+        help="before each phase, wait up to this long for other CPU load to drop",
+    )
+    parser.add_argument("--keep-dir", action="store_true", help="keep the stack's temp dir")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    if args.quick:
+        args.runs, args.duration = 50, 5.0
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    os.chdir(REPO_ROOT)
+    result = asyncio.run(run(args))
+    text = json.dumps(result, indent=2)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    # Re-import under the package name so the baseline workflow lives in `bench.tasks` (the
+    # sandbox passes that module through), not in `__main__`.
+    from bench.tasks import main as _main
+
+    _main()
