@@ -18,7 +18,7 @@ Five families, each a list of our own patterns with a severity in 0..1:
 Every pattern is linear-time on Python's backtracking engine: no nested or adjacent unbounded
 quantifiers over overlapping classes, gaps between words are bounded, and patterns that may
 start at many positions consume only within one line or one short token. ``match`` strings are
-cut to ``INJECTION_MATCH_MAX_CHARS`` with invisible characters spelled ``U+XXXX``.
+cut to ``INJECTION_MATCH_MAX_CHARS`` with invisible characters spelled as code points (``U+200B``).
 """
 
 from __future__ import annotations
