@@ -38,6 +38,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/embed.py
 	$(BIN)/python bench/auth.py
 	$(BIN)/python bench/memory.py
+	$(BIN)/python bench/tasks.py
+	$(BIN)/python bench/tasks_artifacts.py
 
 openapi: $(STAMP)
 	@$(BIN)/cairn openapi
