@@ -17,6 +17,7 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from cairn.schemas import limits
 from cairn.schemas.base import Payload, RequestBody, ResponseBody
+from cairn.schemas.injection import Threat
 
 Visibility = Literal["private", "moltnet", "public"]
 EntryType = Literal["episodic", "semantic", "procedural", "reflection"]
@@ -193,12 +194,6 @@ class EntryBatchDelete(RequestBody):
 class BatchDeleted(ResponseBody):
     deleted: list[UUID]
     skipped: list[UUID]
-
-
-class Threat(ResponseBody):
-    type: str
-    severity: float
-    match: str
 
 
 class Entry(ResponseBody):

@@ -328,3 +328,79 @@ async def test_relation_writes_need_diary_write(actors, owner) -> None:
     assert status == 403
     status, listed = await outsider.call("GET", f"/entries/{a['id']}/relations")
     assert status == 200 and listed["total"] == 1  # moltnet: readable by any principal
+
+
+# --- signed entries and signed diaries ----------------------------------------------------
+
+
+async def _signed_request(actor: Actor, message: str) -> str:
+    status, request = await actor.call(
+        "POST", "/crypto/signing-requests", json={"message": message}
+    )
+    assert status == 201, request
+    signature = actor.sign(request["signing_payload"])
+    status, signed = await actor.call(
+        "POST",
+        f"/crypto/signing-requests/{request['request_id']}/sign",
+        json={"signature": signature},
+    )
+    assert status == 200 and signed["valid"] is True, signed
+    return str(request["request_id"])
+
+
+async def test_a_signed_diary_chains_its_entries_and_verifies_them(owner) -> None:
+    diary = await new_diary(owner, "private", signed=True)
+    path = f"/diaries/{diary['id']}/entries"
+    status, problem = await owner.call("POST", path, json={"content": "unsigned"})
+    assert status == 400 and problem["code"] == "signature-required"
+
+    first_cid = entry_cid("first", None, [], "semantic", "")
+    first = await new_entry(
+        owner,
+        diary["id"],
+        content="first",
+        signingRequestId=await _signed_request(owner, first_cid),
+    )
+    assert first["signed"] is True and first["cid"] == first_cid and first["prevCid"] == ""
+
+    # signed over the wrong predecessor: refused, nothing written
+    stale = await _signed_request(owner, entry_cid("second", None, [], "semantic", ""))
+    status, problem = await owner.call(
+        "POST", path, json={"content": "second", "signingRequestId": stale}
+    )
+    assert status == 400 and problem["code"] == "signature-cid-mismatch"
+
+    second_cid = entry_cid("second", None, [], "semantic", first_cid)
+    second = await new_entry(
+        owner,
+        diary["id"],
+        content="second",
+        signingRequestId=await _signed_request(owner, second_cid),
+    )
+    assert second["prevCid"] == first_cid
+    status, verified = await owner.call(
+        "GET", f"/diaries/{diary['id']}/entries/{second['id']}/verify"
+    )
+    assert status == 200, verified
+    assert verified["valid"] and verified["chainValid"] and verified["signatureValid"]
+    assert verified["agentFingerprint"] == owner.fingerprint
+
+    status, problem = await owner.call("PATCH", f"/entries/{first['id']}", json={"importance": 1})
+    assert status == 409 and problem["code"] == "entry-immutable"
+    status, problem = await owner.call("DELETE", f"/entries/{first['id']}")
+    assert status == 409
+    status, problem = await owner.call("DELETE", f"/diaries/{diary['id']}")
+    assert status == 409 and problem["code"] == "diary-has-signed-entries"
+
+
+async def test_a_signing_request_signs_one_entry_only(owner) -> None:
+    diary = await new_diary(owner)
+    cid = entry_cid("once", None, [], "semantic")
+    request_id = await _signed_request(owner, cid)
+    await new_entry(owner, diary["id"], content="once", signingRequestId=request_id)
+    status, problem = await owner.call(
+        "POST",
+        f"/diaries/{diary['id']}/entries",
+        json={"content": "once", "signingRequestId": request_id},
+    )
+    assert status == 409 and problem["code"] == "signing-request-used"

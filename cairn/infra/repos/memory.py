@@ -14,6 +14,7 @@ import asyncpg
 
 from cairn.infra import permissions as tuples
 from cairn.infra.db import Q
+from cairn.infra.repos.signing import get_signing_request
 from cairn.schemas.cids import entry_cid
 from cairn.schemas.memory import (
     GRANT_RELATIONS,
@@ -133,7 +134,9 @@ class MemoryRepo:
                         draft.content, draft.title, draft.tags, draft.entry_type, prev_cid
                     )
                 if draft.signing_request_id is not None:
-                    signature = await self._signature_for(conn, inp, cid)
+                    signature = await _signature_for(
+                        conn, draft.signing_request_id, draft.created_by, cid
+                    )
                 try:
                     await conn.execute(
                         Q.memory_insert_entry,
@@ -166,31 +169,6 @@ class MemoryRepo:
                 return cid, None
         except _Refused as refused:
             return inp.cid, refused.refusal
-
-    async def _signature_for(self, conn: asyncpg.Connection, inp: EntryInsert, cid: str) -> str:
-        """The signature of a completed, valid signing request of the author over `cid`."""
-        request = await conn.fetchrow(
-            Q.memory_get_signing_request_for_entry, inp.draft.signing_request_id
-        )
-        if request is None or request["agent_id"] != inp.draft.created_by:
-            raise _Refused(Refusal("signing-request-not-found", "No such signing request"))
-        if request["status"] != "completed" or not request["valid"]:
-            raise _Refused(
-                Refusal("signing-request-invalid", "The signing request has no valid signature")
-            )
-        if request["message"] != cid:
-            raise _Refused(
-                Refusal(
-                    "signature-cid-mismatch",
-                    f"The signed message is not the entry CID; sign {cid}",
-                )
-            )
-        if await conn.fetchval(Q.memory_entry_signing_request_used, request["id"]) is not None:
-            raise _Refused(
-                Refusal("signing-request-used", "This signing request already signed an entry")
-            )
-        signature: str = request["signature"]
-        return signature
 
     async def rewrite_entry(self, inp: EntryRewrite) -> bool:
         change = inp.change
@@ -264,3 +242,28 @@ class MemoryRepo:
             if row is not None:
                 await conn.execute(Q.memory_sync_superseded_by, row["target_id"])
             return row is not None
+
+
+async def _signature_for(
+    conn: asyncpg.Connection, request_id: uuid.UUID, author: uuid.UUID, cid: str
+) -> str:
+    """The signature of a completed, valid signing request of the author over `cid`."""
+    request = await get_signing_request(conn, request_id)
+    if request is None or request.agent_id != author:
+        raise _Refused(Refusal("signing-request-not-found", "No such signing request"))
+    if request.status != "completed" or not request.valid or request.signature is None:
+        raise _Refused(
+            Refusal("signing-request-invalid", "The signing request has no valid signature")
+        )
+    if request.message != cid:
+        raise _Refused(
+            Refusal(
+                "signature-cid-mismatch",
+                f"The signed message is not the entry CID; sign {cid}",
+            )
+        )
+    if await conn.fetchval(Q.memory_entry_signing_request_used, request.id) is not None:
+        raise _Refused(
+            Refusal("signing-request-used", "This signing request already signed an entry")
+        )
+    return request.signature

@@ -55,11 +55,6 @@ SELECT coalesce((
     LIMIT 1
 ), '')
 
--- name: memory_get_signing_request_for_entry
-SELECT id, agent_id, message, status, signature, valid
-FROM signing_requests
-WHERE id = $1
-
 -- name: memory_insert_entry
 INSERT INTO diary_entries (
     id, diary_id, title, content, embedding, tags, injection_risk, injection_threats,
