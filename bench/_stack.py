@@ -5,8 +5,8 @@ Topology (what `BenchStack.topology()` records):
 - PostgreSQL 16 + pgvector (pgserver, Unix socket), one migrated database;
 - the Temporal dev server with the tuned flags (`TemporalDevServer` adds them), SQLite file;
 - `rclone serve s3` over a local directory;
-- the API: one separate process, `python -m bench._stack api` (create_app + AppRunner, access
-  log off), configured through `SERVICE_*` variables;
+- the API: `cairn api` (its production entry point) started as `python -m bench._stack api`,
+  `api_processes` processes on one port, configured through `SERVICE_*` variables;
 - the worker: one separate process, `python -m bench._stack worker`: the service's worker
   (`running_worker`, every workflow and activity on the service's task queue) plus a second
   `Worker` on `bench-noop` with two tiny workflows for a raw Temporal baseline;
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import compileall
 import contextlib
 import os
 import secrets
@@ -97,21 +98,11 @@ async def _wait_for_term() -> None:
     await stop.wait()
 
 
-async def _run_api() -> None:
-    from aiohttp import web
+def _run_api() -> None:
+    """The production entry point, `cairn api` (SERVICE_API_PROCESSES processes on one port)."""
+    from cairn.cli import main as cairn_main
 
-    from cairn.api.app import create_app
-    from cairn.infra.settings import Settings
-
-    settings = Settings()
-    runner = web.AppRunner(create_app(settings), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, settings.api_host, settings.api_port)
-    await site.start()
-    try:
-        await _wait_for_term()
-    finally:
-        await runner.cleanup()
+    cairn_main(["api"])
 
 
 async def _run_worker(ready_file: Path) -> None:
@@ -143,12 +134,8 @@ async def _run_worker(ready_file: Path) -> None:
 def child_main(argv: list[str]) -> None:
     _die_with_parent()
     role = argv[0] if argv else ""
-    if os.environ.get("BENCH_UVLOOP") == "1":
-        import uvloop
-
-        uvloop.install()
     if role == "api":
-        asyncio.run(_run_api())
+        _run_api()
     elif role == "worker":
         asyncio.run(_run_worker(Path(argv[1])))
     else:
@@ -228,10 +215,10 @@ class CpuMeter:
 class BenchStack:
     """`async with BenchStack() as stack:` starts everything; leaving the block stops it all."""
 
-    def __init__(self, *, keep_dir: bool = False, uvloop_api: bool = False) -> None:
+    def __init__(self, *, keep_dir: bool = False, api_processes: int = 1) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="cairn-bench-"))
         self.keep_dir = keep_dir
-        self.uvloop_api = uvloop_api
+        self.api_processes = api_processes
         self._parts: list[Any] = []
         self.api: _Child | None = None
         self.worker: _Child | None = None
@@ -263,6 +250,10 @@ class BenchStack:
         from cairn.infra.devstack import Postgres, RcloneS3, TemporalDevServer, free_port
         from cairn.infra.settings import Settings
 
+        # As an installed package has it (pip compiles on install), and as `make install`
+        # leaves it: without bytecode, the worker's sandbox compiles each workflow module
+        # again for every new workflow run (PYTHONDONTWRITEBYTECODE is set on some machines).
+        compileall.compile_dir(REPO_ROOT / "cairn", quiet=1)
         mark = time.perf_counter()
         self.postgres = Postgres(self.root / "pg")
         self._parts.append(self.postgres)
@@ -307,6 +298,7 @@ class BenchStack:
             "secret_key": secrets.token_urlsafe(48),
             "hook_secret": secrets.token_urlsafe(24),
             "rate_limit_enabled": "false",
+            "api_processes": str(self.api_processes),
         }
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SERVICE_", "OTEL_"))}
         env.update({f"SERVICE_{k.upper()}": v for k, v in values.items()})
@@ -327,9 +319,8 @@ class BenchStack:
         )
         self._parts.append(self.worker)
         self.worker.start()
-        api_env = {**env, "BENCH_UVLOOP": "1" if self.uvloop_api else "0"}
         self.api = _Child(
-            "api", [sys.executable, "-m", "bench._stack", "api"], self.root / "api.log", env=api_env
+            "api", [sys.executable, "-m", "bench._stack", "api"], self.root / "api.log", env=env
         )
         self._parts.append(self.api)
         self.api.start()
@@ -380,7 +371,6 @@ class BenchStack:
         return found
 
     def topology(self) -> dict[str, Any]:
-        cli = (REPO_ROOT / "cairn" / "cli.py").exists()
         return {
             "postgres": "pgserver (PostgreSQL 16 + pgvector), Unix socket, child of the bench",
             "temporal": "temporal server start-dev, SQLite file, tuned flags (WAL, synchronous=1, "
@@ -390,14 +380,10 @@ class BenchStack:
             else None,
             "s3": "rclone serve s3 over a temp dir (unused by the measured routes)",
             "api": {
-                "process": "separate: python -m bench._stack api (create_app + AppRunner, "
-                "access_log=None)",
-                "event_loop": "uvloop" if self.uvloop_api else "asyncio",
-                "read_pool_max": self.settings.database_pool_max,
-                "cairn_cli_present": cli,
-                "note": "cairn/cli.py absent at run time, so the bench runner is used"
-                if not cli
-                else "cairn/cli.py present, but the bench runner is used for a fixed config",
+                "process": f"separate: `cairn api` (python -m bench._stack api), "
+                f"{self.api_processes} process(es) on one port (SO_REUSEPORT), access log off",
+                "event_loop": "asyncio",
+                "read_pool_max_per_process": self.settings.database_pool_max,
             },
             "worker": {
                 "process": "separate: python -m bench._stack worker",

@@ -1,7 +1,8 @@
 """The `cairn` command: the embedded stack for development, and the production entry points.
 
 cairn dev                 everything on one machine (Postgres, Temporal, S3, worker, API)
-cairn api | worker        the two production processes (addresses from SERVICE_* settings)
+cairn api | worker        the two production processes (addresses from SERVICE_* settings);
+                          `cairn api --processes N` serves one port from N processes
 cairn migrate             apply database migrations
 cairn admin voucher       issue a bootstrap voucher (needs Temporal and a running worker)
 cairn admin rotate-signing-key
@@ -15,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import multiprocessing
 import os
 import secrets
 import signal
@@ -39,12 +41,13 @@ def _secret_file(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
-async def _serve_api(settings: Settings) -> web.AppRunner:
+async def _serve_api(settings: Settings, *, reuse_port: bool = False) -> web.AppRunner:
     from cairn.api.app import create_app
 
     runner = web.AppRunner(create_app(settings), access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, settings.api_host, settings.api_port).start()
+    site = web.TCPSite(runner, settings.api_host, settings.api_port, reuse_port=reuse_port or None)
+    await site.start()
     return runner
 
 
@@ -133,17 +136,52 @@ def _print_banner(settings: Settings, args: argparse.Namespace, voucher: str, to
 
 
 def api(args: argparse.Namespace) -> None:
+    """Serve the API; with N processes, N-1 children bind the same port (the kernel spreads
+    connections over them) and stop with the parent."""
+    settings = Settings()
+    processes = args.processes or settings.api_processes
+    spawn = multiprocessing.get_context("spawn")
+    children = [
+        spawn.Process(target=_api_process, args=(True, os.getpid()), daemon=True)
+        for _ in range(processes - 1)
+    ]
+    for child in children:
+        child.start()
+    try:
+        _api_process(processes > 1, None)
+    finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.join(timeout=10)
+
+
+def _api_process(reuse_port: bool, parent_pid: int | None) -> None:
     settings = Settings()
 
     async def main() -> None:
-        runner = await _serve_api(settings)
-        log.info("API on http://%s:%s", settings.api_host, settings.api_port)
+        runner = await _serve_api(settings, reuse_port=reuse_port)
+        log.info("API on http://%s:%s (pid %d)", settings.api_host, settings.api_port, os.getpid())
         try:
-            await _until_signalled()
+            if parent_pid is None:
+                await _until_signalled()
+            else:
+                await _until_orphaned(parent_pid)
         finally:
             await runner.cleanup()
 
-    asyncio.run(main())
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+
+
+async def _until_orphaned(parent_pid: int) -> None:
+    """A child API process: until SIGTERM, or until its parent is gone (even killed)."""
+    signalled = asyncio.create_task(_until_signalled())
+    while os.getppid() == parent_pid:
+        done, _ = await asyncio.wait({signalled}, timeout=1.0)
+        if done:
+            return
+    signalled.cancel()
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -196,7 +234,11 @@ def main(argv: list[str] | None = None) -> None:
     dev_parser.add_argument("--ui-port", type=int, default=8233)
     dev_parser.add_argument("--s3-port", type=int, default=9000)
     dev_parser.set_defaults(run=dev)
-    commands.add_parser("api", help="serve the REST API").set_defaults(run=api)
+    api_parser = commands.add_parser("api", help="serve the REST API")
+    api_parser.add_argument(
+        "--processes", type=int, default=0, help="processes (default: SERVICE_API_PROCESSES, 1)"
+    )
+    api_parser.set_defaults(run=api)
     commands.add_parser("worker", help="run a Temporal worker").set_defaults(run=worker)
     commands.add_parser("migrate", help="apply database migrations").set_defaults(run=migrate_cmd)
     admin_parser = commands.add_parser("admin", help="operator actions")

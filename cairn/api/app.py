@@ -14,7 +14,7 @@ from aiohttp import web
 from temporalio.client import Client
 
 from cairn.api import keys
-from cairn.api.middleware import problem_middleware
+from cairn.api.middleware import problem_middleware, tracing_middleware
 from cairn.api.ratelimit import RateLimiter
 from cairn.api.routes import (
     crypto,
@@ -56,7 +56,9 @@ class Deps:
 
 def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Application:
     setup_tracing(settings.otel_service_name)
-    app = web.Application(middlewares=[problem_middleware], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(
+        middlewares=[tracing_middleware, problem_middleware], client_max_size=MAX_BODY_BYTES
+    )
     app[keys.SETTINGS] = settings
     app[keys.RATE_LIMITER] = RateLimiter(enabled=settings.rate_limit_enabled)
     app.cleanup_ctx.append(_resources(settings, deps or Deps()))

@@ -1,4 +1,9 @@
-"""Middlewares: request ids, RFC 9457 problem responses, rate-limit headers.
+"""Middlewares: tracing, request ids, RFC 9457 problem responses, rate-limit headers.
+
+`tracing_middleware` opens one SERVER span per request, continuing the caller's W3C
+`traceparent`; the Temporal client's `TracingInterceptor` carries it on into workflows and
+activities. It replaces the contrib aiohttp instrumentation, which also records semantic-
+convention metrics and cost a third of a small request's CPU (measured on `GET /health`).
 
 Every error leaves as `application/problem+json`. A DomainError (raised in the API, or carried
 back from a workflow, an update validator or an activity) keeps its status and code; an
@@ -10,11 +15,12 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
+import random
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
-from opentelemetry import trace
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind, StatusCode
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -35,6 +41,24 @@ log = logging.getLogger("cairn.api")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PROBLEM_JSON = "application/problem+json"
 REQUEST_ID_HEADER = "X-Request-Id"
+_tracer = trace.get_tracer("cairn.api")
+
+
+@web.middleware
+async def tracing_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "unmatched"
+    with _tracer.start_as_current_span(
+        f"{request.method} {route}",
+        context=propagate.extract(request.headers),
+        kind=SpanKind.SERVER,
+        attributes={"http.request.method": request.method, "http.route": route},
+    ) as span:
+        response = await handler(request)
+        span.set_attribute("http.response.status_code", response.status)
+        if response.status >= 500:
+            span.set_status(StatusCode.ERROR)
+        return response
 
 
 def problem_response(error: DomainError, request: web.Request) -> web.Response:
@@ -86,7 +110,8 @@ def _from_dependency(exc: BaseException) -> DomainError | None:
 
 @web.middleware
 async def problem_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    request_id = request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex
+    # a correlator, not a secret: the cheap generator (no system call per request)
+    request_id = request.headers.get(REQUEST_ID_HEADER) or f"{random.getrandbits(128):032x}"
     request[keys.REQUEST_ID] = request_id[:64]
     try:
         response = await handler(request)
@@ -127,4 +152,4 @@ def _internal(request: web.Request, exc: BaseException) -> web.Response:
     return problem_response(error, request)
 
 
-__all__ = ["Problem", "problem_middleware", "problem_response"]
+__all__ = ["Problem", "problem_middleware", "problem_response", "tracing_middleware"]

@@ -69,9 +69,10 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 
 
 async def _rollback_if_open(conn: asyncpg.Connection) -> None:
-    """Release hook of the read-only pool. asyncpg's default reset (unlock, close cursors,
-    unlisten, RESET ALL) costs a round trip on every release; the API sets no session state,
-    so only a transaction left open needs undoing."""
+    """Release hook of every pool. asyncpg's default reset (unlock, close cursors, unlisten,
+    RESET ALL) costs a round trip on every release. Nothing here sets session state: advisory
+    locks are `pg_advisory_xact_lock` and settings `set_config(..., true)`, both scoped to the
+    transaction, so only a transaction left open needs undoing."""
     if conn.is_in_transaction():
         await conn.execute("ROLLBACK")
 
@@ -88,7 +89,7 @@ async def create_pool(
         min_size=min_size,
         max_size=max_size,
         init=_init_connection,
-        reset=_rollback_if_open if read_only else None,
+        reset=_rollback_if_open,
         server_settings=server_settings,
     )
     assert pool is not None

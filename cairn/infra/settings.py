@@ -24,6 +24,15 @@ class Settings(BaseSettings):
     )
     api_host: str = "127.0.0.1"
     api_port: int = 8000
+    api_processes: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description=(
+            "`cairn api` serves from this many processes sharing the port (SO_REUSEPORT); one "
+            "Python process uses one core. Rate limits are counted per process."
+        ),
+    )
 
     database_url: str = Field(
         default="", description="postgresql:// URL; empty = embedded pgserver"

@@ -1,6 +1,6 @@
 """OpenTelemetry: one trace spans API → workflow → activity.
 
-The aiohttp server instrumentation opens a span per request; the Temporal `TracingInterceptor`
+The API's `tracing_middleware` opens a span per request; the Temporal `TracingInterceptor`
 (client and worker) carries the context into workflows and activities. Spans are exported over
 OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set; without it they are still created (trace ids
 appear in logs and error bodies) but not exported.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 
 from opentelemetry import trace
-from opentelemetry.instrumentation.aiohttp_server import AioHttpServerInstrumentor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -30,6 +29,4 @@ def setup_tracing(service_name: str) -> None:
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
-    # Patches aiohttp's Application so every app created afterwards opens a span per request.
-    AioHttpServerInstrumentor().instrument()
     _configured = True

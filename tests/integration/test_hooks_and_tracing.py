@@ -96,3 +96,31 @@ async def test_one_trace_spans_api_workflow_and_activities(stack) -> None:  # ty
     assert "RunWorkflow:Registration" in same_trace
     assert "RunActivity:identity.bind_agent" in same_trace
     assert "RunActivity:identity.create_oauth_client" in same_trace
+
+
+def in_memory_spans() -> InMemorySpanExporter:
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter
+
+
+async def test_the_server_span_continues_the_callers_traceparent(stack) -> None:  # type: ignore[no-untyped-def]
+    exporter = in_memory_spans()
+    trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    headers = {"traceparent": f"00-{trace_id}-{parent_id}-01"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{stack.base_url}/diaries/{'0' * 8}", headers=headers) as response,
+    ):
+        assert response.status in (400, 401)
+    server = [s for s in exporter.get_finished_spans() if s.kind == trace.SpanKind.SERVER]
+    assert len(server) == 1, [s.name for s in exporter.get_finished_spans()]
+    span = server[0]
+    assert f"{span.context.trace_id:032x}" == trace_id
+    assert span.parent is not None and f"{span.parent.span_id:016x}" == parent_id
+    assert span.name == "GET /diaries/{diaryId}"
+    assert span.attributes is not None
+    assert span.attributes["http.route"] == "/diaries/{diaryId}"
+    assert span.attributes["http.response.status_code"] == response.status

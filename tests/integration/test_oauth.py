@@ -5,6 +5,7 @@ token-exchange hook."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import time
@@ -19,7 +20,8 @@ import nacl.signing
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from cairn.infra.oauth import SigningKeyStore
+from cairn.infra.oauth import OAuthServer, SigningKeyStore, new_sealed_key
+from cairn.schemas.errors import Unauthorized
 from cairn.workers.admin import issue_bootstrap_voucher
 
 ALL_AGENT_SCOPES = {
@@ -391,6 +393,86 @@ async def test_expired_token_signed_by_the_real_key_is_401(stack, http, agent, d
     assert (await whoami(http, bearer(live)))[0] == 200
 
     await assert_401_problem(http, bearer(expired))
+
+
+# --- verified tokens are remembered, within their expiry and their key's life -----------------
+
+
+def in_process_server(stack: Any, db_pool: Any) -> OAuthServer:
+    """An OAuth server like the API's, on this module's database."""
+    settings = stack.settings
+    return OAuthServer(
+        db_pool,
+        SigningKeyStore(db_pool, settings.secret_bytes),
+        issuer=settings.issuer,
+        server_secret=settings.secret_bytes,
+        token_ttl_sec=settings.access_token_ttl_sec,
+    )
+
+
+async def test_a_remembered_token_still_expires(stack, http, agent, db_pool) -> None:
+    server = in_process_server(stack, db_pool)
+    key = await server.keys.signing_key()
+    now = int(time.time())
+    _, claims = claims_like(await fetch_token(http, agent), iat=now, nbf=now, exp=now + 2)
+    token = jwt.encode(claims, key.private, algorithm="EdDSA", headers={"kid": key.kid})
+    assert (await server.verify(token)).client_id == agent.client_id
+    assert (await server.verify(token)).client_id == agent.client_id  # the remembered one
+
+    await asyncio.sleep(now + 2.1 - time.time())
+    with pytest.raises(Unauthorized, match="expired"):
+        await server.verify(token)
+
+
+async def test_a_remembered_token_dies_with_its_signing_key(stack, http, agent, db_pool) -> None:
+    # An extra key, already retired (it verifies for two more hours but never signs), so the
+    # API's own signing key is untouched.
+    kid, sealed, public = new_sealed_key(stack.settings.secret_bytes)
+    await db_pool.execute(
+        "INSERT INTO jwt_signing_keys (kid, sealed_seed, public_key, retired_at) "
+        "VALUES ($1, $2, $3, now() - interval '1 hour')",
+        kid,
+        sealed,
+        public,
+    )
+    server = in_process_server(stack, db_pool)
+    key = await server.keys.verification_key(kid)
+    assert key is not None and key.private is not None
+    header, claims = claims_like(await fetch_token(http, agent))
+    token = jwt.encode(claims, key.private, algorithm="EdDSA", headers={**header, "kid": kid})
+    assert (await server.verify(token)).client_id == agent.client_id
+
+    await db_pool.execute(
+        "UPDATE jwt_signing_keys SET retired_at = now() - interval '3 hours' WHERE kid = $1", kid
+    )
+    await server.keys.refresh()
+    with pytest.raises(Unauthorized, match="not issued by this server"):
+        await server.verify(token)
+
+
+async def test_a_remembered_token_is_refused_once_the_secret_rotates(
+    stack, http, agent, db_pool
+) -> None:
+    server = in_process_server(stack, db_pool)
+    token = await fetch_token(http, agent)
+    assert (await server.verify(token)).client_id == agent.client_id
+    generation = await db_pool.fetchval(
+        "SELECT secret_generation FROM oauth_clients WHERE client_id = $1", agent.client_id
+    )
+    await db_pool.execute(
+        "UPDATE oauth_clients SET secret_generation = $2 WHERE client_id = $1",
+        agent.client_id,
+        generation + 1,
+    )
+    try:
+        with pytest.raises(Unauthorized, match="rotated"):
+            await server.verify(token)
+    finally:
+        await db_pool.execute(
+            "UPDATE oauth_clients SET secret_generation = $2 WHERE client_id = $1",
+            agent.client_id,
+            generation,
+        )
 
 
 async def test_token_signed_by_a_foreign_key_under_our_kid_is_401(stack, http, agent) -> None:
