@@ -27,9 +27,11 @@ from cairn.workflows.vouchers import VoucherIssueWorkflow
 SECRET = b"workflow-test-secret-0123456789abcdef"
 HISTORIES = Path(__file__).parent.parent / "replay" / "histories"
 # Recorded once each, committed, replayed forever after: v1 is before the personal team step
-# (`workflow.patched("personal-team")`), v2 with it.
+# (`workflow.patched("personal-team")`), v2 with it, v3 with the steps as local activities
+# (`workflow.patched("local-steps")`).
 HISTORY_V1 = HISTORIES / "registration.json"
-HISTORY = HISTORIES / "registration_personal_team.json"
+HISTORY_V2 = HISTORIES / "registration_personal_team.json"
+HISTORY = HISTORIES / "registration_local_steps.json"
 
 
 def registration(voucher: str) -> RegistrationInput:
@@ -89,6 +91,12 @@ async def test_registration_binds_agent_and_redeems_voucher(time_skipping_env, w
     assert agent["identity_id"] == inp.identity_id and agent["fingerprint"] == inp.fingerprint
     assert redeemed == result.agent_id
     history = await handle.fetch_history()
+    scheduled = [
+        event
+        for event in history.events
+        if event.HasField("activity_task_scheduled_event_attributes")
+    ]
+    assert scheduled == [], "every step is a local activity"
     if not HISTORY.exists():  # recorded once; committed; replayed below forever after
         HISTORY.write_text(history.to_json())
 
@@ -125,7 +133,7 @@ def _load_history(recorded: Path) -> WorkflowHistory:
     return WorkflowHistory.from_json("registration", json.loads(recorded.read_text()))
 
 
-@pytest.mark.parametrize("recorded", [HISTORY_V1, HISTORY], ids=lambda p: p.stem)
+@pytest.mark.parametrize("recorded", [HISTORY_V1, HISTORY_V2, HISTORY], ids=lambda p: p.stem)
 async def test_committed_registration_history_replays(recorded: Path) -> None:
     history = _load_history(recorded)
     await Replayer(
