@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Worker
 
 from cairn.activities.embedding import EmbeddingActivities
@@ -39,7 +38,8 @@ def build_worker(client: Client, settings: Settings, deps: ActivityDeps) -> Work
         task_queue=settings.temporal_task_queue,
         workflows=list(WORKFLOWS),
         activities=activities(deps),
-        interceptors=[TracingInterceptor(), DomainErrorInterceptor()],
+        # tracing comes with the client: a worker takes the client's interceptors first
+        interceptors=[DomainErrorInterceptor()],
         max_concurrent_activities=64,
     )
 
@@ -82,7 +82,7 @@ async def start_embedding_worker(
         client,
         task_queue=settings.embedding_task_queue,
         activities=embedding_activities(activities),
-        interceptors=[TracingInterceptor(), DomainErrorInterceptor()],
+        interceptors=[DomainErrorInterceptor()],  # tracing comes with the client
         max_concurrent_activities=limits.EMBEDDING_MICROBATCH_MAX_TEXTS,
     )
     return EmbeddingWorker(worker, activities, asyncio.create_task(worker.run()))

@@ -96,6 +96,10 @@ async def test_one_trace_spans_api_workflow_and_activities(stack) -> None:  # ty
     assert "RunWorkflow:Registration" in same_trace
     assert "RunActivity:identity.bind_agent" in same_trace
     assert "RunActivity:identity.create_oauth_client" in same_trace
+    # one tracing interceptor in the worker (the client's), not one per place it is named
+    names = [s.name for s in spans if s.context.trace_id == trace_id]
+    assert names.count("RunWorkflow:Registration") == 1, names
+    assert names.count("RunActivity:identity.bind_agent") == 1, names
 
 
 def in_memory_spans() -> InMemorySpanExporter:
