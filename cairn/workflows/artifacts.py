@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         BlobSweep,
         StagedExpiry,
     )
-    from cairn.workflows.common import run_local_step, run_step
+    from cairn.workflows.common import run_activity, run_local_step
 
 SWEEP_WORKFLOW_ID: Final = "artifacts/sweep"
 # A sweep step is a batched delete, and S3 may be slow: give it time and keep retrying it
@@ -89,13 +89,13 @@ class ArtifactSweepWorkflow:
     @workflow.run
     async def run(self, inp: ArtifactSweepInput) -> ArtifactSweepResult:
         cutoff = workflow.now() - timedelta(seconds=inp.grace_sec)
-        staged = await run_step(
+        staged = await run_activity(
             ArtifactActivities.expire_staged,
             StagedExpiry(before=cutoff, limit=inp.batch_max),
             start_to_close=SWEEP_STEP_TIMEOUT,
             retry=SWEEP_RETRY,
         )
-        blobs = await run_step(
+        blobs = await run_activity(
             ArtifactActivities.delete_unreferenced_blobs,
             BlobSweep(limit=inp.batch_max),
             start_to_close=SWEEP_STEP_TIMEOUT,

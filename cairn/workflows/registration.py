@@ -6,16 +6,11 @@
 6. create the OAuth2 client. If 4–6 fail, the identity is deleted and the error re-raised.
 The client secret never enters history: the API sends only its keyed hash.
 
-The steps are short database writes, so they run as local activities: the whole registration is
-one workflow task instead of one per step plus the activities' round trips (measured: ~150 ms
-to ~60 ms with one client). Runs started before that (`workflow.patched("local-steps")`)
-replay with regular activities.
+The steps are local activities (`run_step`): the whole registration is one workflow task.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
 from uuid import UUID
 
 from temporalio import workflow
@@ -37,19 +32,18 @@ with workflow.unsafe.imports_passed_through():
     from cairn.schemas.identity import fingerprint, parse_public_key
     from cairn.schemas.permissions import RelationTuple, TupleWrite
     from cairn.schemas.teams import PersonalTeamCreate
-    from cairn.workflows.common import ArgT, ResultT, domain_failure, run_local_step, run_step
+    from cairn.workflows.common import domain_failure, run_step
 
 
 @workflow.defn(name="Registration")
 class RegistrationWorkflow:
     @workflow.run
     async def run(self, inp: RegistrationInput) -> RegistrationResult:
-        self._local_steps = workflow.patched("local-steps")
         self._validate_key(inp)
-        await self._step(
+        await run_step(
             IdentityActivities.check_voucher, VoucherCheck(voucher_code=inp.voucher_code)
         )
-        await self._step(
+        await run_step(
             IdentityActivities.create_identity,
             IdentityCreate(
                 identity_id=inp.identity_id,
@@ -61,20 +55,13 @@ class RegistrationWorkflow:
         try:
             agent_id = await self._bind(inp)
         except Exception:
-            await self._step(
+            await run_step(
                 IdentityActivities.delete_identity, IdentityRef(identity_id=inp.identity_id)
             )
             raise
         return RegistrationResult(
             identity_id=inp.identity_id, agent_id=agent_id, client_id=inp.client_id
         )
-
-    async def _step(
-        self, activity: Callable[[Any, ArgT], Awaitable[ResultT]], arg: ArgT
-    ) -> ResultT:
-        if self._local_steps:
-            return await run_local_step(activity, arg)
-        return await run_step(activity, arg)
 
     def _validate_key(self, inp: RegistrationInput) -> None:
         try:
@@ -85,7 +72,7 @@ class RegistrationWorkflow:
             raise domain_failure(ValidationFailed("The fingerprint does not match the key"))
 
     async def _bind(self, inp: RegistrationInput) -> UUID:
-        bound = await self._step(
+        bound = await run_step(
             IdentityActivities.bind_agent,
             AgentBinding(
                 identity_id=inp.identity_id,
@@ -103,16 +90,16 @@ class RegistrationWorkflow:
             subject_ns="Agent",
             subject_id=str(agent_id),
         )
-        await self._step(PermissionActivities.write_tuples, TupleWrite(tuples=[self_tuple]))
+        await run_step(PermissionActivities.write_tuples, TupleWrite(tuples=[self_tuple]))
         # Added after histories were recorded: runs started before it replay without the step.
         if workflow.patched("personal-team"):
-            await self._step(
+            await run_step(
                 TeamActivities.create_personal_team,
                 PersonalTeamCreate(
                     team_id=workflow.uuid4(), owner_id=agent_id, name=inp.fingerprint
                 ),
             )
-        await self._step(
+        await run_step(
             IdentityActivities.create_oauth_client,
             OAuthClientCreate(
                 client_id=inp.client_id,

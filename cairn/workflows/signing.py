@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from cairn.activities.signing import SigningActivities
@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         check_signature_format,
         refusal,
     )
-    from cairn.workflows.common import domain_failure, run_step
+    from cairn.workflows.common import STEP_FAILURES, domain_failure, run_step
 
 # Nobody waits on an expiry, so it is retried until the database answers.
 BACKGROUND_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1))
@@ -48,7 +48,7 @@ class SigningRequestWorkflow:
     def __init__(self, inp: SigningRequestInput) -> None:
         self._inp = inp
         self._envelope: SigningEnvelope | None = None
-        self._store_failure: ActivityError | None = None
+        self._store_failure: FailureError | None = None
         # The signature being recorded: set when a `sign` update is accepted, so that a second
         # one is refused while the first is still being written.
         self._signature: str | None = None
@@ -82,7 +82,7 @@ class SigningRequestWorkflow:
                     expires_at=deadline,
                 ),
             )
-        except ActivityError as failure:
+        except STEP_FAILURES as failure:
             self._store_failure = failure
             return False
         self._envelope = SigningEnvelope(
@@ -142,7 +142,7 @@ class SigningRequestWorkflow:
                     request_id=self._inp.request_id, signature=submission.signature, valid=valid
                 ),
             )
-        except ActivityError:
+        except STEP_FAILURES:
             self._signature = None  # nothing was written: the request takes a signature again
             raise domain_failure(
                 ServiceUnavailable("The signature could not be recorded; send it again")

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from cairn.activities.tasks import TaskActivities
@@ -76,7 +76,7 @@ with workflow.unsafe.imports_passed_through():
         task_finished,
     )
     from cairn.schemas.tasks import TERMINAL_ATTEMPT_STATUSES, TERMINAL_TASK_STATUSES, TaskStart
-    from cairn.workflows.common import AGENT_ID, REQUEST_RETRY, domain_failure
+    from cairn.workflows.common import AGENT_ID, REQUEST_RETRY, STEP_FAILURES, domain_failure
 
 # A transition has happened here; its projection must land even if Postgres is away for a
 # while, so it is retried until it does (the state never rolls back).
@@ -101,7 +101,7 @@ class TaskWorkflow:
         self._attempt = carry.attempt if carry else None
         self._trace = carry.trace_id if carry and carry.trace_id else None
         self._inserted = carry is not None
-        self._insert_failure: ActivityError | ApplicationError | None = None
+        self._insert_failure: FailureError | None = None
         # The deadline the main loop sleeps until, and a counter bumped to wake it earlier.
         self._sleeping_until: datetime | None = None
         self._wake = 0
@@ -136,7 +136,7 @@ class TaskWorkflow:
                 start_to_close_timeout=PROJECTION_TIMEOUT,
                 retry_policy=REQUEST_RETRY,
             )
-        except (ActivityError, ApplicationError) as failure:  # a local activity raises the latter
+        except STEP_FAILURES as failure:
             self._insert_failure = failure  # the `created` update reports it
             return False
         self._inserted = True

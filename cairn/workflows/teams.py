@@ -17,7 +17,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from cairn.activities.teams import TeamActivities
@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
         TeamRef,
         TeamStatus,
     )
-    from cairn.workflows.common import domain_failure, run_step
+    from cairn.workflows.common import STEP_FAILURES, domain_failure, run_step
 
 # The end of a founding must land even if Postgres is down at hour 24: retry until it does.
 FINISH_RETRY = RetryPolicy(
@@ -71,13 +71,13 @@ class TeamFoundingWorkflow:
         self._pending = self._seats - {inp.creator.subject_id}
         self._status: TeamStatus | None = None  # None until the rows exist
         self._closing = False
-        self._seed_failure: ActivityError | None = None
+        self._seed_failure: FailureError | None = None
 
     @workflow.run
     async def run(self, inp: TeamCreate) -> FoundingState:
         try:
             await run_step(TeamActivities.seed_founding, inp)
-        except ActivityError as failure:
+        except STEP_FAILURES as failure:
             self._seed_failure = failure  # the Update that started us reports it
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise

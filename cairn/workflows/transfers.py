@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from cairn.activities.transfers import TransferActivities
@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         TransferResolve,
         already_resolved,
     )
-    from cairn.workflows.common import domain_failure, run_step
+    from cairn.workflows.common import STEP_FAILURES, domain_failure, run_step, step_refused
 
 # Nobody waits on an expiry, so it is retried until the database answers.
 BACKGROUND_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1))
@@ -51,7 +51,7 @@ class DiaryTransferWorkflow:
     def __init__(self, inp: TransferInput) -> None:
         self._inp = inp
         self._record: TransferRecord | None = None
-        self._store_failure: ActivityError | None = None
+        self._store_failure: FailureError | None = None
         # The decision being recorded: set when a decision update is accepted, so that a
         # second one is refused while the first is still being written.
         self._deciding: TransferDecision | None = None
@@ -80,7 +80,7 @@ class DiaryTransferWorkflow:
                     expires_at=deadline,
                 ),
             )
-        except ActivityError as failure:
+        except STEP_FAILURES as failure:
             self._store_failure = failure
             return False
         return True
@@ -133,10 +133,10 @@ class DiaryTransferWorkflow:
         )
         try:
             record = await run_step(step, TransferResolve(transfer_id=self._inp.transfer_id))
-        except ActivityError as failure:
+        except STEP_FAILURES as failure:
             # Nothing was written: the transfer stays pending and takes a decision again.
             self._deciding = None
-            if isinstance(failure.cause, ApplicationError) and failure.cause.non_retryable:
+            if step_refused(failure):
                 raise  # a refusal (destination archived, diary moved): the caller's problem
             raise domain_failure(
                 ServiceUnavailable("The decision could not be recorded; send it again")

@@ -35,7 +35,11 @@ from cairn.workers.registry import WORKFLOWS, ActivityDeps, activities
 from cairn.workflows.teams import TeamFoundingWorkflow
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
-HISTORY = Path(__file__).parent.parent / "replay" / "histories" / "team_founding.json"
+HISTORIES = Path(__file__).parent.parent / "replay" / "histories"
+# Recorded once each, committed, replayed forever after: before the steps became local
+# activities (`LOCAL_STEPS_PATCH`), and after.
+HISTORY_V1 = HISTORIES / "team_founding.json"
+HISTORY = HISTORIES / "team_founding_local_steps.json"
 
 
 @pytest.fixture(scope="module")
@@ -200,9 +204,14 @@ async def test_seeding_with_an_unknown_member_fails_and_writes_nothing(
     assert await pool.fetchval("SELECT count(*) FROM teams WHERE id = $1", team_id) == 0
 
 
-async def test_committed_founding_history_replays() -> None:
-    assert HISTORY.exists(), "run the founding tests once to record the history"
-    history = WorkflowHistory.from_json("team_founding", json.loads(HISTORY.read_text()))
+def _load_history(recorded: Path) -> WorkflowHistory:
+    assert recorded.exists(), "run the founding tests once to record the history"
+    return WorkflowHistory.from_json("team_founding", json.loads(recorded.read_text()))
+
+
+@pytest.mark.parametrize("recorded", [HISTORY_V1, HISTORY], ids=lambda p: p.stem)
+async def test_committed_founding_history_replays(recorded: Path) -> None:
+    history = _load_history(recorded)
     await Replayer(
         workflows=list(WORKFLOWS), data_converter=pydantic_data_converter
     ).replay_workflow(history)
