@@ -29,6 +29,7 @@ import signal
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -400,6 +401,55 @@ class BenchStack:
             "otel_export": "off (OTEL_* removed from the children's environment)",
             "network": "127.0.0.1 loopback; everything on this one machine",
         }
+
+
+# --- an agent to drive the API with ------------------------------------------------------------
+
+
+@dataclass
+class BenchAgent:
+    """A registered agent: its bearer token and its personal team."""
+
+    agent_id: uuid.UUID
+    token: str
+    team_id: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+async def register_agent(session: Any, stack: BenchStack) -> BenchAgent:
+    """Voucher → `POST /auth/register` → token → whoami → the personal team, through the API."""
+    import base64
+
+    import nacl.signing
+
+    from cairn.workers.admin import issue_bootstrap_voucher
+
+    voucher = await issue_bootstrap_voucher(await stack.temporal_client(), stack.settings)
+    key = nacl.signing.SigningKey.generate()
+    public_key = "ed25519:" + base64.b64encode(bytes(key.verify_key)).decode()
+    base = stack.base_url
+    async with session.post(
+        base + "/auth/register", json={"public_key": public_key, "voucher_code": voucher.code}
+    ) as response:
+        registered = await response.json(content_type=None)
+        assert response.status == 200, registered
+    form = {
+        "grant_type": "client_credentials",
+        "client_id": registered["clientId"],
+        "client_secret": registered["clientSecret"],
+    }
+    async with session.post(base + "/oauth2/token", data=form) as response:
+        token = (await response.json(content_type=None))["access_token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    async with session.get(base + "/agents/whoami", headers=auth) as response:
+        whoami = await response.json(content_type=None)
+    async with session.get(base + "/teams", headers=auth) as response:
+        teams = (await response.json(content_type=None))["items"]
+    team_id = next(str(t["id"]) for t in teams if t["personal"])
+    return BenchAgent(agent_id=uuid.UUID(whoami["agentId"]), token=token, team_id=team_id)
 
 
 def _port_open(port: int) -> bool:

@@ -56,7 +56,14 @@ from numpy.typing import NDArray
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._stack import NOOP_TASK_QUEUE, NOOP_WORKFLOW, BenchStack, CpuMeter
+from bench._stack import (
+    NOOP_TASK_QUEUE,
+    NOOP_WORKFLOW,
+    BenchAgent,
+    BenchStack,
+    CpuMeter,
+    register_agent,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "memory.json"
 TARGETS = {
@@ -273,51 +280,8 @@ def log(message: str) -> None:
 # --- setting up: an agent, its team, 100 diaries, 100 000 entries -------------------------------
 
 
-@dataclass
-class Caller:
-    agent_id: uuid.UUID
-    token: str
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
-
-
-async def register_agent(session: aiohttp.ClientSession, stack: BenchStack) -> Caller:
-    import base64
-
-    import nacl.signing
-
-    from cairn.workers.admin import issue_bootstrap_voucher
-
-    voucher = await issue_bootstrap_voucher(await stack.temporal_client(), stack.settings)
-    key = nacl.signing.SigningKey.generate()
-    public_key = "ed25519:" + base64.b64encode(bytes(key.verify_key)).decode()
-    base = stack.base_url
-    async with session.post(
-        base + "/auth/register", json={"public_key": public_key, "voucher_code": voucher.code}
-    ) as response:
-        registered = await response.json(content_type=None)
-        assert response.status in (200, 201), registered
-    async with session.post(
-        base + "/oauth2/token",
-        data={"grant_type": "client_credentials"},
-        headers={
-            "Authorization": aiohttp.BasicAuth(
-                registered["clientId"], registered["clientSecret"]
-            ).encode()
-        },
-    ) as response:
-        token = (await response.json(content_type=None))["access_token"]
-    async with session.get(
-        base + "/agents/whoami", headers={"Authorization": f"Bearer {token}"}
-    ) as response:
-        whoami = await response.json(content_type=None)
-    return Caller(agent_id=uuid.UUID(whoami["agentId"]), token=token)
-
-
 async def load_corpus(
-    pool: Any, corpus: Corpus, caller: Caller, diaries: int
+    pool: Any, corpus: Corpus, caller: BenchAgent, diaries: int
 ) -> tuple[uuid.UUID, list[uuid.UUID], dict[str, float]]:
     """Team, diaries and tuples by INSERT, entries by COPY; indexes rebuilt afterwards."""
     timings: dict[str, float] = {}
@@ -460,7 +424,7 @@ async def noop_workflow(stack: BenchStack, runs: int) -> dict[str, Any]:
 async def api_search(
     session: aiohttp.ClientSession,
     stack: BenchStack,
-    caller: Caller,
+    caller: BenchAgent,
     queries: list[str],
     diary_for: Callable[[int], uuid.UUID | None],
     meter: CpuMeter,
@@ -598,7 +562,7 @@ async def exact_plan_nodes(pool: Any, vector: NDArray[np.float32], diary: uuid.U
 async def entry_create_figures(
     session: aiohttp.ClientSession,
     stack: BenchStack,
-    caller: Caller,
+    caller: BenchAgent,
     diary_id: uuid.UUID,
     texts: list[str],
     *,

@@ -40,7 +40,6 @@ import time
 import tracemalloc
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._stack import NOOP_TASK_QUEUE, NOOP_WORKFLOW, BenchStack
+from bench._stack import NOOP_TASK_QUEUE, NOOP_WORKFLOW, BenchAgent, BenchStack, register_agent
 
 RESULTS = Path(__file__).resolve().parent / "results" / "artifacts.json"
 MIB = 1024 * 1024
@@ -235,50 +234,9 @@ async def strategies(blobs: Any, runs: int) -> dict[str, Any]:
 # --- through the API ----------------------------------------------------------------------------
 
 
-@dataclass
-class Agent:
-    agent_id: uuid.UUID
-    token: str
-    team_id: str
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
-
-
-async def register_agent(session: aiohttp.ClientSession, stack: BenchStack) -> Agent:
-    import base64
-
-    import nacl.signing
-
-    from cairn.workers.admin import issue_bootstrap_voucher
-
-    voucher = await issue_bootstrap_voucher(await stack.temporal_client(), stack.settings)
-    key = nacl.signing.SigningKey.generate()
-    public_key = "ed25519:" + base64.b64encode(bytes(key.verify_key)).decode()
-    base = stack.base_url
-    async with session.post(
-        base + "/auth/register", json={"public_key": public_key, "voucher_code": voucher.code}
-    ) as response:
-        registered = await response.json(content_type=None)
-        assert response.status == 200, registered
-    form = {
-        "grant_type": "client_credentials",
-        "client_id": registered["clientId"],
-        "client_secret": registered["clientSecret"],
-    }
-    async with session.post(base + "/oauth2/token", data=form) as response:
-        token = (await response.json(content_type=None))["access_token"]
-    auth = {"Authorization": f"Bearer {token}"}
-    async with session.get(base + "/agents/whoami", headers=auth) as response:
-        whoami = await response.json(content_type=None)
-    async with session.get(base + "/teams", headers=auth) as response:
-        teams = (await response.json(content_type=None))["items"]
-    team_id = next(str(t["id"]) for t in teams if t["personal"])
-    return Agent(agent_id=uuid.UUID(whoami["agentId"]), token=token, team_id=team_id)
-
-
-async def running_attempt(session: aiohttp.ClientSession, stack: BenchStack, agent: Agent) -> str:
+async def running_attempt(
+    session: aiohttp.ClientSession, stack: BenchStack, agent: BenchAgent
+) -> str:
     """A task of the agent's team with attempt 1 running and claimed by the agent (rows as the
     attempt workflow projects them: the upload route reads exactly these)."""
     import asyncpg
@@ -356,7 +314,7 @@ class RssSampler:
 
 
 async def api_phase(
-    session: aiohttp.ClientSession, stack: BenchStack, agent: Agent, runs: int
+    session: aiohttp.ClientSession, stack: BenchStack, agent: BenchAgent, runs: int
 ) -> dict[str, Any]:
     assert stack.api is not None and stack.api.process is not None
     api = psutil.Process(stack.api.process.pid)
