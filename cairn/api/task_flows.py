@@ -4,6 +4,7 @@
 as soon as the row exists rather than when the task ends. The routes of the attempt lifecycle
 send Updates through `task_update`; a workflow that has already finished takes none, and
 `TaskClosed` tells the route to answer from the rows (the workflow wrote its last state there).
+`task_signal` sends what needs no answer from the workflow (a running attempt's liveness).
 """
 
 from __future__ import annotations
@@ -89,3 +90,14 @@ async def task_update(
         raise
     assert isinstance(result, result_type)
     return result
+
+
+async def task_signal(client: Client, task_id: UUID, signal: str, command: Payload) -> None:
+    """Send one signal to the task's workflow; `TaskClosed` when it no longer runs."""
+    handle = client.get_workflow_handle(task_workflow_id(task_id))
+    try:
+        await handle.signal(signal, command)
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise TaskClosed(str(task_id)) from None
+        raise

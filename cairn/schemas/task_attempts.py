@@ -34,6 +34,8 @@ TASK_WORKFLOW: Final = "Task"
 CREATED_UPDATE: Final = "created"
 CLAIM_UPDATE: Final = "claim"
 HEARTBEAT_UPDATE: Final = "heartbeat"
+# Later heartbeats of a running attempt: liveness only, so a signal (see `Task.liveness`).
+LIVENESS_SIGNAL: Final = "liveness"
 COMPLETE_UPDATE: Final = "complete"
 FAIL_UPDATE: Final = "fail"
 ABORT_UPDATE: Final = "abort"

@@ -7,6 +7,9 @@ its tuples (Task `team`, Task `parent`) exist. From then on the task lives here:
   claimant tuple is written and `AgentId` is set on the run for operators.
 - `heartbeat` by the claimant: the first starts the attempt (attempt and task `running`); each
   one refreshes `claim_expires_at` (now + lease). After a cancel it answers `cancelled: true`.
+  The API sends the heartbeats of an attempt already running as the `liveness` signal instead:
+  they change no state, only the lease, and a signal costs the server far less than an Update.
+  One that no longer matches the running attempt (it ended meanwhile) changes nothing.
 - `complete` / `fail` / `abort` by the claimant of the started, current attempt; `cancel` by an
   owner, manager or task manager (checked by the API) from any non-terminal status.
 - Timers: no first heartbeat within `dispatch_timeout_sec` (300 s), no heartbeat within the
@@ -52,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
         CREATED_UPDATE,
         FAIL_UPDATE,
         HEARTBEAT_UPDATE,
+        LIVENESS_SIGNAL,
         NOT_CLAIMANT_CODE,
         NOT_QUEUED_CODE,
         NOT_STARTED_CODE,
@@ -260,8 +264,25 @@ class TaskWorkflow:
         attempt = self._current()
         if self._task.status == "cancelled":
             return self._cancelled_ack(attempt)
+        expires = await self._renew(attempt, command.lease_ttl_sec)
+        return HeartbeatAck(cancelled=False, claim_expires_at=expires)
+
+    @workflow.signal(name=LIVENESS_SIGNAL)
+    async def liveness(self, command: HeartbeatCommand) -> None:
+        attempt = self._attempt
+        if (
+            attempt is None
+            or attempt.status != "running"
+            or attempt.attempt_n != command.attempt_n
+            or attempt.agent_id != command.agent_id
+        ):
+            return  # the attempt ended (or another began) after the API read its row
+        await self._renew(attempt, command.lease_ttl_sec)
+
+    async def _renew(self, attempt: AttemptState, lease_ttl_sec: int | None) -> datetime:
+        """The claimant is alive: the attempt runs, its lease starts again from now."""
         now = workflow.now()
-        lease = command.lease_ttl_sec or attempt.lease_ttl_sec
+        lease = lease_ttl_sec or attempt.lease_ttl_sec
         expires = now + timedelta(seconds=lease)
         self._attempt = attempt.model_copy(
             update={
@@ -277,7 +298,7 @@ class TaskWorkflow:
         )
         self._reschedule()
         await self._project(self._projection())
-        return HeartbeatAck(cancelled=False, claim_expires_at=expires)
+        return expires
 
     @heartbeat.validator
     def _check_heartbeat(self, command: HeartbeatCommand) -> None:

@@ -40,6 +40,7 @@ from cairn.schemas.task_attempts import (
     COMPLETE_UPDATE,
     FAIL_UPDATE,
     HEARTBEAT_UPDATE,
+    LIVENESS_SIGNAL,
     STATE_QUERY,
     AbortCommand,
     CancelCommand,
@@ -161,6 +162,11 @@ class Run:
         command = HeartbeatCommand(agent_id=self.agent, attempt_n=n)
         ack: HeartbeatAck = await self.update(HEARTBEAT_UPDATE, command, HeartbeatAck)
         return ack
+
+    async def liveness(self, n: int = 1, agent: uuid.UUID | None = None) -> None:
+        """A later heartbeat as the API sends it: a signal, answered by nobody."""
+        command = HeartbeatCommand(agent_id=agent or self.agent, attempt_n=n)
+        await self.handle.signal(LIVENESS_SIGNAL, command)
 
     async def complete(self, n: int = 1) -> Settled:
         command = CompleteCommand(
@@ -402,6 +408,47 @@ async def test_300_s_without_a_heartbeat_times_out_and_requeues(run: Run) -> Non
     other = uuid.uuid4()
     granted = await run.claim(other)
     assert granted.attempt_n == 2 and await run.claimants() == [str(other)]
+
+
+async def test_liveness_signals_keep_a_running_attempt_alive(run: Run) -> None:
+    await run.create()
+    await run.claim()
+    await run.heartbeat()
+    for _ in range(3):
+        await run.env.sleep(HEARTBEAT - 10)
+        before = (await run.attempts())[0]["last_heartbeat_at"]
+        await run.liveness()
+
+        async def renewed(before: datetime = before) -> bool:
+            return bool((await run.attempts())[0]["last_heartbeat_at"] > before)
+
+        await run.until(renewed)
+    last = (await run.attempts())[0]["last_heartbeat_at"]
+    assert (await run.task())["claim_expires_at"] == last + timedelta(seconds=HEARTBEAT)
+    await run.env.sleep(HEARTBEAT + 5)
+    await run.until_status("failed")
+    (attempt,) = await run.attempts()
+    assert attempt["timeout_reason"] == "lease_expired"
+    assert seconds(attempt["finished_at"], last) == HEARTBEAT
+
+
+async def test_a_liveness_signal_that_no_longer_matches_changes_nothing(run: Run) -> None:
+    await run.create(max_attempts=2)
+    await run.claim()
+    await run.heartbeat()
+    last = (await run.attempts())[0]["last_heartbeat_at"]
+    await run.liveness(agent=uuid.uuid4())  # not the claimant
+    await run.liveness(n=2)  # an attempt that does not exist
+    await run.env.sleep(HEARTBEAT + 5)
+    await run.until_status("queued")  # the lease ran out as if neither had come
+    (attempt,) = await run.attempts()
+    assert attempt["status"] == "timed_out" and seconds(attempt["finished_at"], last) == HEARTBEAT
+    await run.liveness()  # the claimant, too late: the attempt is over
+    granted = await run.claim(uuid.uuid4())
+    assert granted.attempt_n == 2
+    attempts = await run.attempts()
+    assert [a["status"] for a in attempts] == ["timed_out", "claimed"]
+    assert attempts[0]["last_heartbeat_at"] == last
 
 
 async def test_a_heartbeat_may_shorten_the_lease(run: Run) -> None:

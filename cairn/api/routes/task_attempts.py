@@ -2,7 +2,9 @@
 
 Each route reads the task (and attempt) row, decides who may act, checks the body, and sends one
 Update to the task's workflow (`task/<taskId>`), whose validator answers the state's 409s before
-anything is written; then it renders the rows the workflow projected.
+anything is written; then it renders the rows the workflow projected. The exception is a later
+heartbeat of a running attempt: it changes no state, so the rows answer its guards and it goes
+as the `liveness` signal, which costs the server a fraction of an Update.
 
 Who may act (permission engine, Task namespace):
 - claim: Task `claim` (the owning team's agent executors, or an explicit writer/manager grant),
@@ -25,6 +27,7 @@ heartbeat after a cancel `cancelled: true`).
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -36,7 +39,7 @@ from cairn.api.access import TEAM_HEADER, allowed, team_header
 from cairn.api.auth import require_principal
 from cairn.api.endpoint import Parsed, endpoint, render
 from cairn.api.routes.tasks import can_view_task
-from cairn.api.task_flows import TaskClosed, task_update
+from cairn.api.task_flows import TaskClosed, task_signal, task_update
 from cairn.infra.db import Q
 from cairn.schemas.base import Payload
 from cairn.schemas.cids import json_cid
@@ -59,6 +62,7 @@ from cairn.schemas.task_attempts import (
     CONDITION_UNMET_CODE,
     FAIL_UPDATE,
     HEARTBEAT_UPDATE,
+    LIVENESS_SIGNAL,
     NOT_CLAIMANT_CODE,
     NOT_QUEUED_CODE,
     NOT_STARTED_CODE,
@@ -241,6 +245,8 @@ async def heartbeat_attempt(request: web.Request, parsed: Parsed) -> dict[str, A
     command = HeartbeatCommand(
         agent_id=target["claimed_by_agent_id"], attempt_n=path.n, lease_ttl_sec=body.leaseTtlSec
     )
+    if target["attempt_status"] == "running":
+        return await _renew_liveness(request, path, target, command)
     try:
         ack = await _update(request, path.id, HEARTBEAT_UPDATE, command, HeartbeatAck)
     except TaskClosed:
@@ -254,6 +260,23 @@ async def heartbeat_attempt(request: web.Request, parsed: Parsed) -> dict[str, A
             claimExpiresAt=ack.claim_expires_at,
         )
     )
+
+
+async def _renew_liveness(
+    request: web.Request, path: AttemptPath, target: asyncpg.Record, command: HeartbeatCommand
+) -> dict[str, Any]:
+    """A running attempt's later heartbeat: the rows answered the guards, so the workflow only
+    hears it (a signal, not an Update) and renews the lease from the moment it does, a few
+    milliseconds after the `claimExpiresAt` answered here. Its rows catch up as it projects."""
+    lease = command.lease_ttl_sec or target["lease_ttl_sec"]
+    expires = datetime.now(UTC) + timedelta(seconds=lease)
+    try:
+        await task_signal(request.app[keys.TEMPORAL], path.id, LIVENESS_SIGNAL, command)
+    except TaskClosed:
+        target = await _attempt_target(request, path)
+        _refuse_heartbeat_on_ended(target, path.n)
+        return _with_nulls(_cancelled(target))
+    return _with_nulls(HeartbeatResponse(cancelled=False, claimExpiresAt=expires))
 
 
 def _with_nulls(response: HeartbeatResponse) -> dict[str, Any]:

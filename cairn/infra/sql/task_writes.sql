@@ -43,7 +43,7 @@ WHERE id = $22
 -- the task's input, which only complete needs).
 SELECT t.id, t.team_id, t.status, t.task_type, t.input_cid, t.workflow_id, t.cancel_reason,
        CASE WHEN $3::boolean THEN t.input END AS input,
-       a.status AS attempt_status, a.claimed_by_agent_id, a.claim_expires_at
+       a.status AS attempt_status, a.claimed_by_agent_id, a.claim_expires_at, a.lease_ttl_sec
 FROM tasks t
 LEFT JOIN task_attempts a ON a.task_id = t.id AND a.attempt_n = $2
 WHERE t.id = $1
