@@ -9,6 +9,8 @@ send Updates through `task_update`; a workflow that has already finished takes n
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TypeVar
 from uuid import UUID
 
@@ -81,22 +83,24 @@ async def task_update(
 ) -> ResultT:
     """Send one Update (by its name in `cairn.schemas.task_attempts`) to the task's workflow;
     `TaskClosed` when it no longer runs."""
-    handle = client.get_workflow_handle(task_workflow_id(task_id))
-    try:
+    with _closed_as(task_id):
+        handle = client.get_workflow_handle(task_workflow_id(task_id))
         result = await handle.execute_update(update, command, result_type=result_type)
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise TaskClosed(str(task_id)) from None
-        raise
     assert isinstance(result, result_type)
     return result
 
 
 async def task_signal(client: Client, task_id: UUID, signal: str, command: Payload) -> None:
     """Send one signal to the task's workflow; `TaskClosed` when it no longer runs."""
-    handle = client.get_workflow_handle(task_workflow_id(task_id))
+    with _closed_as(task_id):
+        await client.get_workflow_handle(task_workflow_id(task_id)).signal(signal, command)
+
+
+@contextlib.contextmanager
+def _closed_as(task_id: UUID) -> Iterator[None]:
+    """A workflow that has finished is not found: that is `TaskClosed`."""
     try:
-        await handle.signal(signal, command)
+        yield
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise TaskClosed(str(task_id)) from None

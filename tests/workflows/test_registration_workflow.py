@@ -4,16 +4,15 @@ and the replay of a committed history of it (old runs must keep replaying)."""
 from __future__ import annotations
 
 import base64
-import json
 import uuid
 from pathlib import Path
 
 import nacl.signing
 import pytest
-from temporalio.client import WorkflowFailureError, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
+from histories import HISTORIES, replay
+from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Worker
 
 from cairn.infra.db import create_pool
 from cairn.infra.temporal import problem_from_failure
@@ -25,7 +24,7 @@ from cairn.workflows.registration import RegistrationWorkflow
 from cairn.workflows.vouchers import VoucherIssueWorkflow
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
-HISTORIES = Path(__file__).parent.parent / "replay" / "histories"
+
 # Recorded once each, committed, replayed forever after: v1 is before the personal team step
 # (`workflow.patched("personal-team")`), v2 with it, v3 with the steps as local activities
 # (`workflow.patched("local-steps")`).
@@ -128,14 +127,6 @@ async def test_second_registration_with_same_voucher_is_rejected_and_compensated
     assert left == 0
 
 
-def _load_history(recorded: Path) -> WorkflowHistory:
-    assert recorded.exists(), "run the registration test once to record the history"
-    return WorkflowHistory.from_json("registration", json.loads(recorded.read_text()))
-
-
 @pytest.mark.parametrize("recorded", [HISTORY_V1, HISTORY_V2, HISTORY], ids=lambda p: p.stem)
 async def test_committed_registration_history_replays(recorded: Path) -> None:
-    history = _load_history(recorded)
-    await Replayer(
-        workflows=list(WORKFLOWS), data_converter=pydantic_data_converter
-    ).replay_workflow(history)
+    await replay(recorded)

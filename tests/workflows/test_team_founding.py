@@ -4,7 +4,6 @@ last member accepts, long before the timer), and acceptance validation."""
 
 from __future__ import annotations
 
-import json
 import secrets
 import uuid
 from collections.abc import AsyncIterator
@@ -13,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
+from histories import HISTORIES, replay
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Worker
 
 from cairn.infra.db import create_pool
 from cairn.infra.temporal import problem_from_failure
@@ -35,7 +34,7 @@ from cairn.workers.registry import WORKFLOWS, ActivityDeps, activities
 from cairn.workflows.teams import TeamFoundingWorkflow
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
-HISTORIES = Path(__file__).parent.parent / "replay" / "histories"
+
 # Recorded once each, committed, replayed forever after: before the steps became local
 # activities (`LOCAL_STEPS_PATCH`), and after.
 HISTORY_V1 = HISTORIES / "team_founding.json"
@@ -204,14 +203,6 @@ async def test_seeding_with_an_unknown_member_fails_and_writes_nothing(
     assert await pool.fetchval("SELECT count(*) FROM teams WHERE id = $1", team_id) == 0
 
 
-def _load_history(recorded: Path) -> WorkflowHistory:
-    assert recorded.exists(), "run the founding tests once to record the history"
-    return WorkflowHistory.from_json("team_founding", json.loads(recorded.read_text()))
-
-
 @pytest.mark.parametrize("recorded", [HISTORY_V1, HISTORY], ids=lambda p: p.stem)
 async def test_committed_founding_history_replays(recorded: Path) -> None:
-    history = _load_history(recorded)
-    await Replayer(
-        workflows=list(WORKFLOWS), data_converter=pydantic_data_converter
-    ).replay_workflow(history)
+    await replay(recorded)

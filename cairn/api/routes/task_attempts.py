@@ -245,11 +245,11 @@ async def heartbeat_attempt(request: web.Request, parsed: Parsed) -> dict[str, A
     command = HeartbeatCommand(
         agent_id=target["claimed_by_agent_id"], attempt_n=path.n, lease_ttl_sec=body.leaseTtlSec
     )
-    if target["attempt_status"] == "running":
-        return await _renew_liveness(request, path, target, command)
     try:
+        if target["attempt_status"] == "running":
+            return _with_nulls(await _renew_liveness(request, path, target, command))
         ack = await _update(request, path.id, HEARTBEAT_UPDATE, command, HeartbeatAck)
-    except TaskClosed:
+    except TaskClosed:  # ended since the row was read: the row it left says how
         target = await _attempt_target(request, path)
         _refuse_heartbeat_on_ended(target, path.n)
         return _with_nulls(_cancelled(target))
@@ -264,19 +264,14 @@ async def heartbeat_attempt(request: web.Request, parsed: Parsed) -> dict[str, A
 
 async def _renew_liveness(
     request: web.Request, path: AttemptPath, target: asyncpg.Record, command: HeartbeatCommand
-) -> dict[str, Any]:
+) -> HeartbeatResponse:
     """A running attempt's later heartbeat: the rows answered the guards, so the workflow only
     hears it (a signal, not an Update) and renews the lease from the moment it does, a few
     milliseconds after the `claimExpiresAt` answered here. Its rows catch up as it projects."""
     lease = command.lease_ttl_sec or target["lease_ttl_sec"]
     expires = datetime.now(UTC) + timedelta(seconds=lease)
-    try:
-        await task_signal(request.app[keys.TEMPORAL], path.id, LIVENESS_SIGNAL, command)
-    except TaskClosed:
-        target = await _attempt_target(request, path)
-        _refuse_heartbeat_on_ended(target, path.n)
-        return _with_nulls(_cancelled(target))
-    return _with_nulls(HeartbeatResponse(cancelled=False, claimExpiresAt=expires))
+    await task_signal(request.app[keys.TEMPORAL], path.id, LIVENESS_SIGNAL, command)
+    return HeartbeatResponse(cancelled=False, claimExpiresAt=expires)
 
 
 def _with_nulls(response: HeartbeatResponse) -> dict[str, Any]:
