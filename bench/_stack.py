@@ -308,7 +308,7 @@ class BenchStack:
         )
         env["BENCH_PARENT_PID"] = str(os.getpid())
         self.env = env
-        self.settings = Settings(**values)  # type: ignore[arg-type]
+        self.settings = Settings(**values)
 
         mark = time.perf_counter()
         ready = self.root / "worker.ready"

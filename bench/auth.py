@@ -486,7 +486,9 @@ async def _timed(fn: Callable[[], Awaitable[Any]], runs: int) -> dict[str, float
     }
 
 
-async def breakdown(session: aiohttp.ClientSession, stack: BenchStack, agent: Agent) -> dict:
+async def breakdown(
+    session: aiohttp.ClientSession, stack: BenchStack, agent: Agent
+) -> dict[str, Any]:
     """Where a whoami / token request spends its time, one at a time, measured in this process
     with the same classes the API uses (its own read pool against the same Postgres)."""
     from cairn.infra.db import Q, create_pool

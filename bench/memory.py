@@ -773,7 +773,7 @@ def targets(result: dict[str, Any]) -> dict[str, Any]:
         found["entry_create_c1_p50_ms"] = verdict(
             create["c1"]["p50_ms"], TARGETS["entry_create_c1_p50_ms"]
         )
-        writers = next((v for k, v in create.items() if k != "c1"), {})
+        writers: dict[str, Any] = next((v for k, v in create.items() if k != "c1"), {})
         raw = result["baselines"]["embedding"]["entry_100_words_batched"]["median_texts_per_s"]
         ratio = round(writers["entries_per_s"] / raw, 2) if raw else None
         found["writers_entries_per_s_over_raw_batched"] = verdict(

@@ -9,7 +9,10 @@ baseline (`BenchUpdates` on task queue `bench-task-updates`, sandboxed like the 
 1. raw baselines, same run: `execute_update` on a running workflow whose handler does nothing,
    runs one local no-op activity, or runs one regular no-op activity: p50 at concurrency 1
    (one workflow) and updates/s at concurrency N (one workflow per client); and
-   `GET /agents/whoami` at concurrency 1, the API's own floor (auth, one read, HTTP);
+   `GET /agents/whoami` at concurrency 1, the API's own floor (auth, one read, HTTP); and the
+   skeleton lifecycle at concurrency N (`BenchLifecycleWorkflow`: the Temporal shape of a task's
+   life, Update-with-Start → claim → heartbeat → complete with a local no-op activity each,
+   driven straight through the Temporal client): the design's floor without our code;
 2. at concurrency 1, one request at a time: `POST /tasks/{id}/claim` (each on a fresh queued
    task), a later `POST …/heartbeat` (on one running attempt) and `POST …/complete` (each on a
    fresh started attempt), p50/p95;
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import signal
@@ -41,6 +45,13 @@ from typing import Any
 
 import aiohttp
 from temporalio import activity, workflow
+from temporalio.client import WithStartWorkflowOperation
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -113,6 +124,75 @@ class BenchUpdatesWorkflow:
         self._done = True
 
 
+LIFECYCLE_WORKFLOW = "BenchLifecycle"
+_AGENT_ID = SearchAttributeKey.for_keyword("AgentId")
+_START_ATTRIBUTES = TypedSearchAttributes(
+    [
+        SearchAttributePair(SearchAttributeKey.for_keyword("TeamId"), "bench"),
+        SearchAttributePair(SearchAttributeKey.for_keyword("TaskType"), "freeform"),
+        SearchAttributePair(SearchAttributeKey.for_keyword("DiaryId"), "bench"),
+    ]
+)
+
+
+@workflow.defn(name=LIFECYCLE_WORKFLOW)
+class BenchLifecycleWorkflow:
+    """The Temporal shape of a task's life without Cairn's code, HTTP or Postgres: started with
+    Update-with-Start (`created` waits for a local no-op "insert"), then `claim` (sets `AgentId`,
+    moves the deadline from 90 days to 300 s), `heartbeat` and `complete` (the run ends), each
+    running one local no-op activity as the projection. Its history has the same events as a
+    `TaskWorkflow` that lives through `bench/tasks.py`'s lifecycle (messages do not touch
+    Temporal)."""
+
+    def __init__(self) -> None:
+        self._inserted = False
+        self._status = "queued"
+        self._asleep_in = "queued"
+
+    @workflow.run
+    async def run(self) -> None:
+        await self._project()
+        self._inserted = True
+        while self._status != "completed":
+            self._asleep_in = self._status
+            deadline = timedelta(days=90) if self._status == "queued" else timedelta(seconds=300)
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(self._woken, timeout=deadline)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+
+    def _woken(self) -> bool:
+        """As in `TaskWorkflow`: a claim (an earlier deadline) and the end wake the loop, a
+        heartbeat (a later lease) does not."""
+        return self._status == "completed" or (
+            self._asleep_in == "queued" and self._status != "queued"
+        )
+
+    async def _project(self) -> None:
+        await workflow.execute_local_activity(
+            bench_task_noop, start_to_close_timeout=timedelta(seconds=10)
+        )
+
+    @workflow.update(name="created")
+    async def created(self) -> None:
+        await workflow.wait_condition(lambda: self._inserted)
+
+    @workflow.update(name="claim")
+    async def claim(self, agent: str) -> None:
+        self._status = "dispatched"
+        workflow.upsert_search_attributes([_AGENT_ID.value_set(agent)])
+        await self._project()
+
+    @workflow.update(name="heartbeat")
+    async def heartbeat(self) -> None:
+        self._status = "running"
+        await self._project()
+
+    @workflow.update(name="complete")
+    async def complete(self) -> None:
+        self._status = "completed"
+        await self._project()
+
+
 async def _run_baseline_worker(ready_file: Path) -> None:
     from temporalio.worker import Worker
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -127,7 +207,7 @@ async def _run_baseline_worker(ready_file: Path) -> None:
     async with Worker(
         client,
         task_queue=UPDATES_TASK_QUEUE,
-        workflows=[BenchUpdatesWorkflow],
+        workflows=[BenchUpdatesWorkflow, BenchLifecycleWorkflow],
         activities=[bench_task_noop],
         workflow_runner=runner,
     ):
@@ -188,6 +268,40 @@ async def raw_updates(
         for handle in handles:
             await handle.signal("finish")
     return {"c1": single, f"c{concurrency}": loaded}
+
+
+async def skeleton_lifecycle(
+    temporal: Any, concurrency: int, duration: float, meter: CpuMeter, quiet_wait: float
+) -> dict[str, Any]:
+    """`BenchLifecycleWorkflow` driven straight through the Temporal client by N loops:
+    create (Update-with-Start) → claim → heartbeat → complete. The floor of the lifecycle's
+    design on this machine: what is left once Cairn's API, code and Postgres cost nothing."""
+
+    async def one(i: int) -> bool:
+        operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+            LIFECYCLE_WORKFLOW,
+            id=f"bench-lifecycle/{uuid.uuid4()}",
+            task_queue=UPDATES_TASK_QUEUE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=_START_ATTRIBUTES,
+        )
+        await temporal.execute_update_with_start_workflow(
+            "created", start_workflow_operation=operation
+        )
+        handle = await operation.workflow_handle()
+        await handle.execute_update("claim", f"daemon-{i}")
+        await handle.execute_update("heartbeat")
+        await handle.execute_update("complete")
+        return True
+
+    return await closed_loop(
+        one,
+        concurrency=concurrency,
+        duration=duration,
+        warmup=2.0,
+        meter=meter,
+        quiet_wait=quiet_wait,
+    )
 
 
 # --- timing helpers ---------------------------------------------------------------------------
@@ -414,7 +528,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         updates_worker = await start_baseline_worker(stack)
         result["topology"]["baseline_worker"] = (
             f"separate process: {UPDATES_WORKFLOW} on {UPDATES_TASK_QUEUE} (sandboxed), "
-            "updates `noop`, `local_activity`, `activity`"
+            "updates `noop`, `local_activity`, `activity`; and the skeleton lifecycle "
+            f"{LIFECYCLE_WORKFLOW}"
         )
         pids = stack.pids()
         assert updates_worker.process is not None
@@ -433,6 +548,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 baselines[f"update_{name}"] = await raw_updates(
                     temporal, name, args.runs, n, args.duration / 2, meter, args.wait_quiet
                 )
+            log(f"skeleton lifecycle (Temporal only), c={n}")
+            baselines["skeleton_lifecycle"] = {
+                f"c{n}": await skeleton_lifecycle(
+                    temporal, n, args.duration, meter, args.wait_quiet
+                )
+            }
             log("GET /agents/whoami, c=1 (the API's floor: auth, one read, HTTP)")
             owner = c.owner
             baselines["http_whoami"] = {
@@ -455,6 +576,7 @@ def ratios(result: dict[str, Any], n: int) -> dict[str, Any]:
     noop_c1 = raw["update_noop"]["c1"]["p50_ms"]
     noop_rps = raw["update_noop"][f"c{n}"].get("rps")
     lifecycle_rps = result["lifecycle"].get("tasks_per_s")
+    skeleton_rps = raw["skeleton_lifecycle"][f"c{n}"].get("rps")
     c1 = result["c1"]
     return {
         "claim_p50_over_raw_update_p50": round(c1["claim"]["p50_ms"] / noop_c1, 2),
@@ -470,6 +592,9 @@ def ratios(result: dict[str, Any], n: int) -> dict[str, Any]:
         ),
         f"raw_updates_per_lifecycle_c{n}": (
             round(noop_rps / lifecycle_rps, 2) if noop_rps and lifecycle_rps else None
+        ),
+        f"lifecycle_over_skeleton_lifecycle_c{n}": (
+            round(lifecycle_rps / skeleton_rps, 2) if skeleton_rps and lifecycle_rps else None
         ),
         "local_activity_update_p50_over_activity_update_p50": round(
             raw["update_local_activity"]["c1"]["p50_ms"] / raw["update_activity"]["c1"]["p50_ms"],
