@@ -21,6 +21,7 @@ from cairn.infra.db import create_pool
 from cairn.infra.embeddings import OnnxEmbedder
 from cairn.infra.s3 import BlobStore
 from cairn.infra.settings import Settings
+from cairn.infra.telemetry import exporting, setup_tracing
 from cairn.infra.temporal import connect
 from cairn.schemas import limits
 from cairn.schemas.accounts import SigningKeyEnsure
@@ -115,6 +116,8 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
 
 
 async def run_worker(settings: Settings) -> None:
+    if exporting():  # the workflow and activity spans of a trace the API began
+        setup_tracing(settings.otel_service_name)
     async with running_worker(settings):
         log.info("worker running on task queue %s", settings.temporal_task_queue)
         await asyncio.Event().wait()

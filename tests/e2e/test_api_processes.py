@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,28 +13,10 @@ import aiohttp
 import psutil
 import pytest
 from nacl.signing import SigningKey
+from processes import service_env, wait_until
 
 from cairn.infra.devstack import free_port
 from cairn.workers.admin import issue_bootstrap_voucher
-
-
-def service_env(settings: Any, port: int) -> dict[str, str]:
-    """The stack's settings as the `SERVICE_*` variables a deployment would set."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SERVICE_")}
-    env.update(
-        SERVICE_API_PORT=str(port),
-        SERVICE_BASE_URL=f"http://127.0.0.1:{port}",
-        SERVICE_DATABASE_URL=settings.database_url,
-        SERVICE_TEMPORAL_ADDRESS=settings.temporal_address,
-        SERVICE_TEMPORAL_TASK_QUEUE=settings.temporal_task_queue,
-        SERVICE_S3_ENDPOINT=settings.s3_endpoint,
-        SERVICE_S3_BUCKET=settings.s3_bucket,
-        SERVICE_S3_ACCESS_KEY=settings.s3_access_key,
-        SERVICE_S3_SECRET_KEY=settings.s3_secret_key.get_secret_value(),
-        SERVICE_SECRET_KEY=settings.secret_key.get_secret_value(),
-        SERVICE_RATE_LIMIT_ENABLED="false",
-    )
-    return env
 
 
 def listeners(process: psutil.Process, port: int) -> list[int]:
@@ -50,13 +30,6 @@ def listeners(process: psutil.Process, port: int) -> list[int]:
         if any(s.status == psutil.CONN_LISTEN and s.laddr.port == port for s in sockets):
             found.append(each.pid)
     return found
-
-
-async def wait_until(check: Any, limit_s: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.1)
 
 
 @pytest.fixture

@@ -1,0 +1,34 @@
+"""What the end-to-end tests need to run the service's own commands as processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+
+def service_env(settings: Any, port: int) -> dict[str, str]:
+    """The stack's settings as the `SERVICE_*` variables a deployment would set."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SERVICE_")}
+    env.update(
+        SERVICE_API_PORT=str(port),
+        SERVICE_BASE_URL=f"http://127.0.0.1:{port}",
+        SERVICE_DATABASE_URL=settings.database_url,
+        SERVICE_TEMPORAL_ADDRESS=settings.temporal_address,
+        SERVICE_TEMPORAL_TASK_QUEUE=settings.temporal_task_queue,
+        SERVICE_S3_ENDPOINT=settings.s3_endpoint,
+        SERVICE_S3_BUCKET=settings.s3_bucket,
+        SERVICE_S3_ACCESS_KEY=settings.s3_access_key,
+        SERVICE_S3_SECRET_KEY=settings.s3_secret_key.get_secret_value(),
+        SERVICE_SECRET_KEY=settings.secret_key.get_secret_value(),
+        SERVICE_RATE_LIMIT_ENABLED="false",
+    )
+    return env
+
+
+async def wait_until(check: Any, limit_s: float = 60.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.1)
