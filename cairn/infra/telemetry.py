@@ -40,6 +40,7 @@ def setup_tracing(service_name: str) -> None:
         from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        AsyncPGInstrumentor(capture_parameters=False).instrument(tracer_provider=provider)
+        instrumentor = AsyncPGInstrumentor(capture_parameters=False)  # type: ignore[no-untyped-call]
+        instrumentor.instrument(tracer_provider=provider)
     trace.set_tracer_provider(provider)
     _configured = True
