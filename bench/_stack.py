@@ -22,6 +22,7 @@ import asyncio
 import atexit
 import compileall
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -30,6 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -450,6 +452,23 @@ async def register_agent(session: Any, stack: BenchStack) -> BenchAgent:
         teams = (await response.json(content_type=None))["items"]
     team_id = next(str(t["id"]) for t in teams if t["personal"])
     return BenchAgent(agent_id=uuid.UUID(whoami["agentId"]), token=token, team_id=team_id)
+
+
+def run_and_report(bench: Coroutine[Any, Any, dict[str, Any]], output: Path) -> None:
+    """Run one benchmark to its end and write its result as JSON to `output` and stdout.
+
+    SIGTERM takes the same path as Ctrl-C: the stack's __aexit__ (and atexit) stop everything.
+    """
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    result = asyncio.run(bench)
+    text = json.dumps(result, indent=2, default=str)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text + "\n", encoding="utf-8")
+    print(text)
 
 
 def _port_open(port: int) -> bool:

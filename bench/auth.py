@@ -36,7 +36,6 @@ import os
 import platform
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -60,6 +59,7 @@ from bench._stack import (
     ONE_ACTIVITY_WORKFLOW,
     BenchStack,
     CpuMeter,
+    run_and_report,
 )
 
 RESULTS = Path(__file__).resolve().parent / "results" / "auth.json"
@@ -662,16 +662,7 @@ def main() -> None:
     if args.quick:
         args.duration = 3.0
 
-    def terminate(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    # SIGTERM takes the same path as Ctrl-C: the stack's __aexit__ (and atexit) stop everything.
-    signal.signal(signal.SIGTERM, terminate)
-    result = asyncio.run(run(args))
-    text = json.dumps(result, indent=2)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    run_and_report(run(args), args.output)
 
 
 if __name__ == "__main__":

@@ -33,11 +33,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import math
 import os
 import platform
-import signal
 import statistics
 import sys
 import time
@@ -63,6 +61,7 @@ from bench._stack import (
     BenchStack,
     CpuMeter,
     register_agent,
+    run_and_report,
 )
 
 RESULTS = Path(__file__).resolve().parent / "results" / "memory.json"
@@ -821,15 +820,7 @@ def main() -> None:
         args.entries, args.diaries, args.queries = 20_000, 20, 60
         args.per_topic, args.duration = 100, 5.0
 
-    def terminate(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, terminate)
-    result = asyncio.run(run(args))
-    text = json.dumps(result, indent=2, default=str)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    run_and_report(run(args), args.output)
 
 
 if __name__ == "__main__":

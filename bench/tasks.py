@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import base64
 import contextlib
-import json
 import os
 import signal
 import statistics
@@ -55,7 +54,14 @@ from temporalio.common import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._stack import REPO_ROOT, BenchStack, CpuMeter, _Child, _die_with_parent
+from bench._stack import (
+    REPO_ROOT,
+    BenchStack,
+    CpuMeter,
+    _Child,
+    _die_with_parent,
+    run_and_report,
+)
 from bench.auth import (
     QUIET_CORES,
     Agent,
@@ -682,16 +688,8 @@ def main() -> None:
     if args.quick:
         args.runs, args.duration = 50, 5.0
 
-    def terminate(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, terminate)
     os.chdir(REPO_ROOT)
-    result = asyncio.run(run(args))
-    text = json.dumps(result, indent=2)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    run_and_report(run(args), args.output)
 
 
 if __name__ == "__main__":

@@ -29,10 +29,8 @@ import argparse
 import asyncio
 import contextlib
 import hashlib
-import json
 import os
 import platform
-import signal
 import statistics
 import sys
 import tempfile
@@ -49,7 +47,14 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._stack import NOOP_TASK_QUEUE, NOOP_WORKFLOW, BenchAgent, BenchStack, register_agent
+from bench._stack import (
+    NOOP_TASK_QUEUE,
+    NOOP_WORKFLOW,
+    BenchAgent,
+    BenchStack,
+    register_agent,
+    run_and_report,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "artifacts.json"
 MIB = 1024 * 1024
@@ -472,15 +477,7 @@ def main() -> None:
     if args.quick:
         args.runs = 3
 
-    def terminate(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, terminate)
-    result = asyncio.run(run(args))
-    text = json.dumps(result, indent=2, default=str)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    run_and_report(run(args), args.output)
 
 
 if __name__ == "__main__":
