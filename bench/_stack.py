@@ -41,9 +41,11 @@ import psutil
 from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
-    from cairn.infra.devstack import ChildProcess
+    from infra.devstack import ChildProcess
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# the top-level packages whose bytecode the bench compiles (as `make install` does)
+PACKAGES = ("schemas", "workflows", "activities", "api", "workers", "infra", "client", "toolserver")
 NOOP_TASK_QUEUE = "bench-noop"
 NOOP_WORKFLOW = "BenchNoop"
 ONE_ACTIVITY_WORKFLOW = "BenchOneActivity"
@@ -103,7 +105,7 @@ async def _wait_for_term() -> None:
 
 def _run_api() -> None:
     """The production entry point, `cairn api` (SERVICE_API_PROCESSES processes on one port)."""
-    from cairn.cli import main as cairn_main
+    from cairn import main as cairn_main
 
     cairn_main(["api"])
 
@@ -112,9 +114,9 @@ async def _run_worker(ready_file: Path) -> None:
     from temporalio.worker import Worker
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-    from cairn.infra.settings import Settings
-    from cairn.infra.temporal import connect
-    from cairn.workers.main import running_worker
+    from infra.settings import Settings
+    from infra.temporal import connect
+    from workers.main import running_worker
 
     settings = Settings()
     client = await connect(settings)
@@ -249,14 +251,15 @@ class BenchStack:
         self.stop()
 
     async def _start(self) -> None:
-        from cairn.infra.db import migrate
-        from cairn.infra.devstack import Postgres, RcloneS3, TemporalDevServer, free_port
-        from cairn.infra.settings import Settings
+        from infra.db import migrate
+        from infra.devstack import Postgres, RcloneS3, TemporalDevServer, free_port
+        from infra.settings import Settings
 
         # As an installed package has it (pip compiles on install), and as `make install`
         # leaves it: without bytecode, the worker's sandbox compiles each workflow module
         # again for every new workflow run (PYTHONDONTWRITEBYTECODE is set on some machines).
-        compileall.compile_dir(REPO_ROOT / "cairn", quiet=1)
+        for package in PACKAGES:
+            compileall.compile_dir(REPO_ROOT / package, quiet=1)
         mark = time.perf_counter()
         self.postgres = Postgres(self.root / "pg")
         self._parts.append(self.postgres)
@@ -353,7 +356,7 @@ class BenchStack:
             shutil.rmtree(self.root, ignore_errors=True)
 
     async def temporal_client(self) -> Any:
-        from cairn.infra.temporal import connect
+        from infra.temporal import connect
 
         return await connect(self.settings)
 
@@ -427,7 +430,7 @@ async def register_agent(session: Any, stack: BenchStack) -> BenchAgent:
 
     import nacl.signing
 
-    from cairn.workers.admin import issue_bootstrap_voucher
+    from workers.admin import issue_bootstrap_voucher
 
     voucher = await issue_bootstrap_voucher(await stack.temporal_client(), stack.settings)
     key = nacl.signing.SigningKey.generate()
@@ -472,7 +475,7 @@ def run_and_report(bench: Coroutine[Any, Any, dict[str, Any]], output: Path) -> 
 
 
 def _port_open(port: int) -> bool:
-    from cairn.infra.devstack import port_open
+    from infra.devstack import port_open
 
     return port_open(port)
 

@@ -266,7 +266,7 @@ class Agent:
 
 async def issue_vouchers(temporal: Any, settings: Any, count: int) -> deque[str]:
     """Bootstrap vouchers through the voucher workflow, VOUCHER_ISSUE_CONCURRENCY at a time."""
-    from cairn.workers.admin import issue_bootstrap_voucher
+    from workers.admin import issue_bootstrap_voucher
 
     codes: deque[str] = deque()
     gate = asyncio.Semaphore(VOUCHER_ISSUE_CONCURRENCY)
@@ -491,8 +491,8 @@ async def breakdown(
 ) -> dict[str, Any]:
     """Where a whoami / token request spends its time, one at a time, measured in this process
     with the same classes the API uses (its own read pool against the same Postgres)."""
-    from cairn.infra.db import Q, create_pool
-    from cairn.infra.oauth import OAuthServer, SigningKeyStore, VerifiedTokens
+    from infra.db import Q, create_pool
+    from infra.oauth import OAuthServer, SigningKeyStore, VerifiedTokens
 
     settings = stack.settings
     pool = await create_pool(settings.database_url, read_only=True, max_size=2)

@@ -21,9 +21,9 @@ from typing import Any
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
-from cairn.infra.embeddings import MINILM_L6_V2_SHA256, OnnxEmbedder, bundled_model_dir
-from cairn.infra.embeddings.embedder import DEFAULT_MODEL_NAME, TOKENIZER_FILE, create_session
-from cairn.infra.embeddings.onnx_builder import (
+from infra.embeddings import MINILM_L6_V2_SHA256, OnnxEmbedder, bundled_model_dir
+from infra.embeddings.embedder import DEFAULT_MODEL_NAME, TOKENIZER_FILE, create_session
+from infra.embeddings.onnx_builder import (
     BertConfig,
     build_bert_embedding_model,
     read_safetensors_index,

@@ -466,7 +466,7 @@ async def repo_search(
     scope_for: Callable[[int], tuple[uuid.UUID, ...]],
 ) -> dict[str, Any]:
     """The same search in this process with the query vector given: the SQL part alone."""
-    from cairn.schemas.embedding import SearchFilters
+    from schemas.embedding import SearchFilters
 
     plans: Counter[str] = Counter()
 
@@ -485,7 +485,7 @@ async def repo_search(
 def brute_force_top(
     corpus: Corpus, rows: NDArray[np.int64], query: NDArray[np.float32], k: int
 ) -> list[int]:
-    from cairn.schemas import limits
+    from schemas import limits
 
     distances = 1.0 - corpus.vectors[rows] @ query
     order = np.argsort(distances, kind="stable")[:k]
@@ -504,7 +504,7 @@ async def recall(
 ) -> dict[str, Any]:
     """recall@10 of the vector arm (the repo's plan for this scope) against brute force, and of
     the naive plan: one global HNSW scan (default ef_search 40) filtered by `diary_id = ANY`."""
-    from cairn.schemas.embedding import SearchFilters
+    from schemas.embedding import SearchFilters
 
     index_of = {entry_id: i for i, entry_id in enumerate(entry_ids)}
     found = expected_total = naive_found = naive_short = 0
@@ -544,7 +544,7 @@ async def recall(
 async def exact_plan_nodes(pool: Any, vector: NDArray[np.float32], diary: uuid.UUID) -> list[str]:
     """The scan nodes Postgres picks for the exact statement on one diary (expected: an
     index-only scan of the covering index)."""
-    from cairn.infra.db import Q
+    from infra.db import Q
 
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(Q.search_custom_plans)
@@ -625,9 +625,9 @@ def entry_text(rng: np.random.Generator, base: list[str], words: int = 100) -> s
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from cairn.infra.db import create_pool
-    from cairn.infra.embeddings import OnnxEmbedder
-    from cairn.infra.repos.search import SearchRepo
+    from infra.db import create_pool
+    from infra.embeddings import OnnxEmbedder
+    from infra.repos.search import SearchRepo
 
     result: dict[str, Any] = {
         "benchmark": "memory",

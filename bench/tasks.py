@@ -203,8 +203,8 @@ async def _run_baseline_worker(ready_file: Path) -> None:
     from temporalio.worker import Worker
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-    from cairn.infra.settings import Settings
-    from cairn.infra.temporal import connect
+    from infra.settings import Settings
+    from infra.temporal import connect
 
     client = await connect(Settings(), tracing=False)
     runner = SandboxedWorkflowRunner(
@@ -443,7 +443,7 @@ async def message(caller: Caller, task_id: str, i: int, n: int = 1) -> None:
 
 
 def complete_body() -> dict[str, Any]:
-    from cairn.schemas.cids import json_cid
+    from schemas.kernel.cids import json_cid
 
     return {"output": OUTPUT, "outputCid": json_cid(OUTPUT)}
 

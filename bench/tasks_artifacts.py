@@ -131,8 +131,8 @@ async def noop_workflow(stack: BenchStack, runs: int) -> dict[str, Any]:
 
 async def spool_then_put(blobs: Any, data: bytes) -> str:
     """What the service does: hash and spool in 1 MiB blocks, then one PUT at the CID key."""
-    from cairn.infra.s3 import artifact_key
-    from cairn.schemas.cids import BytesCidHasher
+    from infra.s3 import artifact_key
+    from schemas.kernel.cids import BytesCidHasher
 
     hasher = BytesCidHasher()
     with tempfile.TemporaryFile() as file:
@@ -161,8 +161,8 @@ def _hash_and_write(hasher: Any, file: Any, block: bytes) -> None:
 
 async def multipart_then_copy(blobs: Any, data: bytes) -> str:
     """The alternative: parts to a temporary key while hashing, then copy to the CID key."""
-    from cairn.infra.s3 import artifact_key
-    from cairn.schemas.cids import BytesCidHasher
+    from infra.s3 import artifact_key
+    from schemas.kernel.cids import BytesCidHasher
 
     client, bucket = blobs.client, blobs.bucket
     temp_key = f"bench/upload/{uuid.uuid4()}"
@@ -246,8 +246,8 @@ async def running_attempt(
     attempt workflow projects them: the upload route reads exactly these)."""
     import asyncpg
 
-    from cairn.schemas.cids import json_cid
-    from cairn.schemas.task_types import input_schema_cid
+    from schemas.kernel.cids import json_cid
+    from schemas.kernel.task_types import input_schema_cid
 
     headers = {**agent.headers, "x-service-team-id": agent.team_id}
     body = {"name": "bench", "visibility": "private"}
@@ -405,7 +405,7 @@ async def api_phase(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from cairn.infra.s3 import BlobStore
+    from infra.s3 import BlobStore
 
     result: dict[str, Any] = {
         "benchmark": "artifacts",

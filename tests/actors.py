@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import nacl.signing
 
-from cairn.workers.admin import issue_bootstrap_voucher
+from workers.admin import issue_bootstrap_voucher
 
 TEAM_HEADER = "x-service-team-id"
 PASSWORD = "correct horse battery staple"

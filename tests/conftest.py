@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from cairn.infra.db import migrate
-from cairn.infra.devstack import Postgres, RcloneS3, TemporalDevServer, free_port
+from infra.db import migrate
+from infra.devstack import Postgres, RcloneS3, TemporalDevServer, free_port
 
 TEMPLATE_DB = "cairn_template"
 
@@ -109,7 +109,7 @@ def s3(stack_dir: Path) -> Iterator[S3Endpoint]:
 @pytest.fixture(scope="module")
 async def db_pool(database_url: str) -> AsyncIterator[object]:
     """A writable pool on the module's database (tests that check rows directly)."""
-    from cairn.infra.db import create_pool
+    from infra.db import create_pool
 
     pool = await create_pool(database_url, read_only=False)
     yield pool
@@ -129,10 +129,10 @@ class Stack:
 async def stack(database_url: str, temporal_address: str, s3: S3Endpoint) -> AsyncIterator[Stack]:
     from aiohttp import web
 
-    from cairn.api.app import create_app
-    from cairn.infra.settings import Settings
-    from cairn.infra.temporal import connect
-    from cairn.workers.main import running_worker
+    from api.app import create_app
+    from infra.settings import Settings
+    from infra.temporal import connect
+    from workers.main import running_worker
 
     port = free_port()
     settings = Settings(

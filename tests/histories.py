@@ -12,7 +12,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from cairn.workers.registry import WORKFLOWS
+from workers.registry import WORKFLOWS
 
 HISTORIES = Path(__file__).parent / "replay" / "histories"
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "cairn"
+ROOT = Path(__file__).resolve().parent.parent
 
 # layer → module prefixes it must not import (STYLE.md "Who may import whom")
 FORBIDDEN: dict[str, tuple[str, ...]] = {
@@ -17,23 +19,23 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "asyncpg",
         "boto3",
         "onnxruntime",
-        "cairn.workflows",
-        "cairn.activities",
-        "cairn.api",
-        "cairn.infra",
-        "cairn.workers",
-        "cairn.client",
+        "workflows",
+        "activities",
+        "api",
+        "infra",
+        "workers",
+        "client",
     ),
-    "workflows": ("cairn.api", "cairn.infra", "cairn.workers", "aiohttp", "asyncpg", "boto3"),
-    "activities": ("cairn.api", "cairn.workflows", "cairn.workers", "aiohttp"),
-    "api": ("cairn.activities", "cairn.workers"),
-    "infra": ("cairn.api",),
-    "workers": ("cairn.api",),
-    "toolserver": ("cairn.infra", "cairn.activities", "cairn.workflows", "cairn.api"),
-    "client": ("cairn.infra", "cairn.activities", "cairn.workflows", "cairn.api", "cairn.workers"),
+    "workflows": ("api", "infra", "workers", "aiohttp", "asyncpg", "boto3"),
+    "activities": ("api", "workflows", "workers", "aiohttp"),
+    "api": ("activities", "workers"),
+    "infra": ("api",),
+    "workers": ("api",),
+    "toolserver": ("infra", "activities", "workflows", "api"),
+    "client": ("infra", "activities", "workflows", "api", "workers"),
 }
 # activities may name infra types for annotations only
-TYPE_CHECKING_ONLY: dict[str, tuple[str, ...]] = {"activities": ("cairn.infra", "asyncpg")}
+TYPE_CHECKING_ONLY: dict[str, tuple[str, ...]] = {"activities": ("infra", "asyncpg")}
 
 
 def _imports(tree: ast.Module) -> list[tuple[str, bool]]:
@@ -53,7 +55,7 @@ def _imports(tree: ast.Module) -> list[tuple[str, bool]]:
 
 
 def _modules(layer: str) -> list[Path]:
-    return sorted((PACKAGE / layer).rglob("*.py"))
+    return sorted((ROOT / layer).rglob("*.py"))
 
 
 def _violations(layer: str) -> list[str]:
@@ -64,10 +66,10 @@ def _violations(layer: str) -> list[str]:
             if type_only:
                 banned = tuple(b for b in banned if b not in TYPE_CHECKING_ONLY.get(layer, ()))
             elif any(module.startswith(p) for p in TYPE_CHECKING_ONLY.get(layer, ())):
-                problems.append(f"{path.relative_to(PACKAGE)}: {module} outside TYPE_CHECKING")
+                problems.append(f"{path.relative_to(ROOT)}: {module} outside TYPE_CHECKING")
                 continue
             if any(module == b or module.startswith(b + ".") for b in banned):
-                problems.append(f"{path.relative_to(PACKAGE)} imports {module}")
+                problems.append(f"{path.relative_to(ROOT)} imports {module}")
     return problems
 
 
@@ -87,8 +89,8 @@ def test_rules_catch_a_violation(tmp_path: Path) -> None:
 
 def test_no_package_named_mcp() -> None:
     """A local package named `mcp` would shadow the MCP SDK."""
-    assert not (PACKAGE / "mcp").exists()
-    assert not (PACKAGE.parent / "mcp").exists()
+    assert not (ROOT / "mcp").exists()
+    assert not (ROOT / "toolserver" / "mcp").exists()
 
 
 def test_workflows_do_not_use_wall_clock_or_randomness() -> None:
@@ -100,3 +102,32 @@ def test_workflows_do_not_use_wall_clock_or_randomness() -> None:
         if word in path.read_text()
     ]
     assert offenders == []
+
+
+def _our_top_level_names() -> set[str]:
+    """The import names pyproject.toml installs: the layer packages and the `cairn` module."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = {pattern.rstrip("*") for pattern in config["packages"]["find"]["include"]}
+    return packages | set(config["py-modules"])
+
+
+def _shadowed(names: set[str], owners: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {
+        name: theirs for name in names if (theirs := sorted(set(owners.get(name, [])) - {"cairn"}))
+    }
+
+
+def test_the_layout_is_the_design_cards() -> None:
+    assert _our_top_level_names() == set(FORBIDDEN) | {"cairn"}
+    assert all((ROOT / name / "__init__.py").exists() for name in FORBIDDEN)
+
+
+def test_no_other_distribution_ships_our_top_level_names() -> None:
+    """Our layers have generic names (`api`, `client`, `schemas`): a dependency that installs a
+    package of the same name would shadow ours, or be shadowed, depending on sys.path order."""
+    assert _shadowed(_our_top_level_names(), metadata.packages_distributions()) == {}
+
+
+def test_the_shadowing_check_can_fail() -> None:
+    owners = {"api": ["cairn", "someone-elses-api"], "client": ["cairn"]}
+    assert _shadowed({"api", "client"}, owners) == {"api": ["someone-elses-api"]}

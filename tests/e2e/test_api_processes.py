@@ -15,8 +15,8 @@ import pytest
 from nacl.signing import SigningKey
 from processes import service_env, wait_until
 
-from cairn.infra.devstack import free_port
-from cairn.workers.admin import issue_bootstrap_voucher
+from infra.devstack import free_port
+from workers.admin import issue_bootstrap_voucher
 
 
 def listeners(process: psutil.Process, port: int) -> list[int]:
@@ -36,7 +36,7 @@ def listeners(process: psutil.Process, port: int) -> list[int]:
 async def api_pair(stack: Any) -> AsyncIterator[tuple[asyncio.subprocess.Process, int]]:
     port = free_port()
     process = await asyncio.create_subprocess_exec(
-        *[sys.executable, "-m", "cairn.cli", "api", "--processes", "2"],
+        *[sys.executable, "-m", "cairn", "api", "--processes", "2"],
         env=service_env(stack.settings, port),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,

@@ -8,9 +8,9 @@ import base64
 import nacl.signing
 import pytest
 
-from cairn.client.rest import ApiError, CairnClient
-from cairn.schemas.identity import fingerprint
-from cairn.workers.admin import issue_bootstrap_voucher
+from client.rest import ApiError, CairnClient
+from schemas.kernel.crypto import fingerprint
+from workers.admin import issue_bootstrap_voucher
 
 
 def new_agent_key() -> tuple[nacl.signing.SigningKey, str]:

@@ -20,8 +20,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from processes import service_env, wait_until
 
-from cairn.infra.devstack import free_port
-from cairn.workers.admin import issue_bootstrap_voucher
+from infra.devstack import free_port
+from workers.admin import issue_bootstrap_voucher
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ async def worker_queue(stack: Any, collector: Collector) -> AsyncIterator[str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "cairn.cli",
+        "cairn",
         "worker",
         env=env,
         stdout=asyncio.subprocess.DEVNULL,

@@ -18,11 +18,11 @@ import nacl.signing
 import pytest
 from aiohttp import web
 
-from cairn.api import keys
-from cairn.api.app import create_app
-from cairn.infra.db import create_pool
-from cairn.infra.devstack import free_port
-from cairn.workers.admin import issue_bootstrap_voucher
+from api import keys
+from api.app import create_app
+from infra.db import create_pool
+from infra.devstack import free_port
+from workers.admin import issue_bootstrap_voucher
 
 PROBLEM_FIELDS = {"type", "title", "status", "code", "detail"}
 PROBLEM_JSON = "application/problem+json"
@@ -288,7 +288,7 @@ async def test_every_error_response_carries_the_problem_schema(stack, openapi) -
 
 
 async def test_declared_errors_and_auth_appear_in_the_responses(stack, openapi) -> None:
-    from cairn.api.endpoint import ENDPOINTS
+    from api.endpoint import ENDPOINTS
 
     for spec in ENDPOINTS:
         responses = openapi["paths"][spec.path][spec.method.lower()]["responses"]

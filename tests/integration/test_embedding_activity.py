@@ -24,13 +24,13 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.worker import Worker
 
-    from cairn.activities.embedding import EmbeddingActivities, MicroBatcher
-    from cairn.infra.embeddings import OnnxEmbedder
-    from cairn.schemas.embedding import EmbedRequest
-    from cairn.schemas.embedding_text import entry_embedding_text
-    from cairn.schemas.queues import embedding_queue_for
-    from cairn.workers.registry import embedding_activities
-    from cairn.workflows.common import embedding_task_queue
+    from activities.embedding import EmbeddingActivities, MicroBatcher
+    from infra.embeddings import OnnxEmbedder
+    from schemas.embedding import EmbedRequest
+    from schemas.kernel.embedding_text import entry_embedding_text
+    from schemas.queues import embedding_queue_for
+    from workers.registry import embedding_activities
+    from workflows.common import embedding_task_queue
 
 TOLERANCE = 1e-5
 WRITERS = 8

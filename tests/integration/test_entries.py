@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from actors import Actor, anonymous, new_diary
 
-from cairn.schemas.cids import entry_cid
+from schemas.kernel.cids import entry_cid
 
 
 async def new_entry(actor: Actor, diary_id: str, **body: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from cairn.workers.admin import issue_bootstrap_voucher
+from workers.admin import issue_bootstrap_voucher
 
 HOOK = {"X-Hook-Secret": "test-hook-secret"}
 

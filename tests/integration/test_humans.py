@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from cairn.api.auth import SESSION_COOKIE
+from api.auth import SESSION_COOKIE
 
 PASSWORD = "correct horse battery staple"
 

@@ -20,9 +20,9 @@ import nacl.signing
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from cairn.infra.oauth import OAuthServer, SigningKeyStore, new_sealed_key
-from cairn.schemas.errors import Unauthorized
-from cairn.workers.admin import issue_bootstrap_voucher
+from infra.oauth import OAuthServer, SigningKeyStore, new_sealed_key
+from schemas.errors import Unauthorized
+from workers.admin import issue_bootstrap_voucher
 
 ALL_AGENT_SCOPES = {
     "diary:read",

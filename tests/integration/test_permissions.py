@@ -11,18 +11,18 @@ import asyncpg
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from cairn.activities.permissions import PermissionActivities
-from cairn.infra.db import create_pool
-from cairn.infra.devstack import Postgres
-from cairn.infra.permissions import (
+from activities.permissions import PermissionActivities
+from infra.db import create_pool
+from infra.devstack import Postgres
+from infra.permissions import (
     PostgresPermissionEngine,
     TupleRepository,
     delete_object,
     list_tuples,
     write_tuples,
 )
-from cairn.schemas.errors import PermissionEvaluationFailed, ValidationFailed
-from cairn.schemas.permissions import (
+from schemas.errors import PermissionEvaluationFailed, ValidationFailed
+from schemas.kernel.permissions import (
     PERMISSION_MODEL,
     ObjectDelete,
     RelationTuple,

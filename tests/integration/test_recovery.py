@@ -17,8 +17,8 @@ import aiohttp
 import nacl.signing
 import pytest
 
-from cairn.schemas.identity import new_recovery_challenge
-from cairn.workers.admin import issue_bootstrap_voucher
+from schemas.kernel.crypto import new_recovery_challenge
+from workers.admin import issue_bootstrap_voucher
 
 FIVE_MINUTES_MS = 5 * 60 * 1000
 
@@ -204,7 +204,7 @@ async def test_public_key_mismatch_is_refused(stack, http, agent) -> None:
 )
 async def test_malformed_challenge_is_refused(stack, http, agent, challenge: str) -> None:
     challenge = challenge.format(key=agent.public_key)
-    from cairn.schemas.identity import recovery_hmac
+    from schemas.kernel.crypto import recovery_hmac
 
     mac = recovery_hmac(challenge, stack.settings.secret_bytes)  # even a valid HMAC
     status, problem = await verify(
@@ -278,6 +278,51 @@ async def test_reused_challenge_is_refused(stack, http) -> None:
         http, issued["challenge"], issued["hmac"], signature, fresh.public_key
     )
     assert_problem(status, problem, 400, "challenge-already-used")
+
+
+async def test_a_wrong_signature_does_not_use_up_the_challenge(stack, http) -> None:
+    """Spec 4.1: the nonce is stored only after the signature verifies, so an impostor's try
+    leaves the agent's own signature on the same challenge good; that success uses it up."""
+    fresh = await register(stack, http)
+    issued = await challenge_for(http, fresh.public_key)
+    impostor, _ = new_key()
+
+    wrong = await verify(
+        http,
+        issued["challenge"],
+        issued["hmac"],
+        sign(impostor, issued["challenge"]),
+        fresh.public_key,
+    )
+    assert_problem(*wrong, 400, "invalid-signature")
+    signature = sign(fresh.signing_key, issued["challenge"])
+    status, body = await verify(
+        http, issued["challenge"], issued["hmac"], signature, fresh.public_key
+    )
+    assert status == 200, body
+    assert body["recoveryCode"]
+    replay = await verify(http, issued["challenge"], issued["hmac"], signature, fresh.public_key)
+    assert_problem(*replay, 400, "challenge-already-used")
+
+
+async def test_a_used_challenge_is_refused_before_its_signature_is_checked(stack, http) -> None:
+    """The spec's order: nonce unused, then the signature. A replay with a bad signature is
+    refused as a replay."""
+    fresh = await register(stack, http)
+    issued = await challenge_for(http, fresh.public_key)
+    good = sign(fresh.signing_key, issued["challenge"])
+    assert (await verify(http, issued["challenge"], issued["hmac"], good, fresh.public_key))[
+        0
+    ] == 200
+    impostor, _ = new_key()
+    replay = await verify(
+        http,
+        issued["challenge"],
+        issued["hmac"],
+        sign(impostor, issued["challenge"]),
+        fresh.public_key,
+    )
+    assert_problem(*replay, 400, "challenge-already-used")
 
 
 # --- the code flow ------------------------------------------------------------------------

@@ -19,12 +19,12 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from cairn.schemas.accounts import RegistrationInput
-from cairn.schemas.identity import fingerprint, hash_secret, new_secret
-from cairn.workers.admin import issue_bootstrap_voucher
-from cairn.workers.interceptors import DomainErrorInterceptor
-from cairn.workers.registry import WORKFLOWS, ActivityDeps, activities
-from cairn.workflows.registration import RegistrationWorkflow
+from schemas.identity import RegistrationInput
+from schemas.kernel.crypto import fingerprint, hash_secret, new_secret
+from workers.admin import issue_bootstrap_voucher
+from workers.interceptors import DomainErrorInterceptor
+from workers.registry import WORKFLOWS, ActivityDeps, activities
+from workflows.registration import RegistrationWorkflow
 
 REGISTER_FIELDS = {"identityId", "fingerprint", "publicKey", "clientId", "clientSecret"}
 SPKI_ED25519_PREFIX = bytes.fromhex("302a300506032b6570032100")

@@ -20,13 +20,13 @@ from actors import Actor, new_diary
 from fixtures.search_corpus import CorpusEntry, corpus
 from numpy.typing import NDArray
 
-from cairn.infra.db import Q, create_pool
-from cairn.infra.embeddings import OnnxEmbedder
-from cairn.infra.repos import search as search_repo
-from cairn.infra.repos.search import SearchOutcome, SearchRepo, VectorPlan, choose_vector_plan
-from cairn.schemas import limits
-from cairn.schemas.embedding import SearchFilters, SearchWeights
-from cairn.schemas.embedding_text import entry_embedding_text
+from infra.db import Q, create_pool
+from infra.embeddings import OnnxEmbedder
+from infra.repos import search as search_repo
+from infra.repos.search import SearchOutcome, SearchRepo, VectorPlan, choose_vector_plan
+from schemas import limits
+from schemas.embedding import SearchFilters, SearchWeights
+from schemas.kernel.embedding_text import entry_embedding_text
 
 NOW = datetime.now(UTC)
 

@@ -17,9 +17,9 @@ import pytest
 from actors import anonymous
 from temporalio.service import RPCError, RPCStatusCode
 
-from cairn.schemas import limits
-from cairn.schemas.signing import SignatureSubmission
-from cairn.workflows.signing import SigningRequestWorkflow
+from schemas import limits
+from schemas.signing import SignatureSubmission
+from workflows.signing import SigningRequestWorkflow
 
 PATH = "/crypto/signing-requests"
 

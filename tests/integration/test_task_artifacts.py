@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from actors import Actor
 
-from cairn.infra.s3 import BlobStore, artifact_key
-from cairn.schemas import limits
-from cairn.schemas.cids import bytes_cid, json_cid
-from cairn.schemas.task_types import input_schema_cid
-from cairn.workflows.artifacts import sweep_schedule_id
+from infra.s3 import BlobStore, artifact_key
+from schemas import limits
+from schemas.kernel.cids import bytes_cid, json_cid
+from schemas.kernel.task_types import input_schema_cid
+from workflows.artifacts import sweep_schedule_id
 
 MIB = 1024 * 1024
 

@@ -25,11 +25,11 @@ import nacl.signing
 import pytest
 from actors import Actor
 
-from cairn.api.task_flows import start_task_workflow
-from cairn.schemas.cids import json_cid
-from cairn.schemas.task_attempts import task_workflow_id
-from cairn.schemas.task_types import input_schema_cid
-from cairn.schemas.tasks import TaskStart
+from api.task_flows import start_task_workflow
+from schemas.kernel.cids import json_cid
+from schemas.kernel.task_types import input_schema_cid
+from schemas.task_attempts import task_workflow_id
+from schemas.tasks import TaskStart
 
 TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 OUTPUT = {"summary": "Three lines of verse"}
@@ -664,11 +664,11 @@ async def test_terminal_tasks_cannot_be_cancelled_or_claimed(crew: Crew) -> None
 WORKER_SCRIPT = """
 import asyncio, sys
 from temporalio.worker import Worker
-from cairn.infra.db import create_pool
-from cairn.infra.settings import Settings
-from cairn.infra.temporal import connect
-from cairn.workers.interceptors import DomainErrorInterceptor
-from cairn.workers.registry import WORKFLOWS, ActivityDeps, activities
+from infra.db import create_pool
+from infra.settings import Settings
+from infra.temporal import connect
+from workers.interceptors import DomainErrorInterceptor
+from workers.registry import WORKFLOWS, ActivityDeps, activities
 
 async def main(queue):
     settings = Settings()

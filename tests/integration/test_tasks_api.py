@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from actors import Actor, new_diary
 
-from cairn.schemas.cids import bytes_cid, json_cid
-from cairn.schemas.task_types import TASK_TYPE_NAMES, input_schema_cid
+from schemas.kernel.cids import bytes_cid, json_cid
+from schemas.kernel.task_types import TASK_TYPE_NAMES, input_schema_cid
 
 # --- the world: one team with a member of each role, and an outsider --------------------------
 
@@ -632,10 +632,10 @@ async def test_concurrent_retries_with_one_key_make_one_task(world: World, db_po
 async def test_a_key_whose_creation_failed_is_409(world: World, db_pool: Any, stack: Any) -> None:
     """The workflow refused the insert (a reference no longer staged): the key names no task,
     and a retry says so instead of a 500."""
-    from cairn.api.routes.tasks import _idempotent_task_id
-    from cairn.api.task_flows import start_task_workflow
-    from cairn.schemas.principals import Principal
-    from cairn.schemas.tasks import TaskStart
+    from api.routes.tasks import _idempotent_task_id
+    from api.task_flows import start_task_workflow
+    from schemas.principals import Principal
+    from schemas.tasks import TaskStart
 
     key = f"doomed-{uuid.uuid4()}"
     owner = Principal(

@@ -9,10 +9,10 @@ import jwt
 import nacl.signing
 import pytest
 
-from cairn.cli import main as cli
-from cairn.client.rest import ApiError, CairnClient
-from cairn.workers.admin import issue_bootstrap_voucher
-from cairn.workers.main import ensure_signing_key
+from cairn import main as cli
+from client.rest import ApiError, CairnClient
+from workers.admin import issue_bootstrap_voucher
+from workers.main import ensure_signing_key
 
 
 def public_key() -> str:

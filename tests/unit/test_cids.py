@@ -19,7 +19,7 @@ import dag_cbor
 import pytest
 from multiformats import CID, multihash
 
-from cairn.schemas.cids import (
+from schemas.kernel.cids import (
     BytesCidHasher,
     Json,
     PackEntry,

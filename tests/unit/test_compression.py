@@ -7,7 +7,7 @@ import uuid
 import pytest
 from pydantic import ValidationError
 
-from cairn.schemas.compression import (
+from schemas.kernel.compression import (
     FitCandidate,
     FitStats,
     compress,

@@ -1,12 +1,12 @@
-"""Signed page cursors (`schemas.cursors`): a cursor round-trips only for the list and filters
-it was made for, and anything altered is a 400 `invalid-cursor`."""
+"""Signed page cursors (`schemas.kernel.cursors`): a cursor round-trips only for the list and
+filters it was made for, and anything altered is a 400 `invalid-cursor`."""
 
 from __future__ import annotations
 
 import pytest
 
-from cairn.schemas.cursors import CURSOR_MAX_CHARS, decode_cursor, encode_cursor
-from cairn.schemas.errors import ValidationFailed
+from schemas.errors import ValidationFailed
+from schemas.kernel.cursors import CURSOR_MAX_CHARS, decode_cursor, encode_cursor
 
 SECRET = b"unit-test-secret-0123456789abcdef-xyz"
 POSITION = {"c": "2026-01-01T00:00:00.123456+00:00", "i": "6f1c0f0e-1111-4222-8333-444455556666"}

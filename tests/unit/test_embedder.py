@@ -13,14 +13,14 @@ from numpy.typing import NDArray
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
-from cairn.infra.embeddings import (
+from infra.embeddings import (
     MINILM_L6_V2_SHA256,
     OnnxEmbedder,
     WeightsIntegrityError,
     bundled_model_dir,
 )
-from cairn.infra.embeddings.onnx_builder import BertConfig, sha256_file, verify_sha256
-from cairn.schemas.embedding_text import entry_embedding_text
+from infra.embeddings.onnx_builder import BertConfig, sha256_file, verify_sha256
+from schemas.kernel.embedding_text import entry_embedding_text
 
 F64 = NDArray[np.float64]
 _erf = np.vectorize(math.erf, otypes=[np.float64])

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import cairn.api.app  # noqa: F401  (registers every route)
-from cairn.api.auth import GLOBAL_ANON_BUCKET, GLOBAL_AUTH_BUCKET, GLOBAL_READ_BUCKET
-from cairn.api.endpoint import ENDPOINTS
-from cairn.schemas.limits import RATE_LIMITS_PER_MINUTE
-from cairn.schemas.principals import AGENT_SCOPES
+import api.app  # noqa: F401  (registers every route)
+from api.auth import GLOBAL_ANON_BUCKET, GLOBAL_AUTH_BUCKET, GLOBAL_READ_BUCKET
+from api.endpoint import ENDPOINTS
+from schemas.limits import RATE_LIMITS_PER_MINUTE
+from schemas.principals import AGENT_SCOPES
 
 
 def test_every_rate_bucket_has_a_limit() -> None:

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from nacl.signing import SigningKey
 
-from cairn.schemas.identity import (
+from schemas.kernel.crypto import (
     FINGERPRINT_PATTERN,
     VOUCHER_CODE_PATTERN,
     RecoveryChallengeError,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 from pydantic import ValidationError
 
-from cairn.schemas.injection import (
+from schemas.kernel.injection import (
     BLOCK_TYPES,
     PATTERNS,
     SANITIZE_TYPES,
@@ -25,7 +25,7 @@ from cairn.schemas.injection import (
     scan,
     scan_text,
 )
-from cairn.schemas.limits import (
+from schemas.limits import (
     INJECTION_MATCH_MAX_CHARS,
     INJECTION_MAX_THREATS,
     INJECTION_SCAN_MAX_CHARS,

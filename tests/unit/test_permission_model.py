@@ -8,8 +8,8 @@ from collections.abc import Collection, Mapping, Sequence
 import pytest
 from pydantic import ValidationError
 
-from cairn.schemas.errors import PermissionEvaluationFailed, ValidationFailed
-from cairn.schemas.permissions import (
+from schemas.errors import PermissionEvaluationFailed, ValidationFailed
+from schemas.kernel.permissions import (
     MAX_TUPLES_PER_CHANGE,
     PERMISSION_MODEL,
     Namespace,

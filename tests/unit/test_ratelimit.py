@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cairn.api.ratelimit import WINDOW_SEC, RateLimiter
-from cairn.schemas.errors import RateLimited
-from cairn.schemas.limits import RATE_LIMITS_PER_MINUTE
+from api.ratelimit import WINDOW_SEC, RateLimiter
+from schemas.errors import RateLimited
+from schemas.limits import RATE_LIMITS_PER_MINUTE
 
 T0 = 1000.0
 
@@ -108,7 +108,7 @@ def test_default_limits_are_the_reference_buckets() -> None:
 
 
 def test_expired_windows_are_evicted_when_the_table_is_full(monkeypatch) -> None:
-    import cairn.api.ratelimit as ratelimit
+    import api.ratelimit as ratelimit
 
     monkeypatch.setattr(ratelimit, "_MAX_TRACKED", 3)
     rl = limiter(1)

@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from cairn.schemas.cids import json_cid
-from cairn.schemas.errors import FieldError, ValidationFailed
-from cairn.schemas.limits import TASK_VALIDATION_MAX_ERRORS
-from cairn.schemas.task_types import (
+from schemas.errors import FieldError, ValidationFailed
+from schemas.kernel.cids import json_cid
+from schemas.kernel.task_types import (
     TASK_TYPE_NAMES,
     TASK_TYPES,
     get_task_type,
@@ -26,6 +25,7 @@ from cairn.schemas.task_types import (
     validate_input,
     validate_output,
 )
+from schemas.limits import TASK_VALIDATION_MAX_ERRORS
 
 U1 = "0b6f7c1e-3a52-4d8e-9c41-7f2a5b6c8d90"
 U2 = "5f0c2d1a-8b7e-4c3d-9a2b-1e0f9d8c7b6a"
@@ -809,7 +809,7 @@ def test_schema_cids_are_pinned() -> None:
 def test_schema_cids_do_not_depend_on_the_process() -> None:
     """A fresh interpreter (new hash seed, fresh dict building) computes the same CIDs."""
     code = (
-        "import json; from cairn.schemas.task_types import TASK_TYPES, input_schema_cid;"
+        "import json; from schemas.kernel.task_types import TASK_TYPES, input_schema_cid;"
         "print(json.dumps({t.name: input_schema_cid(t) for t in TASK_TYPES}))"
     )
     env_seed = {**os.environ, "PYTHONHASHSEED": "12345"}

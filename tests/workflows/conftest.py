@@ -9,7 +9,7 @@ import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from cairn.infra.devstack import venv_binary
+from infra.devstack import venv_binary
 
 
 @pytest.fixture(scope="session")

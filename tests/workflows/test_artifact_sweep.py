@@ -16,15 +16,15 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from cairn.infra.db import create_pool
-from cairn.infra.s3 import BlobStore, artifact_key
-from cairn.infra.settings import Settings
-from cairn.schemas import limits
-from cairn.schemas.artifacts import ArtifactSweepInput, ArtifactSweepResult
-from cairn.schemas.cids import bytes_cid
-from cairn.workers.interceptors import DomainErrorInterceptor
-from cairn.workers.registry import WORKFLOWS, ActivityDeps, activities
-from cairn.workflows.artifacts import (
+from infra.db import create_pool
+from infra.s3 import BlobStore, artifact_key
+from infra.settings import Settings
+from schemas import limits
+from schemas.artifacts import ArtifactSweepInput, ArtifactSweepResult
+from schemas.kernel.cids import bytes_cid
+from workers.interceptors import DomainErrorInterceptor
+from workers.registry import WORKFLOWS, ActivityDeps, activities
+from workflows.artifacts import (
     SWEEP_WORKFLOW_ID,
     ArtifactSweepWorkflow,
     artifact_sweep_schedule,

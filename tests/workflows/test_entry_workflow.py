@@ -17,16 +17,16 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from cairn.activities.memory import MemoryActivities
-from cairn.infra.db import create_pool
-from cairn.infra.devstack import venv_binary
-from cairn.infra.repos.memory import MemoryRepo
-from cairn.schemas.embedding import EmbedRequest, EmbedResult
-from cairn.schemas.memory import DiaryCreateInput, EntryDraft, EntryEmbedding
-from cairn.schemas.queues import embedding_queue_for
-from cairn.workers.interceptors import DomainErrorInterceptor
-from cairn.workflows.diaries import DiaryCreateWorkflow
-from cairn.workflows.entries import EntryCreateWorkflow, EntryEmbeddingWorkflow
+from activities.memory import MemoryActivities
+from infra.db import create_pool
+from infra.devstack import venv_binary
+from infra.repos.memory import MemoryRepo
+from schemas.embedding import EmbedRequest, EmbedResult
+from schemas.memory import DiaryCreateInput, EntryDraft, EntryEmbedding
+from schemas.queues import embedding_queue_for
+from workers.interceptors import DomainErrorInterceptor
+from workflows.diaries import DiaryCreateWorkflow
+from workflows.entries import EntryCreateWorkflow, EntryEmbeddingWorkflow
 
 
 @dataclass

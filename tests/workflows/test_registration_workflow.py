@@ -14,14 +14,14 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from cairn.infra.db import create_pool
-from cairn.infra.temporal import problem_from_failure
-from cairn.schemas.accounts import RegistrationInput, VoucherIssue
-from cairn.schemas.identity import fingerprint, hash_secret, new_voucher_code
-from cairn.workers.interceptors import DomainErrorInterceptor
-from cairn.workers.registry import WORKFLOWS, ActivityDeps, activities
-from cairn.workflows.registration import RegistrationWorkflow
-from cairn.workflows.vouchers import VoucherIssueWorkflow
+from infra.db import create_pool
+from infra.temporal import problem_from_failure
+from schemas.identity import RegistrationInput, VoucherIssue
+from schemas.kernel.crypto import fingerprint, hash_secret, new_voucher_code
+from workers.interceptors import DomainErrorInterceptor
+from workers.registry import WORKFLOWS, ActivityDeps, activities
+from workflows.registration import RegistrationWorkflow
+from workflows.vouchers import VoucherIssueWorkflow
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
 

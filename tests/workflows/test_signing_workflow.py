@@ -20,20 +20,20 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from cairn.api.routes.crypto import submit_signature
-from cairn.infra.db import create_pool
-from cairn.infra.repos.signing import get_signing_request
-from cairn.infra.temporal import problem_from_failure
-from cairn.schemas import limits
-from cairn.schemas.accounts import RegistrationInput, VoucherIssue
-from cairn.schemas.errors import Conflict
-from cairn.schemas.identity import fingerprint, hash_secret, new_voucher_code, signing_payload
-from cairn.schemas.signing import SignatureSubmission, SigningEnvelope, SigningRequestInput
-from cairn.workers.interceptors import DomainErrorInterceptor
-from cairn.workers.registry import WORKFLOWS, ActivityDeps, activities
-from cairn.workflows.registration import RegistrationWorkflow
-from cairn.workflows.signing import SigningRequestWorkflow
-from cairn.workflows.vouchers import VoucherIssueWorkflow
+from api.routes.crypto import submit_signature
+from infra.db import create_pool
+from infra.repos.signing import get_signing_request
+from infra.temporal import problem_from_failure
+from schemas import limits
+from schemas.errors import Conflict
+from schemas.identity import RegistrationInput, VoucherIssue
+from schemas.kernel.crypto import fingerprint, hash_secret, new_voucher_code, signing_payload
+from schemas.signing import SignatureSubmission, SigningEnvelope, SigningRequestInput
+from workers.interceptors import DomainErrorInterceptor
+from workers.registry import WORKFLOWS, ActivityDeps, activities
+from workflows.registration import RegistrationWorkflow
+from workflows.signing import SigningRequestWorkflow
+from workflows.vouchers import VoucherIssueWorkflow
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
 

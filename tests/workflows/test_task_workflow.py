@@ -3,7 +3,7 @@ of SPEC 3.1 (300 s dispatch, 300 s heartbeat window, 7200 s result deadline, exp
 to `maxAttempts`), a worker replaced in the middle of an attempt, bounded history through
 continue-as-new, validators that refuse without writing, and a replay of a whole lifecycle.
 
-The updates are sent the way the API sends them (`cairn.api.task_flows`); the REST layer on
+The updates are sent the way the API sends them (`api.task_flows`); the REST layer on
 top is tested in tests/integration/test_task_lifecycle.py.
 """
 
@@ -26,14 +26,15 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from cairn.api.task_flows import TaskClosed, start_task_workflow, task_update
-from cairn.infra.db import create_pool
-from cairn.infra.devstack import SEARCH_ATTRIBUTES
-from cairn.infra.temporal import problem_from_failure
-from cairn.schemas import limits
-from cairn.schemas.base import Payload
-from cairn.schemas.cids import json_cid
-from cairn.schemas.task_attempts import (
+from api.task_flows import TaskClosed, start_task_workflow, task_update
+from infra.db import create_pool
+from infra.devstack import SEARCH_ATTRIBUTES
+from infra.temporal import problem_from_failure
+from schemas import limits
+from schemas.base import Payload
+from schemas.kernel.cids import json_cid
+from schemas.kernel.task_types import input_schema_cid
+from schemas.task_attempts import (
     ABORT_UPDATE,
     CANCEL_UPDATE,
     CLAIM_UPDATE,
@@ -55,11 +56,10 @@ from cairn.schemas.task_attempts import (
     TaskState,
     task_workflow_id,
 )
-from cairn.schemas.task_types import input_schema_cid
-from cairn.schemas.tasks import TaskStart
-from cairn.workers.interceptors import DomainErrorInterceptor
-from cairn.workers.registry import WORKFLOWS, ActivityDeps, activities
-from cairn.workflows.tasks import TaskWorkflow
+from schemas.tasks import TaskStart
+from workers.interceptors import DomainErrorInterceptor
+from workers.registry import WORKFLOWS, ActivityDeps, activities
+from workflows.tasks import TaskWorkflow
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
 OUTPUT = {"summary": "done"}

@@ -17,10 +17,10 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from cairn.infra.db import create_pool
-from cairn.infra.temporal import problem_from_failure
-from cairn.schemas import limits
-from cairn.schemas.teams import (
+from infra.db import create_pool
+from infra.temporal import problem_from_failure
+from schemas import limits
+from schemas.teams import (
     FOUNDING_ACCEPT_EVENT,
     FOUNDING_SEEDED,
     FoundingAccept,
@@ -29,9 +29,9 @@ from cairn.schemas.teams import (
     Seat,
     TeamCreate,
 )
-from cairn.workers.interceptors import DomainErrorInterceptor
-from cairn.workers.registry import WORKFLOWS, ActivityDeps, activities
-from cairn.workflows.teams import TeamFoundingWorkflow
+from workers.interceptors import DomainErrorInterceptor
+from workers.registry import WORKFLOWS, ActivityDeps, activities
+from workflows.teams import TeamFoundingWorkflow
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
 

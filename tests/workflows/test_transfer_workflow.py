@@ -16,12 +16,12 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from cairn.infra.db import create_pool
-from cairn.infra.temporal import problem_from_failure
-from cairn.schemas.transfers import TransferDecision, TransferInput, workflow_id_of
-from cairn.workers.interceptors import DomainErrorInterceptor
-from cairn.workers.registry import WORKFLOWS, ActivityDeps, activities
-from cairn.workflows.transfers import DiaryTransferWorkflow
+from infra.db import create_pool
+from infra.temporal import problem_from_failure
+from schemas.transfers import TransferDecision, TransferInput, workflow_id_of
+from workers.interceptors import DomainErrorInterceptor
+from workers.registry import WORKFLOWS, ActivityDeps, activities
+from workflows.transfers import DiaryTransferWorkflow
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
 

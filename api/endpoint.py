@@ -1,0 +1,157 @@
+"""One declaration per route: method, path, models, auth, scopes, errors.
+
+`@endpoint` wires a handler into a `RouteTableDef` and records an `EndpointSpec`; the same spec
+drives request parsing (closed bodies, 400 with a pointer per field), authentication, scope
+checks, rate-limit buckets and the OpenAPI document, so the document cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from api import keys
+from schemas.errors import DomainError, FieldError, UnsupportedMediaType, ValidationFailed
+
+AuthMode = Literal["none", "optional", "required"]
+Handler = Callable[..., Awaitable[Any]]
+
+ENDPOINTS: list[EndpointSpec] = []
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    method: str
+    path: str
+    operation_id: str
+    summary: str
+    tag: str
+    status: int = 200
+    body: type[BaseModel] | None = None
+    body_form: bool = False
+    # The handler parses the body itself (the token endpoint answers RFC 6749 errors, not problems)
+    manual_body: bool = False
+    query: type[BaseModel] | None = None
+    path_params: type[BaseModel] | None = None
+    response: type[BaseModel] | None = None
+    auth: AuthMode = "required"
+    scopes: tuple[str, ...] = ()
+    errors: tuple[type[DomainError], ...] = ()
+    rate_bucket: str | None = None
+    headers: tuple[str, ...] = ()
+    raw_response: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Parsed:
+    body: Any = None
+    query: Any = None
+    path: Any = None
+
+
+def endpoint(
+    routes: web.RouteTableDef, method: str, path: str, **options: Any
+) -> Callable[[Handler], Handler]:
+    """Register `handler(request, parsed)` for `method path` with the options of EndpointSpec."""
+
+    def decorate(handler: Handler) -> Handler:
+        spec = EndpointSpec(
+            method=method,
+            path=path,
+            operation_id=options.pop("operation_id", handler.__name__),
+            summary=options.pop("summary", (handler.__doc__ or "").strip().split("\n")[0]),
+            **options,
+        )
+        ENDPOINTS.append(spec)
+
+        async def run(request: web.Request) -> web.StreamResponse:
+            from api.auth import authorize  # auth reads EndpointSpec: import late
+
+            request[keys.ENDPOINT] = spec
+
+            await authorize(request, spec)
+            parsed = Parsed(
+                body=await _parse_body(request, spec),
+                query=_parse_mapping(spec.query, dict(request.query), "query"),
+                path=_parse_mapping(spec.path_params, dict(request.match_info), "path"),
+            )
+            result = await handler(request, parsed)
+            return render(result, spec.status)
+
+        run.__name__ = handler.__name__
+        routes.route(method, path)(run)
+        return handler
+
+    return decorate
+
+
+def render(result: Any, status: int = 200) -> web.StreamResponse:
+    if isinstance(result, web.StreamResponse):
+        return result
+    if isinstance(result, BaseModel):
+        payload = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return web.json_response(payload, status=status, dumps=_dumps)
+    return web.json_response(result, status=status, dumps=_dumps)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+async def _parse_body(request: web.Request, spec: EndpointSpec) -> Any:
+    if spec.body is None or spec.manual_body:
+        return None
+    if spec.body_form and request.content_type == "application/x-www-form-urlencoded":
+        form = await request.post()
+        return validate_model(spec.body, {k: str(v) for k, v in form.items()}, "body")
+    if request.content_type not in ("application/json", "") and not request.content_type.endswith(
+        "+json"
+    ):
+        raise UnsupportedMediaType(f"Send the body as application/json, not {request.content_type}")
+    raw = await request.read()
+    try:
+        data = json.loads(raw) if raw else {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValidationFailed(
+            f"The body is not valid JSON: {exc}", errors=[FieldError(pointer="", message=str(exc))]
+        ) from None
+    return validate_model(spec.body, data, "body")
+
+
+def _parse_mapping(model: type[BaseModel] | None, values: dict[str, str], where: str) -> Any:
+    if model is None:
+        return None
+    return validate_model(model, values, where)
+
+
+def validate_model(model: type[BaseModel], data: Any, where: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_problem(exc, where) from None
+
+
+def validation_problem(exc: ValidationError, where: str) -> ValidationFailed:
+    errors = [
+        FieldError(pointer=_pointer(where, err["loc"]), message=_message(err))
+        for err in exc.errors(include_url=False)
+    ]
+    summary = "; ".join(f"{e.pointer}: {e.message}" for e in errors[:5])
+    return ValidationFailed(f"Invalid {where}: {summary}", errors=errors)
+
+
+def _pointer(where: str, loc: tuple[Any, ...]) -> str:
+    prefix = "" if where == "body" else f"/{where}"
+    return prefix + "".join(f"/{part}" for part in loc)
+
+
+def _message(err: Any) -> str:
+    if err["type"] == "extra_forbidden":
+        return "Unknown field"
+    return str(err["msg"])

@@ -1,0 +1,39 @@
+"""Typed application keys: every shared resource of the app, opened in a cleanup context."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import asyncpg
+from aiohttp import web
+from temporalio.client import Client
+
+from api.ratelimit import RateLimiter
+from infra.oauth import TokenService
+from infra.permissions import PermissionEngine
+from infra.s3 import BlobStore
+from infra.settings import Settings
+
+if TYPE_CHECKING:  # onnxruntime is imported only where the model is loaded
+    from infra.embeddings import OnnxEmbedder
+
+SETTINGS = web.AppKey("settings", Settings)
+READ_POOL = web.AppKey("read_pool", asyncpg.Pool)
+TEMPORAL = web.AppKey("temporal", Client)
+TOKENS: web.AppKey[TokenService] = web.AppKey("tokens")
+PERMISSIONS: web.AppKey[PermissionEngine] = web.AppKey("permissions")
+RATE_LIMITER = web.AppKey("rate_limiter", RateLimiter)
+S3_PROBE: web.AppKey[Callable[[], Awaitable[None]]] = web.AppKey("s3_probe")
+# Task-artifact bytes: the API streams uploads to S3 and downloads from it (routes/task_artifacts).
+BLOBS = web.AppKey("blobs", BlobStore)
+# Embeds search queries in the API process (None: search falls back to full text).
+EMBEDDER: web.AppKey[OnnxEmbedder | None] = web.AppKey("embedder")
+# The one writable pool of the API: append-only task messages (routes/tasks.py), nothing else.
+MESSAGE_WRITER = web.AppKey("message_writer", asyncpg.Pool)
+
+# Per-request state set by the middlewares and the endpoint wrapper.
+REQUEST_ID = web.RequestKey("request_id", str)
+ENDPOINT = web.RequestKey("endpoint", object)
+PRINCIPAL = web.RequestKey("principal", object)
+RATE_QUOTA = web.RequestKey("rate_quota", object)

@@ -1,0 +1,155 @@
+"""Middlewares: tracing, request ids, RFC 9457 problem responses, rate-limit headers.
+
+`tracing_middleware` opens one SERVER span per request, continuing the caller's W3C
+`traceparent`; the Temporal client's `TracingInterceptor` carries it on into workflows and
+activities. It replaces the contrib aiohttp instrumentation, which also records semantic-
+convention metrics and cost a third of a small request's CPU (measured on `GET /health`).
+
+Every error leaves as `application/problem+json`. A DomainError (raised in the API, or carried
+back from a workflow, an update validator or an activity) keeps its status and code; an
+unreachable dependency is 503; anything else is a 500 that shows no internals and is logged
+once with the request id and trace id.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind, StatusCode
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from api import keys
+from infra.temporal import problem_from_failure
+from schemas.errors import (
+    DomainError,
+    InternalError,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    Problem,
+    ServiceUnavailable,
+    ValidationFailed,
+)
+
+log = logging.getLogger("api")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+PROBLEM_JSON = "application/problem+json"
+REQUEST_ID_HEADER = "X-Request-Id"
+_tracer = trace.get_tracer("api")
+
+
+@web.middleware
+async def tracing_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "unmatched"
+    with _tracer.start_as_current_span(
+        f"{request.method} {route}",
+        context=propagate.extract(request.headers),
+        kind=SpanKind.SERVER,
+        attributes={"http.request.method": request.method, "http.route": route},
+    ) as span:
+        response = await handler(request)
+        span.set_attribute("http.response.status_code", response.status)
+        if response.status >= 500:
+            span.set_status(StatusCode.ERROR)
+        return response
+
+
+def problem_response(error: DomainError, request: web.Request) -> web.Response:
+    problem = error.to_problem()
+    problem.instance = request.path
+    body = problem.model_dump(mode="json", exclude_none=True)
+    response = web.Response(
+        text=json.dumps(body, ensure_ascii=False),
+        status=problem.status,
+        content_type=PROBLEM_JSON,
+    )
+    retry_after = body.get("retryAfter")
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(retry_after)
+    if problem.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="cairn"'
+    return response
+
+
+def _from_http_exception(exc: web.HTTPException) -> DomainError:
+    if exc.status == 404:
+        return NotFound("No such route")
+    if exc.status == 405:
+        return MethodNotAllowed(f"{request_method(exc)} is not allowed here")
+    if exc.status == 413:
+        return PayloadTooLarge("The request body is too large")
+    return ValidationFailed(exc.text or exc.reason)
+
+
+def request_method(exc: web.HTTPException) -> str:
+    method = getattr(exc, "method", None)
+    return str(method) if method else "This method"
+
+
+def _from_dependency(exc: BaseException) -> DomainError | None:
+    carried = problem_from_failure(exc)
+    if carried is not None:
+        return carried
+    if isinstance(exc, RPCError) and exc.status in (
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.DEADLINE_EXCEEDED,
+        RPCStatusCode.RESOURCE_EXHAUSTED,
+    ):
+        return ServiceUnavailable("The workflow engine is unavailable")
+    if isinstance(exc, (OSError, TimeoutError)) and not isinstance(exc, web.HTTPException):
+        return ServiceUnavailable("A dependency is unavailable")
+    return None
+
+
+@web.middleware
+async def problem_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    # a correlator, not a secret: the cheap generator (no system call per request)
+    request_id = request.headers.get(REQUEST_ID_HEADER) or f"{random.getrandbits(128):032x}"
+    request[keys.REQUEST_ID] = request_id[:64]
+    try:
+        response = await handler(request)
+    except DomainError as error:
+        response = problem_response(error, request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        response = problem_response(_from_http_exception(exc), request)
+        if "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]
+    except (WorkflowFailureError, WorkflowUpdateFailedError, RPCError, OSError) as exc:
+        mapped = _from_dependency(exc)
+        response = _internal(request, exc) if mapped is None else problem_response(mapped, request)
+    except Exception as exc:
+        response = _internal(request, exc)
+    response.headers[REQUEST_ID_HEADER] = request[keys.REQUEST_ID]
+    quota = request.get(keys.RATE_QUOTA)
+    if quota is not None:
+        response.headers["x-ratelimit-limit"] = str(quota.limit)
+        response.headers["x-ratelimit-remaining"] = str(quota.remaining)
+        response.headers["x-ratelimit-reset"] = str(quota.reset_sec)
+    return response
+
+
+def _internal(request: web.Request, exc: BaseException) -> web.Response:
+    span = trace.get_current_span().get_span_context()
+    trace_id = f"{span.trace_id:032x}" if span.is_valid else None
+    log.exception(
+        "unhandled error",
+        exc_info=exc,
+        extra={"request_id": request[keys.REQUEST_ID], "trace_id": trace_id, "path": request.path},
+    )
+    error = InternalError(
+        "Something went wrong on our side",
+        extensions={"requestId": request[keys.REQUEST_ID], "traceId": trace_id},
+    )
+    return problem_response(error, request)
+
+
+__all__ = ["Problem", "problem_middleware", "problem_response", "tracing_middleware"]

@@ -1,0 +1,150 @@
+"""The OpenAPI 3.1 document, generated from the endpoint registry and its pydantic models."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from api.endpoint import ENDPOINTS, EndpointSpec
+from schemas.errors import (
+    DomainError,
+    InternalError,
+    MissingScope,
+    PayloadTooLarge,
+    Problem,
+    RateLimited,
+    ServiceUnavailable,
+    Unauthorized,
+    UnsupportedMediaType,
+    ValidationFailed,
+)
+from schemas.version import VERSION
+
+REF = "#/components/schemas/{model}"
+
+
+def _models() -> list[tuple[type[BaseModel], JsonSchemaMode]]:
+    seen: dict[tuple[type[BaseModel], str], None] = {(Problem, "serialization"): None}
+    for spec in ENDPOINTS:
+        if spec.body is not None:
+            seen[(spec.body, "validation")] = None
+        if spec.response is not None:
+            seen[(spec.response, "serialization")] = None
+    return [(model, mode) for model, mode in seen]  # type: ignore[misc]
+
+
+def _parameters(model: type[BaseModel] | None, where: Literal["query", "path"]) -> list[Any]:
+    if model is None:
+        return []
+    schema = model.model_json_schema(ref_template=REF)
+    required = set(schema.get("required", []))
+    return [
+        {
+            "name": name,
+            "in": where,
+            "required": where == "path" or name in required,
+            "schema": prop,
+            **({"description": prop["description"]} if "description" in prop else {}),
+        }
+        for name, prop in schema.get("properties", {}).items()
+    ]
+
+
+def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
+    implied: list[type[DomainError]] = [InternalError, RateLimited]
+    if spec.body is not None or spec.query is not None or spec.path_params is not None:
+        implied.append(ValidationFailed)
+    if spec.body is not None and not spec.manual_body:
+        implied += [UnsupportedMediaType, PayloadTooLarge]
+    if spec.auth != "none":
+        implied.append(Unauthorized)
+        implied.append(ServiceUnavailable)
+    if spec.scopes:
+        implied.append(MissingScope)
+    return [*implied, *spec.errors]
+
+
+def _responses(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
+    responses: dict[str, Any] = {}
+    if spec.raw_response is not None:
+        content = {spec.raw_response: {"schema": {"type": "string"}}}
+        responses[str(spec.status)] = {"description": "OK", "content": content}
+    elif spec.response is not None:
+        schema = refs[(spec.response, "serialization")]
+        responses[str(spec.status)] = {
+            "description": spec.response.__doc__ or "OK",
+            "content": {"application/json": {"schema": schema}},
+        }
+    else:
+        responses[str(spec.status)] = {"description": "OK"}
+    problem = {"application/problem+json": {"schema": refs[(Problem, "serialization")]}}
+    by_status: dict[int, list[str]] = {}
+    for error in _errors(spec):
+        by_status.setdefault(error.status, []).append(f"`{error.code}`: {error.title}")
+    for status, lines in sorted(by_status.items()):
+        responses[str(status)] = {
+            "description": "; ".join(dict.fromkeys(lines)),
+            "content": problem,
+        }
+    return responses
+
+
+def _operation(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "operationId": spec.operation_id,
+        "summary": spec.summary,
+        "tags": [spec.tag],
+        "responses": _responses(spec, refs),
+    }
+    parameters = _parameters(spec.path_params, "path") + _parameters(spec.query, "query")
+    parameters += [
+        {"name": name, "in": "header", "required": False, "schema": {"type": "string"}}
+        for name in spec.headers
+    ]
+    if parameters:
+        operation["parameters"] = parameters
+    if spec.body is not None:
+        content = {"application/json": {"schema": refs[(spec.body, "validation")]}}
+        if spec.body_form:
+            content["application/x-www-form-urlencoded"] = content["application/json"]
+        operation["requestBody"] = {"required": True, "content": content}
+    if spec.auth == "required":
+        operation["security"] = [{"bearer": list(spec.scopes)}, {"session": []}]
+    elif spec.auth == "optional":
+        operation["security"] = [{}, {"bearer": list(spec.scopes)}, {"session": []}]
+    else:
+        operation["security"] = []
+    if spec.scopes:
+        operation["x-required-scopes"] = list(spec.scopes)
+    return operation
+
+
+def build_openapi(base_url: str) -> dict[str, Any]:
+    refs, definitions = models_json_schema(_models(), ref_template=REF)
+    paths: dict[str, dict[str, Any]] = {}
+    for spec in sorted(ENDPOINTS, key=lambda s: (s.path, s.method)):
+        paths.setdefault(spec.path, {})[spec.method.lower()] = _operation(spec, refs)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Cairn",
+            "version": VERSION,
+            "description": "Agent memory and task coordination. Errors are RFC 9457 problems.",
+        },
+        "servers": [{"url": base_url}],
+        "paths": paths,
+        "components": {
+            "schemas": definitions.get("$defs", {}),
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "bearerFormat": "JWT",
+                    "description": "OAuth2 client-credentials access token from /oauth2/token",
+                },
+                "session": {"type": "apiKey", "in": "header", "name": "X-Session-Token"},
+            },
+        },
+    }

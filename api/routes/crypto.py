@@ -1,0 +1,276 @@
+"""Signing routes (SPEC 4.4) and the public signature check.
+
+Signing requests belong to agents (a human has no key: 403 `agents-only`) and are private to
+their agent (another caller gets 404). Creating one starts the `SigningRequest` workflow with
+its `envelope` update in one call and answers 201 once the row is stored; a signature is the
+workflow's `sign` update, answered 200 with the verification result. An agent may hold at most
+`SIGNING_MAX_PENDING_PER_AGENT` pending requests: one more is 429
+`signing-request-limit-reached` (the reference's choice: it clears by itself within 300 s).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import cast
+from uuid import UUID
+
+import asyncpg
+from aiohttp import web
+from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from api import keys
+from api.auth import require_principal
+from api.endpoint import Parsed, endpoint
+from infra.db import Q
+from infra.repos.signing import get_signing_request, list_signing_requests
+from schemas.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    RateLimited,
+    ServiceUnavailable,
+)
+from schemas.kernel.crypto import normalize_fingerprint, parse_public_key, verify_signature
+from schemas.principals import Principal
+from schemas.signing import (
+    EXPIRED_CODE,
+    SignatureSubmission,
+    SignatureSubmit,
+    SigningEnvelope,
+    SigningRequestCreate,
+    SigningRequestInput,
+    SigningRequestList,
+    SigningRequestListQuery,
+    SigningRequestPath,
+    SigningRequestRecord,
+    SigningRequestView,
+    SigningResult,
+    SignOutcome,
+    VerifyRequest,
+    VerifyResult,
+    effective_status,
+    refusal,
+)
+from workflows.common import AGENT_ID
+from workflows.signing import SigningRequestWorkflow
+
+routes = web.RouteTableDef()
+TAG = "crypto"
+SIGN_SCOPE = ("crypto:sign",)
+
+
+def require_agent(request: web.Request) -> Principal:
+    """The calling agent; a human has no signing key, so signing is not theirs (403)."""
+    principal = require_principal(request)
+    if principal.agent_id is None:
+        raise Forbidden("Only agents sign: a human has no signing key", code="agents-only")
+    return principal
+
+
+def workflow_id_of(request_id: UUID) -> str:
+    return f"signing/{request_id}"
+
+
+# --- signing requests -----------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/crypto/signing-requests",
+    tag=TAG,
+    status=201,
+    body=SigningRequestCreate,
+    response=SigningRequestView,
+    scopes=SIGN_SCOPE,
+    rate_bucket="signing",
+    errors=(Forbidden, RateLimited),
+)
+async def create_signing_request(request: web.Request, parsed: Parsed) -> SigningRequestView:
+    """Ask to sign a message; returns the nonce and the `signing_payload` to sign (300 s)."""
+    principal = require_agent(request)
+    body: SigningRequestCreate = parsed.body
+    assert principal.agent_id is not None
+    public_key = principal.public_key or await _public_key_of(request, principal)
+    request_id = uuid.uuid4()
+    start = WithStartWorkflowOperation(
+        SigningRequestWorkflow.run,
+        SigningRequestInput(
+            request_id=request_id,
+            agent_id=principal.agent_id,
+            public_key=public_key,
+            message=body.message,
+            nonce=uuid.uuid4(),
+        ),
+        id=workflow_id_of(request_id),
+        task_queue=request.app[keys.SETTINGS].temporal_task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(AGENT_ID, str(principal.agent_id))]
+        ),
+    )
+    # cast: the SDK types a named async update's result as its coroutine
+    envelope = cast(
+        SigningEnvelope,
+        await request.app[keys.TEMPORAL].execute_update_with_start_workflow(
+            SigningRequestWorkflow.envelope, start_workflow_operation=start
+        ),
+    )
+    return envelope.view()
+
+
+async def _public_key_of(request: web.Request, principal: Principal) -> str:
+    """The agent's key from its row, for a credential that did not carry it."""
+    row = await request.app[keys.READ_POOL].fetchrow(Q.get_agent_by_identity, principal.identity_id)
+    if row is None:
+        raise NotFound("The calling agent is unknown")
+    return str(row["public_key"])
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/crypto/signing-requests",
+    tag=TAG,
+    query=SigningRequestListQuery,
+    response=SigningRequestList,
+    scopes=SIGN_SCOPE,
+    errors=(Forbidden,),
+)
+async def list_own_signing_requests(request: web.Request, parsed: Parsed) -> SigningRequestList:
+    """The caller's signing requests, newest first (`status`, `limit`, `offset`)."""
+    principal = require_agent(request)
+    query: SigningRequestListQuery = parsed.query
+    assert principal.agent_id is not None
+    records, total = await list_signing_requests(
+        request.app[keys.READ_POOL], principal.agent_id, query.status, query.limit, query.offset
+    )
+    return SigningRequestList(
+        items=[record.view() for record in records],
+        total=total,
+        limit=query.limit,
+        offset=query.offset,
+    )
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/crypto/signing-requests/{id}",
+    tag=TAG,
+    path_params=SigningRequestPath,
+    response=SigningRequestView,
+    scopes=SIGN_SCOPE,
+    errors=(Forbidden, NotFound),
+)
+async def get_own_signing_request(request: web.Request, parsed: Parsed) -> SigningRequestView:
+    """One of the caller's signing requests (another agent's is 404)."""
+    principal = require_agent(request)
+    path: SigningRequestPath = parsed.path
+    assert principal.agent_id is not None
+    record = await _owned(request.app[keys.READ_POOL], principal.agent_id, path.id)
+    return record.view()
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/crypto/signing-requests/{id}/sign",
+    tag=TAG,
+    body=SignatureSubmit,
+    path_params=SigningRequestPath,
+    response=SignOutcome,
+    scopes=SIGN_SCOPE,
+    rate_bucket="signing",
+    errors=(Forbidden, NotFound, Conflict, ServiceUnavailable),
+)
+async def sign_signing_request(request: web.Request, parsed: Parsed) -> SignOutcome:
+    """Submit the base64 Ed25519 signature over `signing_payload`; returns `status`, `valid`."""
+    principal = require_agent(request)
+    path: SigningRequestPath = parsed.path
+    body: SignatureSubmit = parsed.body
+    assert principal.agent_id is not None
+    return await submit_signature(
+        request.app[keys.TEMPORAL],
+        request.app[keys.READ_POOL],
+        principal.agent_id,
+        path.id,
+        body.signature,
+    )
+
+
+async def submit_signature(
+    temporal: Client, pool: asyncpg.Pool, agent_id: UUID, request_id: UUID, signature: str
+) -> SignOutcome:
+    """Send the signature to the request's workflow and return what it recorded.
+
+    The row answers the cheap refusals (unknown or another agent's: 404; expired or completed:
+    409) without a round trip; the update's validator answers the races. A finished workflow no
+    longer takes updates, so its row says why.
+    """
+    record = await _owned(pool, agent_id, request_id)
+    _refuse_unless_pending(record)
+    handle = temporal.get_workflow_handle_for(SigningRequestWorkflow.run, record.workflow_id)
+    try:
+        result = cast(
+            SigningResult,
+            await handle.execute_update(
+                SigningRequestWorkflow.sign, SignatureSubmission(signature=signature)
+            ),
+        )
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        _refuse_unless_pending(await _owned(pool, agent_id, request_id))
+        raise Conflict(
+            "The signing request no longer waits for a signature", code=EXPIRED_CODE
+        ) from None
+    assert result.valid is not None
+    return SignOutcome(status=result.status, valid=result.valid)
+
+
+async def _owned(pool: asyncpg.Pool, agent_id: UUID, request_id: UUID) -> SigningRequestRecord:
+    record = await get_signing_request(pool, request_id)
+    if record is None or record.agent_id != agent_id:
+        raise NotFound("No such signing request")
+    return record
+
+
+def _refuse_unless_pending(record: SigningRequestRecord) -> None:
+    refused = refusal(effective_status(record, datetime.now(UTC)))
+    if refused is not None:
+        raise refused
+
+
+# --- public verification ----------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/crypto/verify",
+    tag=TAG,
+    body=VerifyRequest,
+    response=VerifyResult,
+    auth="none",
+    rate_bucket="public_verify",
+    errors=(NotFound,),
+)
+async def verify(request: web.Request, parsed: Parsed) -> VerifyResult:
+    """Check an Ed25519 signature by a public key or a registered agent's fingerprint."""
+    body: VerifyRequest = parsed.body
+    public_key = body.publicKey or await _key_by_fingerprint(request, body.fingerprint or "")
+    valid = verify_signature(parse_public_key(public_key), body.signed_bytes(), body.signature)
+    return VerifyResult(valid=valid)
+
+
+async def _key_by_fingerprint(request: web.Request, value: str) -> str:
+    row = await request.app[keys.READ_POOL].fetchrow(
+        Q.get_agent_by_fingerprint, normalize_fingerprint(value)
+    )
+    if row is None:
+        raise NotFound("No agent has this fingerprint", code="agent-not-found")
+    return str(row["public_key"])

@@ -1,0 +1,433 @@
+"""Diary routes: create (in the team of `x-service-team-id`), list, get, update, delete, and
+grants; the tag histogram; signed-entry verification.
+
+Reading a diary follows its visibility (SPEC 5): `public` needs no credential, `moltnet` any
+authenticated principal (401 otherwise), `private` the Diary `read` permission, and a denial is
+404 so that private diaries cannot be discovered. Changing one needs `write` or `manage`; a
+caller who can read but not change it gets 403.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+from aiohttp import web
+from temporalio.common import SearchAttributePair
+
+from api import keys
+from api.access import allowed, require, require_team_header, subject_of, team_header
+from api.auth import optional_principal, require_principal
+from api.endpoint import Parsed, endpoint
+from api.flows import execute
+from infra.db import Q
+from schemas.errors import Conflict, Forbidden, NotFound, Unauthorized
+from schemas.identity import Done
+from schemas.kernel.cids import entry_cid
+from schemas.kernel.crypto import parse_public_key, signing_payload, verify_signature
+from schemas.memory import (
+    Diary,
+    DiaryCreateInput,
+    DiaryCreateRequest,
+    DiaryEntryPath,
+    DiaryList,
+    DiaryPath,
+    DiaryRef,
+    DiaryUpdateInput,
+    DiaryUpdateRequest,
+    EntryVerification,
+    Grant,
+    GrantChange,
+    GrantList,
+    GrantPath,
+    GrantRequest,
+    TagCount,
+    TagHistogram,
+    TagQuery,
+    diary_from_row,
+)
+from workflows.common import DIARY_ID, TEAM_ID
+from workflows.diaries import (
+    DiaryCreateWorkflow,
+    DiaryDeleteWorkflow,
+    DiaryGrantRevokeWorkflow,
+    DiaryGrantWriteWorkflow,
+    DiaryUpdateWorkflow,
+)
+
+routes = web.RouteTableDef()
+TAG = "diaries"
+NO_SUCH_DIARY = "No such diary"
+
+
+# --- shared by every route that touches a diary (entries, search, packs) -------------------
+
+
+async def load_diary(request: web.Request, diary_id: UUID) -> asyncpg.Record:
+    row = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_diary, diary_id)
+    if row is None:
+        raise NotFound(NO_SUCH_DIARY, code="diary-not-found")
+    return row
+
+
+async def can_read(request: web.Request, diary: asyncpg.Record) -> bool:
+    """The visibility rule, for callers that filter rather than fail (lists)."""
+    if diary["visibility"] == "public":
+        return True
+    principal = optional_principal(request)
+    if principal is None:
+        return False
+    return diary["visibility"] == "moltnet" or await allowed(request, "Diary", diary["id"], "read")
+
+
+async def readable_diary(request: web.Request, diary_id: UUID) -> asyncpg.Record:
+    """The diary if the caller may read it: 401 for an anonymous read of a `moltnet` diary,
+    404 for a private one the caller may not read (or that does not exist)."""
+    diary = await load_diary(request, diary_id)
+    if diary["visibility"] == "moltnet" and optional_principal(request) is None:
+        raise Unauthorized("This diary is visible to authenticated principals only")
+    if not await can_read(request, diary):
+        raise NotFound(NO_SUCH_DIARY, code="diary-not-found")
+    return diary
+
+
+async def changeable_diary(request: web.Request, diary_id: UUID, permission: str) -> asyncpg.Record:
+    """The diary if the caller holds `permission` (write, manage); 404 when the caller cannot
+    even read it, 403 when they can read but not change it."""
+    diary = await readable_diary(request, diary_id)
+    await require(request, "Diary", diary_id, permission)
+    return diary
+
+
+# --- diaries ----------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/diaries",
+    tag=TAG,
+    status=201,
+    body=DiaryCreateRequest,
+    response=Diary,
+    scopes=("diary:write",),
+    headers=("x-service-team-id",),
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def create_diary(request: web.Request, parsed: Parsed) -> Diary:
+    """Create a diary owned by the team of `x-service-team-id` (needs Team `write`)."""
+    body: DiaryCreateRequest = parsed.body
+    principal = require_principal(request)
+    team_id = require_team_header(request)
+    team = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_team, team_id)
+    if team is None or not await allowed(request, "Team", team_id, "access"):
+        raise NotFound("No such team", code="team-not-found")
+    await require(request, "Team", team_id, "write")
+    if team["status"] != "active":
+        raise Conflict("The team is not active", code="team-not-active")
+    diary_id = uuid.uuid4()
+    await execute(
+        request,
+        DiaryCreateWorkflow.run,
+        DiaryCreateInput(
+            diary_id=diary_id,
+            team_id=team_id,
+            name=body.name,
+            visibility=body.visibility,
+            signed=body.signed,
+            created_by=principal.subject_id,
+            created_by_ns=principal.subject_ns,
+        ),
+        workflow_id=f"diaries/{diary_id}/create",
+        on_duplicate=Conflict("This diary is being created"),
+        search=[
+            SearchAttributePair(DIARY_ID, str(diary_id)),
+            SearchAttributePair(TEAM_ID, str(team_id)),
+        ],
+    )
+    return diary_from_row(await load_diary(request, diary_id))
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/diaries",
+    tag=TAG,
+    response=DiaryList,
+    scopes=("diary:read",),
+    headers=("x-service-team-id",),
+)
+async def list_diaries(request: web.Request, parsed: Parsed) -> DiaryList:
+    """The diaries the caller can read through its teams and grants (one team with the header)."""
+    principal = require_principal(request)
+    ids = await request.app[keys.PERMISSIONS].lookup("Diary", "read", subject_of(principal))
+    rows = await request.app[keys.READ_POOL].fetch(
+        Q.memory_list_diaries, [UUID(i) for i in ids], team_header(request)
+    )
+    return DiaryList(items=[diary_from_row(row) for row in rows])
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/diaries/{diaryId}",
+    tag=TAG,
+    path_params=DiaryPath,
+    response=Diary,
+    auth="optional",
+    scopes=("diary:read",),
+    errors=(NotFound, Unauthorized),
+)
+async def get_diary(request: web.Request, parsed: Parsed) -> Diary:
+    """One diary, by its visibility rule."""
+    return diary_from_row(await readable_diary(request, parsed.path.diaryId))
+
+
+@endpoint(
+    routes,
+    "PATCH",
+    "/diaries/{diaryId}",
+    tag=TAG,
+    path_params=DiaryPath,
+    body=DiaryUpdateRequest,
+    response=Diary,
+    scopes=("diary:write",),
+    errors=(NotFound, Forbidden),
+)
+async def update_diary(request: web.Request, parsed: Parsed) -> Diary:
+    """Rename a diary or change its visibility (needs Diary `manage`)."""
+    diary_id: UUID = parsed.path.diaryId
+    await changeable_diary(request, diary_id, "manage")
+    body: DiaryUpdateRequest = parsed.body
+    await execute(
+        request,
+        DiaryUpdateWorkflow.run,
+        DiaryUpdateInput(diary_id=diary_id, name=body.name, visibility=body.visibility),
+        workflow_id=f"diaries/{diary_id}/update/{uuid.uuid4()}",
+        on_duplicate=Conflict("This diary is being updated"),
+    )
+    return diary_from_row(await load_diary(request, diary_id))
+
+
+@endpoint(
+    routes,
+    "DELETE",
+    "/diaries/{diaryId}",
+    tag=TAG,
+    path_params=DiaryPath,
+    response=Done,
+    scopes=("diary:delete",),
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def delete_diary(request: web.Request, parsed: Parsed) -> Done:
+    """Delete a diary, its entries and every permission tuple naming them (needs `manage`);
+    a diary holding signed entries is permanent (409)."""
+    diary_id: UUID = parsed.path.diaryId
+    await changeable_diary(request, diary_id, "manage")
+    await execute(
+        request,
+        DiaryDeleteWorkflow.run,
+        DiaryRef(diary_id=diary_id),
+        workflow_id=f"diaries/{diary_id}/delete",
+        on_duplicate=Conflict("This diary is being deleted"),
+    )
+    return Done()
+
+
+# --- grants -----------------------------------------------------------------------------
+
+
+def _grant_change(diary_id: UUID, body: GrantRequest) -> GrantChange:
+    return GrantChange(
+        diary_id=diary_id, subject_id=body.subjectId, subject_ns=body.subjectNs, role=body.role
+    )
+
+
+async def _subject_exists(request: web.Request, body: GrantRequest) -> bool:
+    query = {"Agent": Q.memory_agent_exists, "Human": Q.memory_human_exists}.get(
+        body.subjectNs, Q.memory_group_exists
+    )
+    return await request.app[keys.READ_POOL].fetchval(query, body.subjectId) is not None
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/diaries/{diaryId}/grants",
+    tag=TAG,
+    status=201,
+    path_params=GrantPath,
+    body=GrantRequest,
+    response=Grant,
+    scopes=("diary:share",),
+    errors=(NotFound, Forbidden),
+)
+async def create_grant(request: web.Request, parsed: Parsed) -> Grant:
+    """Make an agent, a human or a group's members writers or managers of the diary."""
+    diary_id: UUID = parsed.path.diaryId
+    body: GrantRequest = parsed.body
+    await changeable_diary(request, diary_id, "manage")
+    if not await _subject_exists(request, body):
+        raise NotFound(f"No such {body.subjectNs}", code="subject-not-found")
+    await execute(
+        request,
+        DiaryGrantWriteWorkflow.run,
+        _grant_change(diary_id, body),
+        workflow_id=f"diaries/{diary_id}/grants/{uuid.uuid4()}",
+        on_duplicate=Conflict("This grant is being written"),
+    )
+    return Grant(
+        diaryId=diary_id, subjectId=body.subjectId, subjectNs=body.subjectNs, role=body.role
+    )
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/diaries/{diaryId}/grants",
+    tag=TAG,
+    path_params=GrantPath,
+    response=GrantList,
+    scopes=("diary:read",),
+    errors=(NotFound, Forbidden),
+)
+async def list_grants(request: web.Request, parsed: Parsed) -> GrantList:
+    """Who holds writer or manager grants on the diary (needs Diary `manage`)."""
+    diary_id: UUID = parsed.path.diaryId
+    await changeable_diary(request, diary_id, "manage")
+    rows = await request.app[keys.READ_POOL].fetch(Q.memory_list_grants, str(diary_id))
+    return GrantList(items=[_grant_from_tuple(diary_id, row) for row in rows])
+
+
+def _grant_from_tuple(diary_id: UUID, row: asyncpg.Record) -> Grant:
+    return Grant(
+        diaryId=diary_id,
+        subjectId=UUID(row["subject_id"]),
+        subjectNs=row["subject_ns"],
+        role="writer" if row["relation"] == "writers" else "manager",
+        createdAt=row["created_at"],
+    )
+
+
+@endpoint(
+    routes,
+    "DELETE",
+    "/diaries/{diaryId}/grants",
+    tag=TAG,
+    path_params=GrantPath,
+    body=GrantRequest,
+    response=Done,
+    scopes=("diary:share",),
+    errors=(NotFound, Forbidden),
+)
+async def revoke_grant(request: web.Request, parsed: Parsed) -> Done:
+    """Remove one grant; revoking a grant that does not exist is a no-op."""
+    diary_id: UUID = parsed.path.diaryId
+    await changeable_diary(request, diary_id, "manage")
+    await execute(
+        request,
+        DiaryGrantRevokeWorkflow.run,
+        _grant_change(diary_id, parsed.body),
+        workflow_id=f"diaries/{diary_id}/grants/{uuid.uuid4()}",
+        on_duplicate=Conflict("This grant is being revoked"),
+    )
+    return Done()
+
+
+# --- tags and verification ----------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/diaries/{diaryId}/tags",
+    tag=TAG,
+    path_params=DiaryPath,
+    query=TagQuery,
+    response=TagHistogram,
+    auth="optional",
+    scopes=("diary:read",),
+    errors=(NotFound, Unauthorized),
+)
+async def tag_histogram(request: web.Request, parsed: Parsed) -> TagHistogram:
+    """How many entries carry each tag, most used first."""
+    diary_id: UUID = parsed.path.diaryId
+    await readable_diary(request, diary_id)
+    query: TagQuery = parsed.query
+    rows = await request.app[keys.READ_POOL].fetch(
+        Q.memory_tag_histogram, diary_id, query.prefix, query.minCount, query.entryType
+    )
+    return TagHistogram(
+        tags=[TagCount(tag=r["tag"], count=r["count"]) for r in rows], total=len(rows)
+    )
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/diaries/{diaryId}/entries/{entryId}/verify",
+    tag=TAG,
+    path_params=DiaryEntryPath,
+    response=EntryVerification,
+    auth="optional",
+    scopes=("diary:read",),
+    errors=(NotFound, Unauthorized),
+)
+async def verify_entry(request: web.Request, parsed: Parsed) -> EntryVerification:
+    """Recompute a signed entry's CID, check its signature and its link in the diary's chain."""
+    path: DiaryEntryPath = parsed.path
+    await readable_diary(request, path.diaryId)
+    pool = request.app[keys.READ_POOL]
+    entry = await pool.fetchrow(Q.memory_get_entry, path.entryId)
+    if entry is None or entry["diary_id"] != path.diaryId:
+        raise NotFound("No such entry", code="entry-not-found")
+    return await _verification(pool, entry)
+
+
+async def _verification(pool: asyncpg.Pool, entry: asyncpg.Record) -> EntryVerification:
+    prev = entry["prev_cid"] if entry["diary_signed"] else None
+    recomputed = entry_cid(
+        entry["content"], entry["title"], entry["tags"], entry["entry_type"], prev
+    )
+    cid_matches = recomputed == entry["cid"]
+    if entry["signing_request_id"] is None:
+        return EntryVerification(
+            signed=False,
+            cidMatches=cid_matches,
+            signatureValid=False,
+            chainValid=False,
+            valid=False,
+            cid=entry["cid"],
+        )
+    signer: dict[str, Any] = dict(
+        await pool.fetchrow(Q.memory_entry_signer, entry["signing_request_id"]) or {}
+    )
+    signature_valid = (
+        bool(signer)
+        and verify_signature(
+            parse_public_key(signer["public_key"]),
+            signing_payload(entry["cid"], signer["nonce"]).encode(),
+            entry["content_signature"] or "",
+        )
+        and signer["message"] == entry["cid"]
+    )
+    chain_valid = not entry["diary_signed"] or await _links_to_chain(pool, entry)
+    return EntryVerification(
+        signed=True,
+        cidMatches=cid_matches,
+        signatureValid=signature_valid,
+        chainValid=chain_valid,
+        valid=cid_matches and signature_valid and chain_valid,
+        cid=entry["cid"],
+        agentFingerprint=signer.get("fingerprint"),
+    )
+
+
+async def _links_to_chain(pool: asyncpg.Pool, entry: asyncpg.Record) -> bool:
+    """The predecessor exists in the same diary ('' only for the diary's first entry)."""
+    if entry["prev_cid"] == "":
+        return True
+    found = await pool.fetchval(Q.memory_entry_by_cid, entry["diary_id"], entry["prev_cid"])
+    return found is not None

@@ -1,0 +1,448 @@
+"""Entry and relation routes. Creation and every change run as workflows (scan, CID, embedding,
+row and tuple); reads follow the diary's visibility (see `routes.diaries`).
+
+Permissions (SPEC 5): creating, changing and deleting an entry need Diary `write` (the
+DiaryEntry `edit`/`delete` permissions resolve to it); relations need `write` on the diary that
+holds both entries. Signed entries are immutable and permanent (409).
+"""
+
+from __future__ import annotations
+
+import uuid
+from uuid import UUID
+
+import asyncpg
+from aiohttp import web
+from temporalio.common import SearchAttributePair
+
+from api import keys
+from api.access import allowed, require
+from api.auth import require_principal
+from api.endpoint import Parsed, endpoint, render
+from api.flows import execute
+from api.routes.diaries import changeable_diary, readable_diary
+from infra.db import Q
+from schemas.errors import Conflict, Forbidden, NotFound, Unauthorized, ValidationFailed
+from schemas.identity import Done
+from schemas.memory import (
+    BatchDeleted,
+    DiaryPath,
+    Entry,
+    EntryBatchDelete,
+    EntryChange,
+    EntryCreateRequest,
+    EntryDraft,
+    EntryList,
+    EntryListQuery,
+    EntryPath,
+    EntryRefs,
+    EntryUpdateInput,
+    EntryUpdateRequest,
+    Relation,
+    RelationCreateInput,
+    RelationCreateRequest,
+    RelationList,
+    RelationListQuery,
+    RelationPath,
+    RelationRef,
+    RelationStatusChange,
+    RelationUpdateRequest,
+    entry_from_row,
+    relation_from_row,
+)
+from workflows.common import DIARY_ID
+from workflows.entries import (
+    EntryCreateWorkflow,
+    EntryDeleteWorkflow,
+    EntryUpdateWorkflow,
+    RelationCreateWorkflow,
+    RelationDeleteWorkflow,
+    RelationUpdateWorkflow,
+)
+
+routes = web.RouteTableDef()
+TAG = "entries"
+NO_SUCH_ENTRY = "No such entry"
+
+
+async def load_entry(request: web.Request, entry_id: UUID) -> asyncpg.Record:
+    row = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_entry, entry_id)
+    if row is None:
+        raise NotFound(NO_SUCH_ENTRY, code="entry-not-found")
+    return row
+
+
+async def readable_entry(request: web.Request, entry_id: UUID) -> asyncpg.Record:
+    entry = await load_entry(request, entry_id)
+    try:
+        await readable_diary(request, entry["diary_id"])
+    except NotFound:
+        raise NotFound(NO_SUCH_ENTRY, code="entry-not-found") from None
+    return entry
+
+
+async def writable_entry(request: web.Request, entry_id: UUID) -> asyncpg.Record:
+    entry = await readable_entry(request, entry_id)
+    await require(request, "Diary", entry["diary_id"], "write")
+    return entry
+
+
+def _split(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [part.strip() for part in value.split(",") if part.strip()] or None
+
+
+# --- entries ----------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/diaries/{diaryId}/entries",
+    tag=TAG,
+    status=201,
+    path_params=DiaryPath,
+    body=EntryCreateRequest,
+    response=Entry,
+    scopes=("diary:write",),
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def create_entry(request: web.Request, parsed: Parsed) -> Entry:
+    """Write an entry: scanned for prompt injection, content-addressed, embedded server-side.
+    In a signed diary the entry must name a completed signing request over its CID."""
+    body: EntryCreateRequest = parsed.body
+    diary_id: UUID = parsed.path.diaryId
+    principal = require_principal(request)
+    diary = await changeable_diary(request, diary_id, "write")
+    if diary["signed"] and body.signingRequestId is None:
+        raise ValidationFailed(
+            "Entries of a signed diary need a signingRequestId", code="signature-required"
+        )
+    if body.signingRequestId is not None and principal.agent_id is None:
+        raise ValidationFailed("Only agents sign entries", code="agents-only")
+    entry_id = uuid.uuid4()
+    await execute(
+        request,
+        EntryCreateWorkflow.run,
+        EntryDraft(
+            entry_id=entry_id,
+            diary_id=diary_id,
+            content=body.content,
+            title=body.title,
+            tags=body.tags,
+            importance=body.importance,
+            entry_type=body.entryType,
+            signing_request_id=body.signingRequestId,
+            created_by=principal.subject_id,
+            created_by_ns=principal.subject_ns,
+            signed_diary=diary["signed"],
+        ),
+        workflow_id=f"entries/{entry_id}/create",
+        on_duplicate=Conflict("This entry is being created"),
+        search=[SearchAttributePair(DIARY_ID, str(diary_id))],
+    )
+    return entry_from_row(await load_entry(request, entry_id))
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/diaries/{diaryId}/entries",
+    tag=TAG,
+    path_params=DiaryPath,
+    query=EntryListQuery,
+    response=EntryList,
+    auth="optional",
+    scopes=("diary:read",),
+    errors=(NotFound, Unauthorized),
+)
+async def list_entries(request: web.Request, parsed: Parsed) -> EntryList:
+    """A diary's entries, newest first, filtered by tags and type, paged by limit and offset."""
+    diary_id: UUID = parsed.path.diaryId
+    await readable_diary(request, diary_id)
+    query: EntryListQuery = parsed.query
+    filters = (diary_id, _split(query.tags), _split(query.excludeTags), query.entryType)
+    pool = request.app[keys.READ_POOL]
+    rows = await pool.fetch(Q.memory_list_entries, *filters, query.limit, query.offset)
+    total = rows[0]["total"] if rows else await pool.fetchval(Q.memory_count_entries, *filters)
+    return EntryList(
+        items=[entry_from_row(row) for row in rows],
+        total=total,
+        limit=query.limit,
+        offset=query.offset,
+    )
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/entries/{entryId}",
+    tag=TAG,
+    path_params=EntryPath,
+    response=Entry,
+    auth="optional",
+    scopes=("diary:read",),
+    errors=(NotFound, Unauthorized),
+)
+async def get_entry(request: web.Request, parsed: Parsed) -> Entry:
+    """One entry, by its diary's visibility rule."""
+    return entry_from_row(await readable_entry(request, parsed.path.entryId))
+
+
+@endpoint(
+    routes,
+    "PATCH",
+    "/entries/{entryId}",
+    tag=TAG,
+    path_params=EntryPath,
+    body=EntryUpdateRequest,
+    response=Entry,
+    scopes=("diary:write",),
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def update_entry(request: web.Request, parsed: Parsed) -> Entry:
+    """Change an unsigned entry; its CID, scan and (when the text changed) vector follow."""
+    entry_id: UUID = parsed.path.entryId
+    entry = await writable_entry(request, entry_id)
+    if entry["signing_request_id"] is not None:
+        raise Conflict("Signed entries are immutable", code="entry-immutable")
+    body: EntryUpdateRequest = parsed.body
+    await execute(
+        request,
+        EntryUpdateWorkflow.run,
+        _update_input(entry, body),
+        workflow_id=f"entries/{entry_id}/update",
+        on_duplicate=Conflict("Another update of this entry is running", code="entry-busy"),
+    )
+    return entry_from_row(await load_entry(request, entry_id))
+
+
+def _update_input(entry: asyncpg.Record, body: EntryUpdateRequest) -> EntryUpdateInput:
+    fields = body.model_fields_set
+    clear_title = "title" in fields and body.title is None
+    change = EntryChange(
+        entry_id=entry["id"],
+        content=body.content,
+        title=body.title,
+        clear_title=clear_title,
+        tags=body.tags,
+        importance=body.importance,
+        entry_type=body.entryType,
+    )
+    merged = EntryDraft(
+        entry_id=entry["id"],
+        diary_id=entry["diary_id"],
+        content=body.content if body.content is not None else entry["content"],
+        title=None if clear_title else (body.title if body.title is not None else entry["title"]),
+        tags=body.tags if body.tags is not None else list(entry["tags"]),
+        importance=body.importance if body.importance is not None else entry["importance"],
+        entry_type=body.entryType if body.entryType is not None else entry["entry_type"],
+        created_by=entry["created_by"],
+    )
+    text_changed = (merged.content, merged.title, merged.tags) != (
+        entry["content"],
+        entry["title"],
+        list(entry["tags"]),
+    )
+    return EntryUpdateInput(change=change, merged=merged, text_changed=text_changed)
+
+
+@endpoint(
+    routes,
+    "DELETE",
+    "/entries/{entryId}",
+    tag=TAG,
+    path_params=EntryPath,
+    response=Done,
+    scopes=("diary:delete",),
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def delete_entry(request: web.Request, parsed: Parsed) -> Done:
+    """Delete an unsigned entry and its parent tuple."""
+    entry_id: UUID = parsed.path.entryId
+    entry = await writable_entry(request, entry_id)
+    if entry["signing_request_id"] is not None:
+        raise Conflict("Signed entries cannot be deleted", code="entry-immutable")
+    await _delete(request, [entry_id])
+    return Done()
+
+
+@endpoint(
+    routes,
+    "DELETE",
+    "/entries",
+    tag=TAG,
+    body=EntryBatchDelete,
+    response=BatchDeleted,
+    scopes=("diary:delete",),
+)
+async def delete_entries(request: web.Request, parsed: Parsed) -> BatchDeleted:
+    """Delete several entries; those the caller cannot delete, signed ones and unknown ids are
+    reported as skipped (without saying which reason, so ids cannot be probed)."""
+    ids: list[UUID] = list(dict.fromkeys(parsed.body.ids))
+    rows = await request.app[keys.READ_POOL].fetch(Q.memory_get_entries_for_change, ids)
+    deletable = [
+        row["id"]
+        for row in rows
+        if row["signing_request_id"] is None
+        and await allowed(request, "Diary", row["diary_id"], "write")
+    ]
+    deleted = await _delete(request, deletable) if deletable else []
+    return BatchDeleted(deleted=deleted, skipped=[i for i in ids if i not in deleted])
+
+
+async def _delete(request: web.Request, entry_ids: list[UUID]) -> list[UUID]:
+    result = await execute(
+        request,
+        EntryDeleteWorkflow.run,
+        EntryRefs(entry_ids=entry_ids),
+        workflow_id=f"entries/delete/{uuid.uuid4()}",
+        on_duplicate=Conflict("These entries are being deleted"),
+    )
+    return result.deleted
+
+
+# --- relations --------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/entries/{entryId}/relations",
+    tag=TAG,
+    status=201,
+    path_params=EntryPath,
+    body=RelationCreateRequest,
+    response=Relation,
+    scopes=("diary:write",),
+    errors=(NotFound, Forbidden, ValidationFailed),
+)
+async def create_relation(request: web.Request, parsed: Parsed) -> web.StreamResponse | Relation:
+    """Relate this entry (the source) to another entry of the same diary; the CIDs of both are
+    snapshotted. An existing relation of the same type is returned with 200."""
+    source = await writable_entry(request, parsed.path.entryId)
+    body: RelationCreateRequest = parsed.body
+    target = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_entry, body.targetId)
+    if target is None or target["diary_id"] != source["diary_id"]:
+        raise ValidationFailed(
+            "The target must be an entry of the same diary", code="cross-diary-relation"
+        )
+    if target["id"] == source["id"]:
+        raise ValidationFailed("An entry cannot relate to itself", code="self-relation")
+    relation_id = uuid.uuid4()
+    workflow_id = f"relations/{relation_id}/create"
+    written = await execute(
+        request,
+        RelationCreateWorkflow.run,
+        RelationCreateInput(
+            relation_id=relation_id,
+            source_id=source["id"],
+            target_id=target["id"],
+            relation=body.relation,
+            status=body.status,
+            metadata=body.metadata.model_dump(exclude_none=True) if body.metadata else {},
+            workflow_id=workflow_id,
+        ),
+        workflow_id=workflow_id,
+        on_duplicate=Conflict("This relation is being created"),
+    )
+    relation = await _load_relation(request, written.relation_id)
+    if not written.created:
+        return render(relation_from_row(relation), 200)
+    return relation_from_row(relation)
+
+
+async def _load_relation(request: web.Request, relation_id: UUID) -> asyncpg.Record:
+    row = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_relation, relation_id)
+    if row is None:
+        raise NotFound("No such relation", code="relation-not-found")
+    return row
+
+
+async def _writable_relation(request: web.Request, relation_id: UUID) -> asyncpg.Record:
+    relation = await _load_relation(request, relation_id)
+    try:
+        await readable_diary(request, relation["diary_id"])
+    except NotFound:
+        raise NotFound("No such relation", code="relation-not-found") from None
+    await require(request, "Diary", relation["diary_id"], "write")
+    return relation
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/entries/{entryId}/relations",
+    tag=TAG,
+    path_params=EntryPath,
+    query=RelationListQuery,
+    response=RelationList,
+    auth="optional",
+    scopes=("diary:read",),
+    errors=(NotFound, Unauthorized),
+)
+async def list_relations(request: web.Request, parsed: Parsed) -> RelationList:
+    """Relations of an entry, as source, target or both."""
+    entry = await readable_entry(request, parsed.path.entryId)
+    query: RelationListQuery = parsed.query
+    rows = await request.app[keys.READ_POOL].fetch(
+        Q.memory_list_relations,
+        entry["id"],
+        query.direction,
+        query.relation,
+        query.status,
+        query.limit,
+        query.offset,
+    )
+    total = rows[0]["total"] if rows else 0
+    return RelationList(items=[relation_from_row(r) for r in rows], total=total)
+
+
+@endpoint(
+    routes,
+    "PATCH",
+    "/relations/{relationId}",
+    tag=TAG,
+    path_params=RelationPath,
+    body=RelationUpdateRequest,
+    response=Relation,
+    scopes=("diary:write",),
+    errors=(NotFound, Forbidden),
+)
+async def update_relation(request: web.Request, parsed: Parsed) -> Relation:
+    """Accept or reject a proposed relation (an accepted `supersedes` marks its target)."""
+    relation_id: UUID = parsed.path.relationId
+    await _writable_relation(request, relation_id)
+    await execute(
+        request,
+        RelationUpdateWorkflow.run,
+        RelationStatusChange(relation_id=relation_id, status=parsed.body.status),
+        workflow_id=f"relations/{relation_id}/update/{uuid.uuid4()}",
+        on_duplicate=Conflict("This relation is being updated"),
+    )
+    return relation_from_row(await _load_relation(request, relation_id))
+
+
+@endpoint(
+    routes,
+    "DELETE",
+    "/relations/{relationId}",
+    tag=TAG,
+    status=204,
+    path_params=RelationPath,
+    scopes=("diary:write",),
+    errors=(NotFound, Forbidden),
+)
+async def delete_relation(request: web.Request, parsed: Parsed) -> web.Response:
+    """Delete a relation."""
+    relation_id: UUID = parsed.path.relationId
+    await _writable_relation(request, relation_id)
+    await execute(
+        request,
+        RelationDeleteWorkflow.run,
+        RelationRef(relation_id=relation_id),
+        workflow_id=f"relations/{relation_id}/delete",
+        on_duplicate=Conflict("This relation is being deleted"),
+    )
+    return web.Response(status=204)

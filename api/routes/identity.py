@@ -1,0 +1,318 @@
+"""Identity routes: vouchers, agent registration, recovery, whoami and agent lookup."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from aiohttp import web
+from temporalio.common import SearchAttributePair, WorkflowIDReusePolicy
+
+from api import keys
+from api.auth import require_principal
+from api.endpoint import Parsed, endpoint
+from api.flows import execute
+from infra.db import Q
+from schemas import limits
+from schemas.errors import (
+    Conflict,
+    Forbidden,
+    Gone,
+    InvalidChallenge,
+    InvalidSignature,
+    NotFound,
+    TooManyVouchers,
+    ValidationFailed,
+    VoucherRejected,
+)
+from schemas.identity import (
+    AgentProfile,
+    FingerprintPath,
+    IdentityBinding,
+    RecoveryChallenge,
+    RecoveryChallengeRequest,
+    RecoveryCodeRequest,
+    RecoveryCompleted,
+    RecoveryFlowQuery,
+    RecoveryRedeem,
+    RecoveryStart,
+    RecoveryVerified,
+    RecoveryVerifyRequest,
+    RegisterRequest,
+    RegisterResponse,
+    RegistrationInput,
+    TeamBinding,
+    Voucher,
+    VoucherIssue,
+    VoucherList,
+    Whoami,
+)
+from schemas.kernel.crypto import (
+    RecoveryChallengeError,
+    check_recovery_challenge,
+    fingerprint,
+    hash_secret,
+    new_recovery_challenge,
+    new_secret,
+    new_voucher_code,
+    normalize_fingerprint,
+    parse_public_key,
+)
+from workflows.common import AGENT_ID
+from workflows.recovery import RecoveryRedeemWorkflow, RecoveryVerifyWorkflow
+from workflows.registration import RegistrationWorkflow
+from workflows.vouchers import VoucherIssueWorkflow
+
+routes = web.RouteTableDef()
+TAG = "identity"
+CLIENT_SECRET_PREFIX = "service_cs_"
+
+
+def _server_secret(request: web.Request) -> bytes:
+    return request.app[keys.SETTINGS].secret_bytes
+
+
+# --- vouchers -------------------------------------------------------------------------------
+
+
+async def issue_voucher(request: web.Request, issuer_id: uuid.UUID | None) -> Voucher:
+    voucher_id = uuid.uuid4()
+    return await execute(
+        request,
+        VoucherIssueWorkflow.run,
+        VoucherIssue(voucher_id=voucher_id, code=new_voucher_code(), issuer_id=issuer_id),
+        workflow_id=f"vouchers/{voucher_id}",
+        on_duplicate=Conflict("This voucher is being issued"),
+    )
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/vouch",
+    tag=TAG,
+    status=201,
+    response=Voucher,
+    rate_bucket="vouch",
+    errors=(TooManyVouchers, Forbidden),
+)
+async def create_voucher(request: web.Request, parsed: Parsed) -> Voucher:
+    """Issue a voucher another agent can register with (24 h, at most 5 unredeemed)."""
+    principal = require_principal(request)
+    if principal.agent_id is None:
+        raise Forbidden("Only agents issue vouchers", code="agents-only")
+    return await issue_voucher(request, principal.agent_id)
+
+
+@endpoint(routes, "GET", "/vouch/active", tag=TAG, response=VoucherList)
+async def list_vouchers(request: web.Request, parsed: Parsed) -> VoucherList:
+    """The caller's unredeemed, unexpired vouchers."""
+    principal = require_principal(request)
+    rows = await request.app[keys.READ_POOL].fetch(
+        Q.list_open_vouchers_for_issuer, principal.agent_id
+    )
+    return VoucherList(
+        items=[
+            Voucher(code=r["code"], expiresAt=r["expires_at"], issuedBy=r["issuer_id"])
+            for r in rows
+        ]
+    )
+
+
+# --- registration -------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/auth/register",
+    tag=TAG,
+    body=RegisterRequest,
+    response=RegisterResponse,
+    auth="none",
+    rate_bucket="registration",
+    errors=(VoucherRejected, Conflict),
+)
+async def register(request: web.Request, parsed: Parsed) -> RegisterResponse:
+    """Register an agent with a voucher; returns OAuth2 client credentials (secret shown once)."""
+    body: RegisterRequest = parsed.body
+    agent_fingerprint = fingerprint(parse_public_key(body.public_key))
+    client_id = str(uuid.uuid4())
+    client_secret = new_secret(CLIENT_SECRET_PREFIX)
+    agent_id = uuid.uuid4()
+    result = await execute(
+        request,
+        RegistrationWorkflow.run,
+        RegistrationInput(
+            public_key=body.public_key,
+            fingerprint=agent_fingerprint,
+            voucher_code=body.voucher_code,
+            identity_id=uuid.uuid4(),
+            agent_id=agent_id,
+            client_id=client_id,
+            client_secret_hash=hash_secret(client_secret, _server_secret(request)),
+        ),
+        workflow_id=f"registration/{agent_fingerprint}",
+        on_duplicate=Conflict("A registration for this key is already running"),
+        search=[SearchAttributePair(AGENT_ID, str(agent_id))],
+    )
+    return RegisterResponse(
+        identityId=result.identity_id,
+        fingerprint=agent_fingerprint,
+        publicKey=body.public_key,
+        clientId=result.client_id,
+        clientSecret=client_secret,
+    )
+
+
+# --- recovery -----------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/recovery/challenge",
+    tag=TAG,
+    body=RecoveryChallengeRequest,
+    response=RecoveryChallenge,
+    auth="none",
+    rate_bucket="recovery",
+)
+async def recovery_challenge(request: web.Request, parsed: Parsed) -> RecoveryChallenge:
+    """A challenge to sign with the agent's key (issued for any key: no enumeration)."""
+    body: RecoveryChallengeRequest = parsed.body
+    try:
+        challenge, mac = new_recovery_challenge(
+            body.publicKey, _server_secret(request), int(time.time() * 1000)
+        )
+    except ValueError as exc:
+        raise ValidationFailed(str(exc)) from None
+    return RecoveryChallenge(challenge=challenge, hmac=mac)
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/recovery/verify",
+    tag=TAG,
+    body=RecoveryVerifyRequest,
+    response=RecoveryVerified,
+    auth="none",
+    rate_bucket="recovery",
+    errors=(InvalidChallenge, InvalidSignature),
+)
+async def recovery_verify(request: web.Request, parsed: Parsed) -> RecoveryVerified:
+    """Verify a signed challenge; returns a one-time recovery code and the flow URL."""
+    body: RecoveryVerifyRequest = parsed.body
+    secret = _server_secret(request)
+    try:
+        checked = check_recovery_challenge(
+            body.challenge, body.hmac, body.publicKey, secret, int(time.time() * 1000)
+        )
+    except RecoveryChallengeError as exc:
+        raise InvalidChallenge(str(exc), code=exc.reason.value) from None
+    flow_id = uuid.uuid4()
+    code = new_secret()
+    now = datetime.now(UTC)
+    await execute(
+        request,
+        RecoveryVerifyWorkflow.run,
+        RecoveryStart(
+            nonce=checked.nonce,
+            nonce_expires_at=datetime.fromtimestamp(checked.expires_at_ms / 1000, UTC),
+            public_key=body.publicKey,
+            challenge=body.challenge,
+            signature=body.signature,
+            flow_id=flow_id,
+            code_hash=hash_secret(code, secret),
+            flow_expires_at=now + timedelta(seconds=limits.RECOVERY_CODE_TTL_SEC),
+        ),
+        workflow_id=f"recovery/{checked.nonce}",
+        # a failed try (a wrong signature) leaves the challenge usable; a success uses it up
+        reuse=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+        on_duplicate=InvalidChallenge("Challenge already used", code="challenge-already-used"),
+    )
+    base = request.app[keys.SETTINGS].issuer
+    return RecoveryVerified(
+        recoveryCode=code, recoveryFlowUrl=f"{base}/self-service/recovery?flow={flow_id}"
+    )
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/self-service/recovery",
+    tag=TAG,
+    body=RecoveryCodeRequest,
+    query=RecoveryFlowQuery,
+    response=RecoveryCompleted,
+    auth="none",
+    rate_bucket="recovery",
+    errors=(InvalidChallenge, NotFound, Gone),
+)
+async def recovery_complete(request: web.Request, parsed: Parsed) -> RecoveryCompleted:
+    """Redeem the recovery code: the agent's client gets a new secret, the old one dies."""
+    body: RecoveryCodeRequest = parsed.body
+    flow: RecoveryFlowQuery = parsed.query
+    secret = _server_secret(request)
+    client_secret = new_secret(CLIENT_SECRET_PREFIX)
+    redeemed = await execute(
+        request,
+        RecoveryRedeemWorkflow.run,
+        RecoveryRedeem(
+            flow_id=flow.flow,
+            code_hash=hash_secret(body.code, secret),
+            new_secret_hash=hash_secret(client_secret, secret),
+        ),
+        workflow_id=f"recovery-flow/{flow.flow}/{uuid.uuid4()}",
+        on_duplicate=Conflict("This recovery is already being redeemed"),
+    )
+    return RecoveryCompleted(clientId=redeemed.client_id, clientSecret=client_secret)
+
+
+# --- who is who ---------------------------------------------------------------------------
+
+
+@endpoint(routes, "GET", "/agents/whoami", tag=TAG, response=Whoami, scopes=("agent:profile",))
+async def whoami(request: web.Request, parsed: Parsed) -> Whoami:
+    """The authenticated caller: agent or human, its key material and scopes."""
+    principal = require_principal(request)
+    binding: TeamBinding | IdentityBinding | None = None
+    return Whoami(
+        subjectType=principal.subject_type,
+        identityId=principal.identity_id,
+        agentId=principal.agent_id,
+        humanId=principal.human_id,
+        clientId=principal.client_id,
+        publicKey=principal.public_key,
+        fingerprint=principal.fingerprint,
+        scopes=sorted(principal.scopes),
+        credentialBinding=binding,
+    )
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/agents/{fingerprint}",
+    tag=TAG,
+    path_params=FingerprintPath,
+    response=AgentProfile,
+    auth="none",
+    errors=(NotFound,),
+)
+async def agent_profile(request: web.Request, parsed: Parsed) -> AgentProfile:
+    """Public lookup of an agent by fingerprint."""
+    path: FingerprintPath = parsed.path
+    row = await request.app[keys.READ_POOL].fetchrow(
+        Q.get_agent_by_fingerprint, normalize_fingerprint(path.fingerprint)
+    )
+    if row is None:
+        raise NotFound("No agent has this fingerprint")
+    return AgentProfile(
+        fingerprint=row["fingerprint"],
+        publicKey=row["public_key"],
+        agentId=row["id"],
+        createdAt=row["created_at"],
+    )

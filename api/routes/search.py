@@ -1,0 +1,134 @@
+"""`POST /diary/search`: hybrid (vector + full-text) search over the diaries a caller can read.
+
+The scope:
+
+- with `diaryId`: that diary under its visibility rule (`public` and `moltnet` diaries are
+  readable by any authenticated caller; a `private` one needs Diary `read`, else 404);
+- without: every diary the caller can read *through its teams and grants* (the permission
+  engine's `lookup(Diary, read)`), the same set `GET /diaries` lists. `public` and `moltnet`
+  diaries of other teams are not included: cross-diary search is the caller's own memory, and
+  other teams' open diaries are one `diaryId` (or the public feed search) away.
+
+The API embeds the query itself, in a thread, while Postgres sizes the scope and runs the
+full-text arm: a search reads and never starts a workflow. When the query cannot be embedded
+the search degrades to full text (`search_type: fulltext`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+import numpy as np
+from aiohttp import web
+from numpy.typing import NDArray
+
+from api import keys
+from api.access import subject_of
+from api.auth import require_principal
+from api.endpoint import Parsed, endpoint
+from api.routes.diaries import readable_diary
+from infra.repos.search import SearchRepo
+from schemas import limits
+from schemas.embedding import (
+    SearchFilters,
+    SearchRequest,
+    SearchResponse,
+    SearchWeights,
+)
+from schemas.errors import NotFound
+from schemas.memory import entry_from_row
+
+if TYPE_CHECKING:
+    from infra.embeddings import OnnxEmbedder
+
+routes = web.RouteTableDef()
+TAG = "search"
+log = logging.getLogger(__name__)
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/diary/search",
+    tag=TAG,
+    body=SearchRequest,
+    response=SearchResponse,
+    scopes=("diary:read",),
+    rate_bucket="search",
+    errors=(NotFound,),
+)
+async def search_diaries(request: web.Request, parsed: Parsed) -> SearchResponse:
+    """Hybrid search over one diary or every diary the caller can read."""
+    body: SearchRequest = parsed.body
+    filters = _filters(body, await _scope(request, body.diaryId))
+    query_vector = asyncio.create_task(_embed_query(request, body.query))
+    try:
+        outcome = await SearchRepo(request.app[keys.READ_POOL]).search(
+            body.query, query_vector, filters
+        )
+    finally:
+        if not query_vector.done():
+            query_vector.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await query_vector
+    results = [entry_from_row(hit.row, score=round(hit.score, 6)) for hit in outcome.hits]
+    return SearchResponse(results=results, total=len(results), search_type=outcome.search_type)
+
+
+async def _scope(request: web.Request, diary_id: UUID | None) -> tuple[UUID, ...]:
+    if diary_id is not None:
+        diary = await readable_diary(request, diary_id)  # 404 unless the caller may read it
+        return (diary["id"],)
+    subject = subject_of(require_principal(request))
+    readable = await request.app[keys.PERMISSIONS].lookup("Diary", "read", subject)
+    return tuple(sorted(UUID(object_id) for object_id in readable))
+
+
+def _filters(body: SearchRequest, diary_ids: tuple[UUID, ...]) -> SearchFilters:
+    return SearchFilters(
+        diary_ids=diary_ids,
+        limit=body.limit,
+        tags=tuple(body.tags or ()),
+        exclude_tags=tuple(body.excludeTags or ()),
+        entry_types=tuple(body.entryTypes or ()),
+        exclude_superseded=body.excludeSuperseded,
+        created_before=body.createdBefore,
+        created_after=body.createdAfter,
+        weights=SearchWeights(
+            relevance=_weight(body.wRelevance, limits.SEARCH_WEIGHT_RELEVANCE_DEFAULT),
+            recency=_weight(body.wRecency, 0.0),
+            importance=_weight(body.wImportance, 0.0),
+        ),
+    )
+
+
+def _weight(given: float | None, default: float) -> float:
+    return default if given is None else given
+
+
+async def load_query_embedder() -> OnnxEmbedder | None:
+    """The model the API embeds queries with (~0.3 s, in a thread); None when its files are
+    missing or altered: search then answers with full text only, and says so in the log."""
+    from infra.embeddings import OnnxEmbedder, WeightsIntegrityError
+
+    try:
+        return await asyncio.to_thread(OnnxEmbedder.load)
+    except (FileNotFoundError, WeightsIntegrityError, ValueError):
+        log.error("no query embedder: search falls back to full text", exc_info=True)
+        return None
+
+
+async def _embed_query(request: web.Request, query: str) -> NDArray[np.float32] | None:
+    """The query's vector, or None (full-text search) when the embedder is missing or fails."""
+    embedder = request.app[keys.EMBEDDER]
+    if embedder is None:
+        return None
+    try:
+        return await asyncio.to_thread(embedder.embed_one, query)
+    except Exception:
+        log.warning("query embedding failed; searching full text only", exc_info=True)
+        return None

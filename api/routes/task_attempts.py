@@ -1,0 +1,496 @@
+"""The attempt lifecycle routes (SPEC 3.1, 4.5): claim, heartbeat, complete, fail, abort, cancel.
+
+Each route reads the task (and attempt) row, decides who may act, checks the body, and sends one
+Update to the task's workflow (`task/<taskId>`), whose validator answers the state's 409s before
+anything is written; then it renders the rows the workflow projected. The exception is a later
+heartbeat of a running attempt: it changes no state, so the rows answer its guards and it goes
+as the `liveness` signal, which costs the server a fraction of an Update.
+
+Who may act (permission engine, Task namespace):
+- claim: Task `claim` (the owning team's agent executors, or an explicit writer/manager grant),
+  scope `task:claim`. Attempts belong to agents, so a human grantee is 403 `agents-only`.
+- heartbeat, complete, fail, abort: the claimant of that attempt (the attempt row says who;
+  the workflow checks the same against its state), scope `task:execute`.
+- cancel: Task `cancel` (owners and managers of the owning team, or an explicit task manager),
+  scope `task:manage`, with a reason.
+A caller denied who cannot see the task (`can_view_task`: any member of the owning team, or an
+explicit grantee) gets 404, as for `GET /tasks/{id}`; one who can is 403. With the
+`x-service-team-id` header, a task of another team is 404: by-id operations run in the owning
+team's context (SPEC 5).
+
+Checks in order: the body's shape (400), the caller (404/403), the body against the task (an
+output failing its type's schema, a wrong `outputCid`, a bad `contentSignature`: 400), then the
+state (409). A workflow that has finished takes no Update; its rows say why (409, or for a
+heartbeat after a cancel `cancelled: true`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+from uuid import UUID
+
+import asyncpg
+from aiohttp import web
+
+from api import keys
+from api.access import TEAM_HEADER, allowed, team_header
+from api.auth import require_principal
+from api.endpoint import Parsed, endpoint, render
+from api.routes.tasks import can_view_task
+from api.task_flows import TaskClosed, task_signal, task_update
+from infra.db import Q
+from schemas.base import Payload
+from schemas.errors import (
+    Conflict,
+    FieldError,
+    Forbidden,
+    InvalidSignature,
+    NotFound,
+    ValidationFailed,
+)
+from schemas.kernel.cids import json_cid
+from schemas.kernel.crypto import parse_public_key, verify_signature
+from schemas.kernel.task_types import validate_output
+from schemas.principals import Principal
+from schemas.task_api import AttemptPath, Task, TaskPath, attempt_from_row, task_from_row
+from schemas.task_attempts import (
+    ABORT_UPDATE,
+    CANCEL_UPDATE,
+    CLAIM_UPDATE,
+    COMPLETE_UPDATE,
+    CONDITION_UNMET_CODE,
+    FAIL_UPDATE,
+    HEARTBEAT_UPDATE,
+    LIVENESS_SIGNAL,
+    NOT_CLAIMANT_CODE,
+    NOT_QUEUED_CODE,
+    NOT_STARTED_CODE,
+    OUTPUT_CID_MISMATCH_CODE,
+    AbortCommand,
+    AbortRequest,
+    CancelCommand,
+    CancelRequest,
+    ClaimCommand,
+    ClaimGranted,
+    ClaimRequest,
+    ClaimResponse,
+    CompleteCommand,
+    CompleteRequest,
+    FailCommand,
+    FailRequest,
+    HeartbeatAck,
+    HeartbeatCommand,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    Settled,
+    attempt_finished,
+    claim_condition_met,
+    task_finished,
+)
+from schemas.tasks import TERMINAL_ATTEMPT_STATUSES, TERMINAL_TASK_STATUSES
+
+routes = web.RouteTableDef()
+TAG = "tasks"
+CLAIM_SCOPES = ("task:claim",)
+EXECUTE_SCOPES = ("task:execute",)
+MANAGE_SCOPES = ("task:manage",)
+TRACEPARENT_HEADER = "traceparent"
+REPORT_ERRORS = (ValidationFailed, NotFound, Forbidden, Conflict)
+
+ResultT = TypeVar("ResultT", bound=Payload)
+
+
+# --- who may act ---------------------------------------------------------------------------------
+
+
+def _pool(request: web.Request) -> asyncpg.Pool:
+    return request.app[keys.READ_POOL]
+
+
+def _in_team_context(request: web.Request, team_id: UUID) -> None:
+    header = team_header(request)
+    if header is not None and header != team_id:
+        raise NotFound("No such task in this team")
+
+
+async def _denied(
+    request: web.Request, task: asyncpg.Record, refusal: Forbidden
+) -> Forbidden | NotFound:
+    """403 for a caller who can see the task (as `GET /tasks/{id}` decides), else 404."""
+    return refusal if await can_view_task(request, task) else NotFound("No such task")
+
+
+async def _attempt_target(
+    request: web.Request, path: AttemptPath, *, with_input: bool = False
+) -> asyncpg.Record:
+    """The task and attempt `n` of it, for the attempt's claimant; 404 or 403 for others."""
+    row = await _pool(request).fetchrow(Q.task_flow_attempt_target, path.id, path.n, with_input)
+    if row is None:
+        raise NotFound("No such task")
+    _in_team_context(request, row["team_id"])
+    principal = require_principal(request)
+    claimant = row["claimed_by_agent_id"]
+    if claimant is not None and claimant == principal.agent_id:
+        return row
+    refusal = Forbidden("Only the attempt's claimant reports on it", code=NOT_CLAIMANT_CODE)
+    denied = await _denied(request, row, refusal)
+    if isinstance(denied, Forbidden) and row["attempt_status"] is None:
+        raise NotFound(f"Task has no attempt {path.n}")
+    raise denied
+
+
+def _agent_of(principal: Principal) -> UUID:
+    if principal.agent_id is None:
+        raise Forbidden("Only agents work on tasks", code="agents-only")
+    return principal.agent_id
+
+
+async def _update(
+    request: web.Request, task_id: UUID, update: str, command: Payload, result: type[ResultT]
+) -> ResultT:
+    return await task_update(request.app[keys.TEMPORAL], task_id, update, command, result)
+
+
+async def _task_view(request: web.Request, task_id: UUID) -> Task:
+    row = await _pool(request).fetchrow(Q.task_read_get, task_id)
+    if row is None:
+        raise NotFound("No such task")
+    return task_from_row(row)
+
+
+# --- claim ---------------------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/tasks/{id}/claim",
+    tag=TAG,
+    headers=(TEAM_HEADER,),
+    path_params=TaskPath,
+    body=ClaimRequest,
+    response=ClaimResponse,
+    scopes=CLAIM_SCOPES,
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def claim_task(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+    """Claim a queued task: a new attempt (`claimed`) with a lease (`leaseTtlSec`, default
+    300 s). Send the first heartbeat within the task's dispatch timeout to start it. Answers
+    `{task, attemptN, attempt, traceparent}` and the `traceparent` header, which continues the
+    trace of the task's creation. 409 when the task is not queued or its claim condition is not
+    met (`claim-condition-unmet`)."""
+    path: TaskPath = parsed.path
+    body: ClaimRequest = parsed.body
+    principal = require_principal(request)
+    row = await _pool(request).fetchrow(Q.task_flow_claim_target, path.id)
+    if row is None:
+        raise NotFound("No such task")
+    _in_team_context(request, row["team_id"])
+    if not await allowed(request, "Task", path.id, "claim"):
+        raise await _denied(
+            request, row, Forbidden("Claiming needs an executor of the task's team")
+        )
+    agent_id = _agent_of(principal)
+    if row["status"] != "queued":
+        raise Conflict(f"The task is {row['status']}, not queued", code=NOT_QUEUED_CODE)
+    if not claim_condition_met(row["claim_condition"], row["condition_status"]):
+        raise Conflict("The task's claim condition is not met", code=CONDITION_UNMET_CODE)
+    command = ClaimCommand(agent_id=agent_id, lease_ttl_sec=body.leaseTtlSec)
+    try:
+        granted = await _update(request, path.id, CLAIM_UPDATE, command, ClaimGranted)
+    except TaskClosed:
+        raise Conflict("The task is no longer queued", code=NOT_QUEUED_CODE) from None
+    task, attempt = await asyncio.gather(
+        _task_view(request, path.id),
+        _pool(request).fetchrow(Q.task_flow_attempt, path.id, granted.attempt_n),
+    )
+    claimed = ClaimResponse(
+        task=task,
+        attemptN=granted.attempt_n,
+        attempt=attempt_from_row(attempt),
+        traceparent=granted.traceparent,
+    )
+    response = render(claimed)
+    response.headers[TRACEPARENT_HEADER] = granted.traceparent
+    return response
+
+
+# --- heartbeat -----------------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/tasks/{id}/attempts/{n}/heartbeat",
+    tag=TAG,
+    headers=(TEAM_HEADER,),
+    path_params=AttemptPath,
+    body=HeartbeatRequest,
+    response=HeartbeatResponse,
+    scopes=EXECUTE_SCOPES,
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def heartbeat_attempt(request: web.Request, parsed: Parsed) -> dict[str, Any]:
+    """The claimant is alive. The first heartbeat starts the attempt (`running`); each one
+    renews the lease (`claimExpiresAt`, optionally with a new `leaseTtlSec`). After a cancel it
+    answers `cancelled: true` with the reason: stop working and drop the result."""
+    path: AttemptPath = parsed.path
+    body: HeartbeatRequest = parsed.body
+    target = await _attempt_target(request, path)
+    _refuse_heartbeat_on_ended(target, path.n)
+    if target["attempt_status"] == "cancelled":
+        return _with_nulls(_cancelled(target))
+    command = HeartbeatCommand(
+        agent_id=target["claimed_by_agent_id"], attempt_n=path.n, lease_ttl_sec=body.leaseTtlSec
+    )
+    try:
+        if target["attempt_status"] == "running":
+            return _with_nulls(await _renew_liveness(request, path, target, command))
+        ack = await _update(request, path.id, HEARTBEAT_UPDATE, command, HeartbeatAck)
+    except TaskClosed:  # ended since the row was read: the row it left says how
+        target = await _attempt_target(request, path)
+        _refuse_heartbeat_on_ended(target, path.n)
+        return _with_nulls(_cancelled(target))
+    return _with_nulls(
+        HeartbeatResponse(
+            cancelled=ack.cancelled,
+            cancelReason=ack.cancel_reason,
+            claimExpiresAt=ack.claim_expires_at,
+        )
+    )
+
+
+async def _renew_liveness(
+    request: web.Request, path: AttemptPath, target: asyncpg.Record, command: HeartbeatCommand
+) -> HeartbeatResponse:
+    """A running attempt's later heartbeat: the rows answered the guards, so the workflow only
+    hears it (a signal, not an Update) and renews the lease from the moment it does, a few
+    milliseconds after the `claimExpiresAt` answered here. Its rows catch up as it projects."""
+    lease = command.lease_ttl_sec or target["lease_ttl_sec"]
+    expires = datetime.now(UTC) + timedelta(seconds=lease)
+    await task_signal(request.app[keys.TEMPORAL], path.id, LIVENESS_SIGNAL, command)
+    return HeartbeatResponse(cancelled=False, claimExpiresAt=expires)
+
+
+def _with_nulls(response: HeartbeatResponse) -> dict[str, Any]:
+    """The spec's `{cancelled, cancelReason}` shape: `cancelReason` is there, null or not."""
+    return response.model_dump(mode="json")
+
+
+def _refuse_heartbeat_on_ended(target: asyncpg.Record, attempt_n: int) -> None:
+    """An ended attempt takes no heartbeat, except a cancelled one (the worker learns of it)."""
+    status = target["attempt_status"]
+    if status in TERMINAL_ATTEMPT_STATUSES and status != "cancelled":
+        raise attempt_finished(attempt_n, status)
+
+
+def _cancelled(target: asyncpg.Record) -> HeartbeatResponse:
+    return HeartbeatResponse(
+        cancelled=True,
+        cancelReason=target["cancel_reason"],
+        claimExpiresAt=target["claim_expires_at"],
+    )
+
+
+# --- complete, fail, abort -----------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/tasks/{id}/attempts/{n}/complete",
+    tag=TAG,
+    headers=(TEAM_HEADER,),
+    path_params=AttemptPath,
+    body=CompleteRequest,
+    response=Task,
+    scopes=EXECUTE_SCOPES,
+    errors=(*REPORT_ERRORS, InvalidSignature),
+)
+async def complete_attempt(request: web.Request, parsed: Parsed) -> Task:
+    """Submit the result of a started attempt: `output` (valid against the type's output
+    schema), `outputCid` (the json CID of its RFC 8785 form, recomputed here) and optionally
+    `contentSignature` (Ed25519 over the UTF-8 `outputCid`, by the claimant's key). 400 when
+    any of them is wrong; 409 when the attempt has not started or has ended."""
+    path: AttemptPath = parsed.path
+    body: CompleteRequest = parsed.body
+    target = await _attempt_target(request, path, with_input=True)
+    _check_output(target, body)
+    await _check_signature(request, target["claimed_by_agent_id"], body)
+    _refuse_report(target, path.n)
+    command = CompleteCommand(
+        agent_id=target["claimed_by_agent_id"],
+        attempt_n=path.n,
+        output=body.output,
+        output_cid=body.outputCid,
+        content_signature=body.contentSignature,
+        usage=None if body.usage is None else body.usage.model_dump(exclude_none=True),
+    )
+    return await _report(request, path, COMPLETE_UPDATE, command)
+
+
+def _check_output(target: asyncpg.Record, body: CompleteRequest) -> None:
+    errors = validate_output(
+        target["task_type"], body.output, task_input=target["input"], input_cid=target["input_cid"]
+    )
+    if errors:
+        raise ValidationFailed(
+            "The output does not match the task type's output schema",
+            errors=errors,
+            code="task-output-invalid",
+        )
+    try:
+        expected = json_cid(body.output)
+    except ValueError as exc:
+        raise ValidationFailed(
+            f"The output cannot be canonicalised: {exc}",
+            errors=[FieldError(pointer="/output", message=str(exc))],
+        ) from None
+    if body.outputCid != expected:
+        raise ValidationFailed(
+            "outputCid is not the CID of the output",
+            errors=[FieldError(pointer="/outputCid", message=f"expected {expected}")],
+            code=OUTPUT_CID_MISMATCH_CODE,
+        )
+
+
+async def _check_signature(request: web.Request, agent_id: UUID, body: CompleteRequest) -> None:
+    if body.contentSignature is None:
+        return
+    principal = require_principal(request)
+    public_key = principal.public_key or await _pool(request).fetchval(
+        Q.task_flow_agent_key, agent_id
+    )
+    valid = public_key is not None and verify_signature(
+        parse_public_key(public_key), body.outputCid.encode("utf-8"), body.contentSignature
+    )
+    if not valid:
+        raise InvalidSignature(
+            "contentSignature is not the claimant's Ed25519 signature of outputCid",
+            errors=[FieldError(pointer="/contentSignature", message="does not verify")],
+        )
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/tasks/{id}/attempts/{n}/fail",
+    tag=TAG,
+    headers=(TEAM_HEADER,),
+    path_params=AttemptPath,
+    body=FailRequest,
+    response=Task,
+    scopes=EXECUTE_SCOPES,
+    errors=REPORT_ERRORS,
+)
+async def fail_attempt(request: web.Request, parsed: Parsed) -> Task:
+    """Give up on a started attempt with `{error: {code, message, retryable?}}`. The task goes
+    back to the queue when `retryable` and it has attempts left, else it fails."""
+    path: AttemptPath = parsed.path
+    body: FailRequest = parsed.body
+    target = await _attempt_target(request, path)
+    _refuse_report(target, path.n)
+    command = FailCommand(
+        agent_id=target["claimed_by_agent_id"],
+        attempt_n=path.n,
+        error=body.error.model_dump(),
+        retryable=body.error.retryable,
+    )
+    return await _report(request, path, FAIL_UPDATE, command)
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/tasks/{id}/attempts/{n}/abort",
+    tag=TAG,
+    headers=(TEAM_HEADER,),
+    path_params=AttemptPath,
+    body=AbortRequest,
+    response=Task,
+    scopes=EXECUTE_SCOPES,
+    errors=REPORT_ERRORS,
+)
+async def abort_attempt(request: web.Request, parsed: Parsed) -> Task:
+    """The claimant abandons a started attempt (`aborted`, claim cleared, no cancellation
+    fields): the task returns to the queue while it has attempts left, else it fails."""
+    path: AttemptPath = parsed.path
+    body: AbortRequest = parsed.body
+    target = await _attempt_target(request, path)
+    _refuse_report(target, path.n)
+    command = AbortCommand(
+        agent_id=target["claimed_by_agent_id"], attempt_n=path.n, reason=body.reason
+    )
+    return await _report(request, path, ABORT_UPDATE, command)
+
+
+def _refuse_report(target: asyncpg.Record, attempt_n: int) -> None:
+    """SPEC 3.1 guards, answered from the rows when they already decide (the workflow's
+    validator answers the races)."""
+    status = target["attempt_status"]
+    if status == "claimed":
+        raise Conflict(
+            f"Attempt {attempt_n} has not started: send a heartbeat first", code=NOT_STARTED_CODE
+        )
+    if status in TERMINAL_ATTEMPT_STATUSES:
+        raise attempt_finished(attempt_n, status)
+
+
+async def _report(request: web.Request, path: AttemptPath, update: str, command: Payload) -> Task:
+    try:
+        await _update(request, path.id, update, command, Settled)
+    except TaskClosed:
+        target = await _attempt_target(request, path)
+        _refuse_report(target, path.n)
+        raise task_finished(target["status"]) from None
+    return await _task_view(request, path.id)
+
+
+# --- cancel --------------------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/tasks/{id}/cancel",
+    tag=TAG,
+    headers=(TEAM_HEADER,),
+    path_params=TaskPath,
+    body=CancelRequest,
+    response=Task,
+    scopes=MANAGE_SCOPES,
+    errors=REPORT_ERRORS,
+)
+async def cancel_task(request: web.Request, parsed: Parsed) -> Task:
+    """Cancel a task that has not ended, with a `reason` (owners and managers of its team, or
+    an explicit task manager). A worker on it learns on its next heartbeat (`cancelled:
+    true`); a result it sends afterwards is refused (409)."""
+    path: TaskPath = parsed.path
+    body: CancelRequest = parsed.body
+    principal = require_principal(request)
+    row = await _pool(request).fetchrow(Q.task_flow_claim_target, path.id)
+    if row is None:
+        raise NotFound("No such task")
+    _in_team_context(request, row["team_id"])
+    if not await allowed(request, "Task", path.id, "cancel"):
+        raise await _denied(
+            request,
+            row,
+            Forbidden("Cancelling needs an owner or manager of the task's team, or a task manager"),
+        )
+    if row["status"] in TERMINAL_TASK_STATUSES:
+        raise task_finished(row["status"])
+    command = CancelCommand(
+        subject_ns=_subject_ns(principal), subject_id=principal.subject_id, reason=body.reason
+    )
+    try:
+        await _update(request, path.id, CANCEL_UPDATE, command, Settled)
+    except TaskClosed:
+        raise task_finished((await _task_view(request, path.id)).status) from None
+    return await _task_view(request, path.id)
+
+
+def _subject_ns(principal: Principal) -> Any:
+    return "Agent" if principal.agent_id is not None else "Human"

@@ -1,0 +1,764 @@
+"""Task routes (SPEC 4.5): create, list, get, the type registry, attempts, grants, messages.
+
+The attempt workflow `task/<taskId>` owns every state change of a task (claim, heartbeat,
+complete, ... live in `routes/task_attempts.py`); these routes validate a new task and start
+that workflow, read the rows it projects, write grants through a request workflow, and append
+streamed messages, the one write the API makes itself (through `keys.MESSAGE_WRITER`).
+
+Who may do what (SPEC 5 "Task authorization rules"; the permission engine decides):
+
+- create: scope `task:write`; `propose_tasks` on the team (else 403
+  `task-propose-forbidden`); a provenance diary that exists (else 404 `diary-not-found`) and
+  that the caller can read (else 403 `provenance-diary-unreadable`).
+- list: scope `task:read`; the `x-service-team-id` header (400 without); membership of that
+  team in any role (else 404 `team-not-found`).
+- get, attempts, read messages: scope `task:read`; membership of the owning team or an
+  explicit Task grant (else 404).
+- grants: scope `task:manage` (`task:read` to list them); the owning team's owners or managers,
+  or an explicit task manager (Task `cancel`; else 403 `task-manage-forbidden`).
+- append messages: scope `task:execute`; being the attempt's claimant (else 403
+  `not-claimant`), and the attempt running (else 409 `attempt-not-started` / `attempt-terminal`).
+
+Choices where the spec is terse:
+- Reading a task by id, like listing, is open to every member of the owning team including a
+  bare executor: a daemon must be a member of the team whose queue it polls (SPEC 5), and it
+  must be able to read what it may claim. Team `access` alone would hide the queue from it.
+- An explicit grantee reads by id only; when it sends `x-service-team-id` it must be the owning
+  team (another team is a 404, as for anyone).
+- `claimable=true` keeps queued tasks whose claim condition holds now.
+- A continuation (`input.continueFrom`) must name a completed `freeform` task of the same team
+  that the caller can read; it inherits the source's project. The automatic claim condition
+  (the source is `completed`) is added unless the request brings its own: the source is already
+  completed, a terminal state, so the automatic one can never gate anything.
+- An input reference naming an artifact binds a CID staged by the task's team; two references
+  to the same CID are one binding and are rejected as ambiguous. The attempt workflow writes
+  the `task_artifacts` rows from `TaskStart.references` when it inserts the task.
+- `Idempotency-Key` (1..200 characters): the task id is a uuid5 of (team, creator, key), so
+  concurrent retries start the same workflow and converge on one row; the canonical body's json
+  CID tells a retry (201, the same task) from a reuse with another body (409
+  `idempotency-key-reused`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+from uuid import UUID
+
+import asyncpg
+from aiohttp import web
+from opentelemetry.propagate import inject
+from temporalio.common import SearchAttributePair
+
+from api import keys
+from api.access import allowed, require_team_header, team_header
+from api.auth import require_principal
+from api.endpoint import Parsed, endpoint, render
+from api.flows import execute
+from api.routes.diaries import can_read, load_diary
+from api.task_flows import start_task
+from infra.repos import task_reads
+from infra.repos.task_messages import AppendRefused, append_messages
+from schemas import limits
+from schemas.errors import (
+    Conflict,
+    DomainError,
+    FieldError,
+    Forbidden,
+    InternalError,
+    NotFound,
+    ValidationFailed,
+)
+from schemas.kernel.cids import json_cid
+from schemas.kernel.cursors import decode_cursor, encode_cursor
+from schemas.kernel.permissions import RelationTuple, Subject, TupleDelete, TupleWrite
+from schemas.kernel.task_types import (
+    TASK_TYPES,
+    TaskType,
+    get_task_type,
+    input_schema_cid,
+    validate_input,
+)
+from schemas.kernel.task_types import input_schema as type_input_schema
+from schemas.principals import Principal
+from schemas.task_api import (
+    NO_PROJECT,
+    TASK_GRANT_RELATIONS,
+    TASK_GRANT_ROLES,
+    AppendMessagesRequest,
+    AttemptPath,
+    CreateTaskRequest,
+    MessagesAppended,
+    MessagesQuery,
+    Task,
+    TaskAttemptList,
+    TaskGrant,
+    TaskGrantList,
+    TaskGrantRequest,
+    TaskGrantRevoked,
+    TaskList,
+    TaskListQuery,
+    TaskMessageList,
+    TaskPath,
+    TaskSchema,
+    TaskSchemaList,
+    attempt_from_row,
+    message_from_row,
+    task_from_row,
+)
+from schemas.task_attempts import ATTEMPT_FINISHED_CODE, NOT_CLAIMANT_CODE, NOT_STARTED_CODE
+from schemas.tasks import TaskStart
+from workflows.common import TASK_TYPE, TEAM_ID
+from workflows.task_grants import TaskGrantRevokeWorkflow, TaskGrantWriteWorkflow
+
+routes = web.RouteTableDef()
+TAG = "tasks"
+TEAM_HEADER_DOC = ("x-service-team-id",)
+IDEMPOTENCY_HEADER: Final = "Idempotency-Key"
+LIST_CURSOR_SCOPE: Final = "tasks"
+# uuid5 namespace of task ids derived from an Idempotency-Key (fixed forever: ids depend on it)
+IDEMPOTENT_TASK_IDS: Final = uuid.UUID("6f0c2a52-52d4-5b8e-9a55-3c1f1e0a7b10")
+
+
+def _pool(request: web.Request) -> asyncpg.Pool:
+    return request.app[keys.READ_POOL]
+
+
+def _no_such_task() -> NotFound:
+    return NotFound("No such task", code="task-not-found")
+
+
+# --- who may see a task -----------------------------------------------------------------------
+
+
+async def can_view_task(request: web.Request, task: asyncpg.Record) -> bool:
+    """Members of the owning team (any role) and explicit grantees (Task `view`)."""
+    return await allowed(request, "Team", task["team_id"], "verify_claim") or await allowed(
+        request, "Task", task["id"], "view"
+    )
+
+
+async def visible_task(request: web.Request, task_id: UUID) -> asyncpg.Record:
+    """The task row if the caller may see it; 404 otherwise (and for another team's header)."""
+    task = await task_reads.get_task(_pool(request), task_id)
+    if task is None:
+        raise _no_such_task()
+    header = team_header(request)
+    if header is not None and header != task["team_id"]:
+        raise _no_such_task()
+    if not await can_view_task(request, task):
+        raise _no_such_task()
+    return task
+
+
+# --- the type registry ------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/tasks/schemas",
+    tag=TAG,
+    response=TaskSchemaList,
+    scopes=("task:read",),
+)
+async def list_task_schemas(request: web.Request, parsed: Parsed) -> TaskSchemaList:
+    """The registered task types: output kind, input schema and its CID."""
+    return TaskSchemaList(
+        items=[
+            TaskSchema(
+                taskType=t.name,
+                outputKind=t.output_kind,
+                inputSchema=type_input_schema(t),
+                inputSchemaCid=input_schema_cid(t),
+            )
+            for t in TASK_TYPES
+        ]
+    )
+
+
+# --- create -----------------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/tasks",
+    tag=TAG,
+    status=201,
+    body=CreateTaskRequest,
+    response=Task,
+    scopes=("task:write",),
+    headers=(*TEAM_HEADER_DOC, IDEMPOTENCY_HEADER),
+    errors=(ValidationFailed, Forbidden, NotFound, Conflict),
+)
+async def create_task(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+    """Create a task (queued); its attempt workflow `task/<taskId>` starts at once.
+
+    Order of checks: the body (closed; 400), the type and its input schema (400, a pointer per
+    error), references required by the type (400); then `propose_tasks` on the team (403), the
+    provenance diary (404 when missing, 403 when unreadable); then what depends on stored
+    state: a replayed `Idempotency-Key` (201 with the same task, 409 with another body), the
+    continuation source, the project, the staged artifacts and the claim condition (400).
+    Nothing is written unless every check passes.
+    """
+    body: CreateTaskRequest = parsed.body
+    principal = require_principal(request)
+    key = _idempotency_key(request)
+    task_type = get_task_type(body.taskType)
+    _check_team_header(request, body.teamId)
+    _check_input(task_type, body)
+
+    if not await allowed(request, "Team", body.teamId, "propose_tasks"):
+        raise Forbidden(
+            "Proposing tasks needs an owner, a manager or an agent executor of the team",
+            code="task-propose-forbidden",
+        )
+    diary = await load_diary(request, body.diaryId)
+    if not await can_read(request, diary):
+        raise Forbidden(
+            "The caller cannot read the provenance diary", code="provenance-diary-unreadable"
+        )
+
+    request_cid = json_cid(body.canonical())
+    task_id = uuid.uuid4()
+    if key is not None:
+        task_id = _idempotent_task_id(body.teamId, principal, key)
+        replayed = await _replay(request, body.teamId, principal, key, request_cid)
+        if replayed is not None:
+            return render(replayed, 201)
+
+    project_id, continuation_condition = await _continuation(request, body)
+    await _check_project(request, body.teamId, project_id)
+    references = await _bound_references(request, body)
+    claim_condition = await _claim_condition(request, body, continuation_condition)
+
+    start = TaskStart(
+        task_id=task_id,
+        team_id=body.teamId,
+        diary_id=body.diaryId,
+        project_id=project_id,
+        task_type=task_type.name,
+        title=body.title,
+        input=body.input,
+        input_cid=json_cid(body.input),
+        input_schema_cid=input_schema_cid(task_type),
+        output_kind=task_type.output_kind,
+        correlation_id=body.correlationId,
+        references=references,
+        claim_condition=claim_condition,
+        allowed_profiles=[p.model_dump(mode="json") for p in body.allowedProfiles],
+        required_trust_level=body.requiredExecutorTrustLevel,
+        max_attempts=body.maxAttempts,
+        dispatch_timeout_sec=body.effective_dispatch_timeout_sec(),
+        running_timeout_sec=body.effective_running_timeout_sec(),
+        expires_at=datetime.now(UTC) + timedelta(seconds=body.effective_expires_in_sec()),
+        proposed_by_agent_id=principal.agent_id,
+        proposed_by_human_id=principal.human_id,
+        idempotency_key=key,
+        idempotency_cid=request_cid if key is not None else None,
+        traceparent=_traceparent(),
+    )
+    await start_task(request, start)
+    row = await task_reads.get_task(_pool(request), task_id)
+    if row is None:
+        # `start_task` returns once the row is committed, or at once when a workflow under this
+        # id already ended: with a key, an earlier request's creation that failed (its run is
+        # closed without a row), so this key cannot name a task any more.
+        if key is not None:
+            raise Conflict(
+                f"An earlier request with this {IDEMPOTENCY_HEADER} failed; use a new key",
+                code="idempotency-key-failed",
+            )
+        raise InternalError("The task was started but its row is not readable")
+    if key is not None and row["idempotency_cid"] != request_cid:
+        raise _key_reused()  # a concurrent first use of the key with another body won
+    return render(task_from_row(row), 201)
+
+
+def _idempotency_key(request: web.Request) -> str | None:
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is None:
+        return None
+    if not 1 <= len(key) <= limits.IDEMPOTENCY_KEY_MAX_CHARS:
+        raise ValidationFailed(
+            f"{IDEMPOTENCY_HEADER} must be 1 to {limits.IDEMPOTENCY_KEY_MAX_CHARS} characters",
+            code="invalid-idempotency-key",
+        )
+    return key
+
+
+def _idempotent_task_id(team_id: UUID, principal: Principal, key: str) -> UUID:
+    """The same (team, creator, key) always names the same task, so retries converge."""
+    name = f"{team_id}|{principal.subject_ns}|{principal.subject_id}|{key}"
+    return uuid.uuid5(IDEMPOTENT_TASK_IDS, name)
+
+
+def _key_reused() -> Conflict:
+    return Conflict(
+        f"This {IDEMPOTENCY_HEADER} was used with another request body",
+        code="idempotency-key-reused",
+    )
+
+
+async def _replay(
+    request: web.Request, team_id: UUID, principal: Principal, key: str, request_cid: str
+) -> Task | None:
+    found = await task_reads.task_for_idempotency_key(
+        _pool(request), team_id, principal.subject_id, key
+    )
+    if found is None:
+        return None
+    if found["idempotency_cid"] != request_cid:
+        raise _key_reused()
+    row = await task_reads.get_task(_pool(request), found["id"])
+    return None if row is None else task_from_row(row)
+
+
+def _check_team_header(request: web.Request, team_id: UUID) -> None:
+    header = team_header(request)
+    if header is not None and header != team_id:
+        raise ValidationFailed(
+            "The x-service-team-id header names another team than teamId",
+            code="team-mismatch",
+            errors=[FieldError(pointer="/teamId", message="differs from x-service-team-id")],
+        )
+
+
+def _check_input(task_type: TaskType, body: CreateTaskRequest) -> None:
+    errors = validate_input(task_type, body.input)
+    if errors:
+        raise ValidationFailed(
+            f"The input does not match the {task_type.name} input schema", errors=errors
+        )
+    if task_type.requires_references and not body.references:
+        raise ValidationFailed(
+            f"A {task_type.name} task needs at least one reference",
+            code="references-required",
+            errors=[FieldError(pointer="/references", message="at least one is required")],
+        )
+    for i, ref in enumerate(body.references):
+        if ref.artifact is None and ref.taskId is None:
+            raise ValidationFailed(
+                "A reference names an artifact, a task, or both",
+                errors=[FieldError(pointer=f"/references/{i}", message="names nothing")],
+            )
+
+
+def _invalid(pointer: str, message: str, code: str = "validation-failed") -> ValidationFailed:
+    return ValidationFailed(
+        message, code=code, errors=[FieldError(pointer=pointer, message=message)]
+    )
+
+
+async def _continuation(
+    request: web.Request, body: CreateTaskRequest
+) -> tuple[UUID | None, dict[str, Any] | None]:
+    """The project and automatic claim condition of a continuation; `(projectId, None)` for
+    any other task. The schema already rejected `execution.workspace` with `continueFrom`."""
+    source_ref = body.input.get("continueFrom") if body.taskType == "freeform" else None
+    if not isinstance(source_ref, dict):
+        return body.projectId, None
+    pointer = "/input/continueFrom"
+    source_id = UUID(str(source_ref["taskId"]))
+    source = await task_reads.get_task(_pool(request), source_id)
+    if source is None or not await can_view_task(request, source):
+        raise _invalid(f"{pointer}/taskId", "No such task", "continuation-source-not-found")
+    if source["team_id"] != body.teamId:
+        raise _invalid(f"{pointer}/taskId", "The source task belongs to another team")
+    if source["task_type"] != "freeform":
+        raise _invalid(f"{pointer}/taskId", "Only a freeform task can be continued")
+    attempt_n = source_ref.get("attemptN")
+    completed = await task_reads.completed_attempt_n(_pool(request), source_id, attempt_n)
+    if source["status"] != "completed" or completed is None:
+        what = f"attempt {attempt_n}" if attempt_n is not None else "task"
+        raise _invalid(
+            f"{pointer}/{'attemptN' if attempt_n is not None else 'taskId'}",
+            f"The source {what} is not completed",
+            "continuation-source-not-completed",
+        )
+    inherited: UUID | None = source["project_id"]
+    if "projectId" in body.model_fields_set and body.projectId != inherited:
+        raise _invalid(
+            "/projectId",
+            "A continuation stays in its source's project; omit projectId",
+            "continuation-project-mismatch",
+        )
+    condition = {"kind": "task_status", "taskId": str(source_id), "statuses": ["completed"]}
+    return inherited, condition
+
+
+async def _check_project(request: web.Request, team_id: UUID, project_id: UUID | None) -> None:
+    if project_id is None:
+        return
+    if await task_reads.project_team(_pool(request), project_id) != team_id:
+        raise _invalid("/projectId", "No such project in this team", "project-not-found")
+
+
+async def _bound_references(request: web.Request, body: CreateTaskRequest) -> list[dict[str, Any]]:
+    """The references as stored: artifact CIDs checked against the team's staged artifacts,
+    `kind` defaulting to `input`, `title` to the CID (SPEC 2.6), tasks checked readable."""
+    cids = [ref.artifact.cid for ref in body.references if ref.artifact is not None]
+    staged = await task_reads.staged_artifacts(_pool(request), body.teamId, cids) if cids else {}
+    seen: set[str] = set()
+    bound: list[dict[str, Any]] = []
+    for i, ref in enumerate(body.references):
+        stored: dict[str, Any] = {"role": ref.role, "taskId": None}
+        if ref.taskId is not None:
+            task = await task_reads.get_task(_pool(request), ref.taskId)
+            if task is None or not await can_view_task(request, task):
+                raise _invalid(f"/references/{i}/taskId", "No such task", "reference-not-found")
+            stored["taskId"] = str(ref.taskId)
+        if ref.artifact is not None:
+            cid = ref.artifact.cid
+            pointer = f"/references/{i}/artifact/cid"
+            if cid not in staged:
+                raise _invalid(
+                    pointer, "Not an artifact staged by this team", "artifact-not-staged"
+                )
+            if cid in seen:
+                raise _invalid(pointer, "This CID is referenced twice")
+            seen.add(cid)
+            stored["artifact"] = {
+                "cid": cid,
+                "contentType": ref.artifact.contentType or staged[cid].content_type,
+                "kind": ref.artifact.kind or "input",
+                "title": ref.artifact.title or cid,
+            }
+        bound.append(stored)
+    return bound
+
+
+async def _claim_condition(
+    request: web.Request, body: CreateTaskRequest, automatic: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    if body.claimCondition is None:
+        return automatic
+    gate = await task_reads.get_task(_pool(request), body.claimCondition.taskId)
+    if gate is None or not await can_view_task(request, gate):
+        raise _invalid("/claimCondition/taskId", "No such task", "claim-condition-task-not-found")
+    return body.claimCondition.model_dump(mode="json")
+
+
+def _traceparent() -> str | None:
+    """W3C trace context of this request, so the claim continues the creation's trace."""
+    carrier: dict[str, str] = {}
+    inject(carrier)
+    return carrier.get("traceparent")
+
+
+# --- list and get -------------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/tasks",
+    tag=TAG,
+    query=TaskListQuery,
+    response=TaskList,
+    scopes=("task:read",),
+    headers=TEAM_HEADER_DOC,
+    errors=(ValidationFailed, NotFound),
+)
+async def list_tasks(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+    """The team's tasks, newest first, filtered; `nextCursor` pages with the same filters."""
+    query: TaskListQuery = parsed.query
+    team_id = require_team_header(request)
+    if not await allowed(request, "Team", team_id, "verify_claim"):
+        raise NotFound("No such team", code="team-not-found")
+    where = task_reads.TaskFilter(
+        team_id=team_id,
+        statuses=query.status_filter(),
+        task_types=query.type_filter(),
+        correlation_id=query.correlationId,
+        general_only=query.projectId == NO_PROJECT,
+        project_id=query.projectId if isinstance(query.projectId, UUID) else None,
+        diary_id=query.diaryId,
+        claimable_only=bool(query.claimable),
+    )
+    secret = request.app[keys.SETTINGS].secret_bytes
+    binding = _cursor_binding(where)
+    after = None
+    if query.cursor is not None:
+        position = decode_cursor(
+            query.cursor, secret=secret, scope=LIST_CURSOR_SCOPE, binding=binding
+        )
+        after = _position(position)
+    rows = await task_reads.list_tasks(_pool(request), where, after, query.limit + 1)
+    page = rows[: query.limit]
+    next_cursor = None
+    if len(rows) > query.limit:
+        last = page[-1]
+        next_cursor = encode_cursor(
+            {"c": last["created_at"].isoformat(), "i": str(last["id"])},
+            secret=secret,
+            scope=LIST_CURSOR_SCOPE,
+            binding=binding,
+        )
+    listed = TaskList(items=[task_from_row(row) for row in page])
+    payload = listed.model_dump(mode="json", exclude_none=True)
+    payload["nextCursor"] = next_cursor  # null on the last page, not absent
+    return render(payload)
+
+
+def _cursor_binding(where: task_reads.TaskFilter) -> dict[str, str | bool | None]:
+    """The filters a cursor is bound to: reusing it with others is a 400, not another page."""
+    return {
+        "team": str(where.team_id),
+        "statuses": ",".join(where.statuses or []) or None,
+        "types": ",".join(where.task_types or []) or None,
+        "correlation": str(where.correlation_id) if where.correlation_id else None,
+        "general": where.general_only,
+        "project": str(where.project_id) if where.project_id else None,
+        "diary": str(where.diary_id) if where.diary_id else None,
+        "claimable": where.claimable_only,
+    }
+
+
+def _position(position: dict[str, Any]) -> tuple[datetime, UUID]:
+    try:
+        return datetime.fromisoformat(position["c"]), UUID(position["i"])
+    except (KeyError, TypeError, ValueError):
+        raise ValidationFailed("The cursor is malformed", code="invalid-cursor") from None
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/tasks/{id}",
+    tag=TAG,
+    path_params=TaskPath,
+    response=Task,
+    scopes=("task:read",),
+    headers=TEAM_HEADER_DOC,
+    errors=(NotFound,),
+)
+async def get_task(request: web.Request, parsed: Parsed) -> Task:
+    """One task (owning-team members and explicit grantees; 404 for anyone else)."""
+    return task_from_row(await visible_task(request, parsed.path.id))
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/tasks/{id}/attempts",
+    tag=TAG,
+    path_params=TaskPath,
+    response=TaskAttemptList,
+    scopes=("task:read",),
+    headers=TEAM_HEADER_DOC,
+    errors=(NotFound,),
+)
+async def list_task_attempts(request: web.Request, parsed: Parsed) -> TaskAttemptList:
+    """The task's attempts, first to last."""
+    task = await visible_task(request, parsed.path.id)
+    rows = await task_reads.list_attempts(_pool(request), task["id"])
+    return TaskAttemptList(items=[attempt_from_row(row) for row in rows])
+
+
+# --- grants ------------------------------------------------------------------------------------
+
+
+async def _managed_task(request: web.Request, task_id: UUID) -> asyncpg.Record:
+    """The task if the caller may share it: owning team owners/managers or a task manager."""
+    task = await visible_task(request, task_id)
+    if not (
+        await allowed(request, "Team", task["team_id"], "write")
+        or await allowed(request, "Task", task_id, "cancel")
+    ):
+        raise Forbidden(
+            "Sharing a task needs an owner or manager of its team or a task manager",
+            code="task-manage-forbidden",
+        )
+    return task
+
+
+def _grant_tuple(task_id: UUID, grant: TaskGrantRequest) -> RelationTuple:
+    subject = Subject(
+        ns=grant.subjectNs,
+        id=str(grant.subjectId),
+        relation="members" if grant.subjectNs == "Group" else None,
+    )
+    return RelationTuple.grant("Task", task_id, TASK_GRANT_RELATIONS[grant.role], subject)
+
+
+def _grant_workflow_id(task_id: UUID, grant: TaskGrantRequest) -> str:
+    return f"task/{task_id}/grants/{grant.subjectNs}:{grant.subjectId}/{grant.role}"
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/tasks/{id}/grants",
+    tag=TAG,
+    status=201,
+    path_params=TaskPath,
+    body=TaskGrantRequest,
+    response=TaskGrant,
+    scopes=("task:manage",),
+    headers=TEAM_HEADER_DOC,
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def create_task_grant(request: web.Request, parsed: Parsed) -> TaskGrant:
+    """Make an agent, a human or a group's members writers (view, claim) or managers (view,
+    claim, cancel) of one task. Granting twice is a no-op."""
+    task_id: UUID = parsed.path.id
+    grant: TaskGrantRequest = parsed.body
+    task = await _managed_task(request, task_id)
+    if not await task_reads.subject_exists(_pool(request), grant.subjectNs, grant.subjectId):
+        raise NotFound(f"No such {grant.subjectNs}", code="subject-not-found")
+    await execute(
+        request,
+        TaskGrantWriteWorkflow.run,
+        TupleWrite(tuples=[_grant_tuple(task_id, grant)]),
+        workflow_id=_grant_workflow_id(task_id, grant),
+        on_duplicate=Conflict("This grant is being changed", code="grant-in-progress"),
+        search=_search(task),
+    )
+    return TaskGrant(
+        taskId=task_id, subjectId=grant.subjectId, subjectNs=grant.subjectNs, role=grant.role
+    )
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/tasks/{id}/grants",
+    tag=TAG,
+    path_params=TaskPath,
+    response=TaskGrantList,
+    scopes=("task:read",),
+    headers=TEAM_HEADER_DOC,
+    errors=(NotFound, Forbidden),
+)
+async def list_task_grants(request: web.Request, parsed: Parsed) -> TaskGrantList:
+    """Who holds explicit grants on the task (same authority as granting)."""
+    task_id: UUID = parsed.path.id
+    await _managed_task(request, task_id)
+    rows = await task_reads.list_grants(_pool(request), task_id)
+    return TaskGrantList(
+        items=[
+            TaskGrant(
+                taskId=task_id,
+                subjectId=UUID(row["subject_id"]),
+                subjectNs=row["subject_ns"],
+                role=TASK_GRANT_ROLES[row["relation"]],
+                createdAt=row["created_at"],
+            )
+            for row in rows
+        ]
+    )
+
+
+@endpoint(
+    routes,
+    "DELETE",
+    "/tasks/{id}/grants",
+    tag=TAG,
+    path_params=TaskPath,
+    body=TaskGrantRequest,
+    response=TaskGrantRevoked,
+    scopes=("task:manage",),
+    headers=TEAM_HEADER_DOC,
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def revoke_task_grant(request: web.Request, parsed: Parsed) -> TaskGrantRevoked:
+    """Remove one grant; revoking a grant that does not exist answers `revoked: false`."""
+    task_id: UUID = parsed.path.id
+    grant: TaskGrantRequest = parsed.body
+    task = await _managed_task(request, task_id)
+    result = await execute(
+        request,
+        TaskGrantRevokeWorkflow.run,
+        TupleDelete(tuples=[_grant_tuple(task_id, grant)]),
+        workflow_id=_grant_workflow_id(task_id, grant),
+        on_duplicate=Conflict("This grant is being changed", code="grant-in-progress"),
+        search=_search(task),
+    )
+    return TaskGrantRevoked(revoked=result.deleted > 0)
+
+
+def _search(task: asyncpg.Record) -> list[SearchAttributePair[Any]]:
+    return [
+        SearchAttributePair(TEAM_ID, str(task["team_id"])),
+        SearchAttributePair(TASK_TYPE, task["task_type"]),
+    ]
+
+
+# --- messages ----------------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/tasks/{id}/attempts/{n}/messages",
+    tag=TAG,
+    status=201,
+    path_params=AttemptPath,
+    body=AppendMessagesRequest,
+    response=MessagesAppended,
+    scopes=("task:execute",),
+    headers=TEAM_HEADER_DOC,
+    errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+)
+async def append_task_messages(request: web.Request, parsed: Parsed) -> MessagesAppended:
+    """Append one message or a batch (≤ 200) to a running attempt; the server numbers them
+    (`seq`, gapless per attempt). Only the attempt's claimant may write."""
+    path: AttemptPath = parsed.path
+    body: AppendMessagesRequest = parsed.body
+    principal = require_principal(request)
+    messages = [m.model_dump(mode="json") for m in body.batch()]
+    outcome = await append_messages(
+        request.app[keys.MESSAGE_WRITER], path.id, path.n, principal.subject_id, messages
+    )
+    if isinstance(outcome, AppendRefused):
+        raise await _append_refusal(request, path, outcome)
+    return MessagesAppended(
+        count=outcome.count, firstSeq=outcome.first_seq, lastSeq=outcome.last_seq
+    )
+
+
+async def _append_refusal(
+    request: web.Request, path: AttemptPath, refused: AppendRefused
+) -> DomainError:
+    """404 when the caller cannot see the task or the attempt, else why it may not write."""
+    await visible_task(request, path.id)
+    if refused.reason == "no-attempt":
+        return NotFound("No such attempt", code="attempt-not-found")
+    if refused.reason == "not-claimant":
+        return Forbidden("Only the attempt's claimant posts messages", code=NOT_CLAIMANT_CODE)
+    if refused.reason == "not-started":
+        return Conflict(
+            "The attempt has not started: send a heartbeat first", code=NOT_STARTED_CODE
+        )
+    return Conflict(f"The attempt is {refused.status}", code=ATTEMPT_FINISHED_CODE)
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/tasks/{id}/attempts/{n}/messages",
+    tag=TAG,
+    path_params=AttemptPath,
+    query=MessagesQuery,
+    response=TaskMessageList,
+    scopes=("task:read",),
+    headers=TEAM_HEADER_DOC,
+    errors=(NotFound,),
+)
+async def list_task_messages(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+    """An attempt's messages after `afterSeq` (exclusive), in `seq` order."""
+    path: AttemptPath = parsed.path
+    query: MessagesQuery = parsed.query
+    await visible_task(request, path.id)
+    attempt = await task_reads.get_attempt(_pool(request), path.id, path.n)
+    if attempt is None:
+        raise NotFound("No such attempt", code="attempt-not-found")
+    rows = await task_reads.list_messages(
+        _pool(request), attempt["id"], query.afterSeq, query.limit
+    )
+    items = [message_from_row(path.id, path.n, row) for row in rows]
+    listing = TaskMessageList(items=items, lastSeq=items[-1].seq if items else None)
+    return render(listing.model_dump(mode="json"))  # a null payload stays in the JSON

@@ -1,0 +1,831 @@
+"""Team routes: teams and founding (SPEC 4.3, 3.2), members, invites, groups and projects.
+
+Who may do what (the permission engine decides; SPEC 5's Team and Group namespaces):
+
+| action | needs (else 403 for members, 404 for others) |
+|---|---|
+| read a team, members, groups, projects | any role (founding team: a founding seat) |
+| delete a team | `manage` (owners) |
+| change a role, remove a member | `manage_members`; granting or taking `owner`: `manage` |
+| leave a team or a group | being that member |
+| invites: create, list, delete | `manage_members` (owners, managers) |
+| groups: create, delete, members | `manage_members` (Group `manage`) |
+| projects: create | `write` (owners, managers) |
+
+Scopes: none beyond authentication. The spec names no team scope, and a team is governed by
+its roles, so the routes gate by permission only (as the reference does in effect). Invariants
+that races could break (the last owner, invite use counts, personal teams, founding status) are
+re-checked by the activity under a row lock; the checks here only decide 404 versus 403.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import asyncpg
+from aiohttp import web
+from temporalio.client import WithStartWorkflowOperation
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from api import keys
+from api.access import allowed
+from api.auth import require_principal
+from api.endpoint import Parsed, endpoint, render
+from api.flows import execute
+from infra.db import Q
+from infra.repos.teams import group_from_row, invite_from_row, project_from_row
+from schemas import limits
+from schemas.errors import (
+    Conflict,
+    DomainError,
+    FieldError,
+    Forbidden,
+    Gone,
+    NotFound,
+    ValidationFailed,
+)
+from schemas.principals import Principal
+from schemas.teams import (
+    FOUNDING_ACCEPT_EVENT,
+    FOUNDING_SEEDED,
+    INVITE_CODE_PREFIX,
+    RELATION_ROLES,
+    AddGroupMemberRequest,
+    CreateGroupRequest,
+    CreateInviteRequest,
+    CreateProjectRequest,
+    CreateTeamRequest,
+    Deleted,
+    FoundingAccept,
+    FoundingAcceptanceView,
+    FoundingAccepted,
+    FoundingState,
+    Group,
+    GroupCreate,
+    GroupList,
+    GroupMember,
+    GroupMemberChange,
+    GroupMemberList,
+    GroupMemberPath,
+    GroupMemberRemove,
+    GroupPath,
+    GroupRef,
+    Invite,
+    InviteCreate,
+    InviteDelete,
+    InviteList,
+    InvitePath,
+    Joined,
+    JoinRequest,
+    MemberList,
+    MemberPath,
+    MemberRemove,
+    MemberRoleChange,
+    Project,
+    ProjectCreate,
+    ProjectList,
+    Seat,
+    Team,
+    TeamCreate,
+    TeamJoin,
+    TeamList,
+    TeamMember,
+    TeamPath,
+    TeamRef,
+    TeamRole,
+    TeamSummary,
+    UpdateMemberRequest,
+    strongest,
+)
+from workflows.common import TEAM_ID
+from workflows.teams import (
+    GroupCreateWorkflow,
+    GroupDeleteWorkflow,
+    GroupMemberAddWorkflow,
+    GroupMemberRemoveWorkflow,
+    ProjectCreateWorkflow,
+    TeamCreateWorkflow,
+    TeamDeleteWorkflow,
+    TeamFoundingWorkflow,
+    TeamInviteCreateWorkflow,
+    TeamInviteDeleteWorkflow,
+    TeamJoinWorkflow,
+    TeamMemberRemoveWorkflow,
+    TeamMemberRoleWorkflow,
+)
+
+routes = web.RouteTableDef()
+TAG = "teams"
+ArgT = TypeVar("ArgT")
+ResultT = TypeVar("ResultT")
+BUSY = Conflict("The same change to this team is already running", code="team-change-running")
+
+
+def _pool(request: web.Request) -> asyncpg.Pool:
+    return request.app[keys.READ_POOL]
+
+
+async def _run(
+    request: web.Request,
+    run: Callable[[Any, ArgT], Awaitable[ResultT]],
+    arg: ArgT,
+    team_id: uuid.UUID,
+    workflow_id: str,
+) -> ResultT:
+    """Run one team write as a workflow `teams/<team>/...`, findable by its TeamId."""
+    return await execute(
+        request,
+        run,
+        arg,
+        workflow_id=f"teams/{team_id}/{workflow_id}",
+        on_duplicate=BUSY,
+        search=[SearchAttributePair(TEAM_ID, str(team_id))],
+    )
+
+
+# --- who the caller is in a team --------------------------------------------------------------
+
+
+async def _team_row(request: web.Request, team_id: uuid.UUID) -> asyncpg.Record:
+    row = await _pool(request).fetchrow(Q.team_get, team_id)
+    if row is None:
+        raise NotFound("No such team")
+    return row
+
+
+async def _role_in(
+    request: web.Request, team_id: uuid.UUID, subject_id: uuid.UUID
+) -> TeamRole | None:
+    rows = await _pool(request).fetch(Q.team_subject_relations, str(team_id), str(subject_id))
+    return strongest([RELATION_ROLES[row["relation"]] for row in rows])
+
+
+async def _visible_team(
+    request: web.Request, team_id: uuid.UUID
+) -> tuple[asyncpg.Record, TeamRole]:
+    """The team and the caller's role in it; 404 unless the caller holds a role, or holds a
+    founding seat of a team that never became active (its role-to-be is shown)."""
+    principal = require_principal(request)
+    team = await _team_row(request, team_id)
+    role = await _role_in(request, team_id, principal.subject_id)
+    if role is None and team["status"] != "active":
+        seat = await _pool(request).fetchrow(Q.founding_of, team_id, principal.subject_id)
+        role = None if seat is None else seat["role"]
+    if role is None:
+        raise NotFound("No such team")
+    return team, role
+
+
+async def _require_team(request: web.Request, team_id: uuid.UUID, permission: str) -> None:
+    """`permission` on the team, else 403 for its members and 404 for everyone else."""
+    if await allowed(request, "Team", team_id, permission):
+        return
+    if await allowed(request, "Team", team_id, "verify_claim"):
+        raise Forbidden(f"Your role in this team does not allow this ({permission})")
+    raise NotFound("No such team")
+
+
+async def _require_membership(request: web.Request, team_id: uuid.UUID) -> None:
+    if not await allowed(request, "Team", team_id, "verify_claim"):
+        raise NotFound("No such team")
+
+
+# --- views --------------------------------------------------------------------------------------
+
+
+def _team_view(row: asyncpg.Record, role: TeamRole | None, **extra: Any) -> Team:
+    return Team(
+        id=row["id"],
+        name=row["name"],
+        personal=row["personal"],
+        status=row["status"],
+        createdBy=row["created_by"],
+        createdAt=row["created_at"],
+        updatedAt=row["updated_at"],
+        role=role,
+        workflowId=row["workflow_id"],
+        **extra,
+    )
+
+
+async def _members(request: web.Request, team_id: uuid.UUID) -> list[TeamMember]:
+    rows = await _pool(request).fetch(Q.team_members, str(team_id))
+    roles: dict[uuid.UUID, list[TeamRole]] = {}
+    first: dict[uuid.UUID, asyncpg.Record] = {}
+    for row in rows:
+        roles.setdefault(row["subject_id"], []).append(RELATION_ROLES[row["relation"]])
+        first.setdefault(row["subject_id"], row)
+    members = []
+    for subject_id, row in first.items():
+        role = strongest(roles[subject_id])
+        assert role is not None
+        members.append(
+            TeamMember(
+                subjectId=subject_id,
+                subjectNs=row["subject_ns"],
+                role=role,
+                fingerprint=row["fingerprint"],
+            )
+        )
+    return members
+
+
+async def _acceptances(request: web.Request, team_id: uuid.UUID) -> list[FoundingAcceptanceView]:
+    rows = await _pool(request).fetch(Q.founding_list, team_id)
+    return [
+        FoundingAcceptanceView(
+            subjectId=row["subject_id"],
+            subjectNs=row["subject_ns"],
+            role=row["role"],
+            status=row["status"],
+            acceptedAt=row["accepted_at"],
+        )
+        for row in rows
+    ]
+
+
+# --- teams --------------------------------------------------------------------------------------
+
+
+@endpoint(routes, "GET", "/teams", tag=TAG, response=TeamList)
+async def list_teams(request: web.Request, parsed: Parsed) -> TeamList:
+    """Teams the caller belongs to, and teams it was asked to found (status founding/archived)."""
+    principal = require_principal(request)
+    rows = await _pool(request).fetch(
+        Q.team_list_for_subject, principal.subject_ns, str(principal.subject_id)
+    )
+    roles: dict[uuid.UUID, list[TeamRole]] = {}
+    seats: dict[uuid.UUID, TeamRole] = {}
+    teams: dict[uuid.UUID, asyncpg.Record] = {}
+    for row in rows:
+        teams.setdefault(row["id"], row)
+        if row["relation"] is not None:
+            roles.setdefault(row["id"], []).append(RELATION_ROLES[row["relation"]])
+        else:
+            seats[row["id"]] = row["founding_role"]
+    items = []
+    for team_id, row in teams.items():
+        role = strongest(roles.get(team_id, [])) or seats[team_id]
+        items.append(
+            TeamSummary(
+                id=team_id,
+                name=row["name"],
+                personal=row["personal"],
+                status=row["status"],
+                role=role,
+            )
+        )
+    return TeamList(items=items)
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/teams",
+    tag=TAG,
+    status=201,
+    body=CreateTeamRequest,
+    response=Team,
+    errors=(Conflict,),
+)
+async def create_team(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+    """Create a team: active at once (201), or founding (202) when `foundingMembers` are named.
+
+    A founding team waits up to 24 h for every founding member's `accept-founding`; then it is
+    active and each founding member holds its role (owner unless another is given), or it is
+    archived. The creator is an owner and has accepted by creating it.
+    """
+    body: CreateTeamRequest = parsed.body
+    principal = require_principal(request)
+    team_id = uuid.uuid4()
+    creator = Seat(subject_id=principal.subject_id, subject_ns=principal.subject_ns, role="owner")
+    founders = body.foundingMembers or []
+    for index, member in enumerate(founders):
+        if member.subjectId == principal.subject_id:
+            raise ValidationFailed(
+                "The creator is a founding owner already; do not list yourself",
+                errors=[
+                    FieldError(pointer=f"/foundingMembers/{index}/subjectId", message="Is you")
+                ],
+            )
+    if not founders:
+        create = TeamCreate(team_id=team_id, name=body.name, creator=creator)
+        await _run(request, TeamCreateWorkflow.run, create, team_id, "create")
+        team = _team_view(await _team_row(request, team_id), "owner")
+        return render(team, 201)
+    seats = [creator] + [
+        Seat(subject_id=m.subjectId, subject_ns=m.subjectNs, role=m.role) for m in founders
+    ]
+    await _start_founding(request, team_id, body.name, creator, seats)
+    team = _team_view(
+        await _team_row(request, team_id),
+        "owner",
+        foundingAcceptances=await _acceptances(request, team_id),
+    )
+    return render(team, 202)
+
+
+async def _start_founding(
+    request: web.Request, team_id: uuid.UUID, name: str, creator: Seat, seats: list[Seat]
+) -> None:
+    """Start `TeamFounding` and wait only until its rows exist (Update-with-Start)."""
+    workflow_id = f"teams/{team_id}/founding"
+    start = WithStartWorkflowOperation(
+        TeamFoundingWorkflow.run,
+        TeamCreate(
+            team_id=team_id, name=name, creator=creator, seats=seats, workflow_id=workflow_id
+        ),
+        id=workflow_id,
+        task_queue=request.app[keys.SETTINGS].temporal_task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        search_attributes=TypedSearchAttributes([SearchAttributePair(TEAM_ID, str(team_id))]),
+    )
+    await request.app[keys.TEMPORAL].execute_update_with_start_workflow(
+        FOUNDING_SEEDED, start_workflow_operation=start, result_type=FoundingState
+    )
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/teams/{id}",
+    tag=TAG,
+    path_params=TeamPath,
+    response=Team,
+    errors=(NotFound,),
+)
+async def get_team(request: web.Request, parsed: Parsed) -> Team:
+    """A team with its members (and, before it is active, its founding acceptances)."""
+    path: TeamPath = parsed.path
+    team, role = await _visible_team(request, path.id)
+    acceptances = None if team["status"] == "active" else await _acceptances(request, path.id)
+    return _team_view(
+        team, role, members=await _members(request, path.id), foundingAcceptances=acceptances
+    )
+
+
+@endpoint(
+    routes,
+    "DELETE",
+    "/teams/{id}",
+    tag=TAG,
+    path_params=TeamPath,
+    response=Deleted,
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def delete_team(request: web.Request, parsed: Parsed) -> Deleted:
+    """Delete a team (owners only). Personal teams stay; a team that owns diaries is a 409."""
+    path: TeamPath = parsed.path
+    await _require_team(request, path.id, "manage")
+    await _run(request, TeamDeleteWorkflow.run, TeamRef(team_id=path.id), path.id, "delete")
+    return Deleted()
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/teams/{id}/accept-founding",
+    tag=TAG,
+    path_params=TeamPath,
+    response=FoundingAccepted,
+    errors=(NotFound, Conflict),
+)
+async def accept_founding(request: web.Request, parsed: Parsed) -> FoundingAccepted:
+    """Record the caller's acceptance of a founding team (idempotent). The last acceptance
+    answers with the team already `active`."""
+    path: TeamPath = parsed.path
+    principal = require_principal(request)
+    team = await _team_row(request, path.id)
+    seat = await _pool(request).fetchrow(Q.founding_of, path.id, principal.subject_id)
+    if seat is None:
+        raise NotFound("No such team")
+    if seat["status"] == "accepted":
+        return FoundingAccepted(accepted=True, teamStatus=team["status"])
+    if team["status"] != "founding":
+        raise _not_founding(team["status"])
+    handle = request.app[keys.TEMPORAL].get_workflow_handle(team["workflow_id"])
+    try:
+        accepted: FoundingAccepted = await handle.execute_update(
+            FOUNDING_ACCEPT_EVENT,
+            FoundingAccept(subject_id=principal.subject_id),
+            result_type=FoundingAccepted,
+        )
+        return accepted
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+    # the founding ended between our read and the update: answer from the final rows
+    return await _accepted_after_end(request, path.id, principal)
+
+
+async def _accepted_after_end(
+    request: web.Request, team_id: uuid.UUID, principal: Principal
+) -> FoundingAccepted:
+    team = await _team_row(request, team_id)
+    seat = await _pool(request).fetchrow(Q.founding_of, team_id, principal.subject_id)
+    if seat is not None and seat["status"] == "accepted":
+        return FoundingAccepted(accepted=True, teamStatus=team["status"])
+    raise _not_founding(team["status"])
+
+
+def _not_founding(status: str) -> DomainError:
+    return Conflict(f"The team is {status}, no longer founding", code="team-not-founding")
+
+
+# --- members ------------------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/teams/{id}/members",
+    tag=TAG,
+    path_params=TeamPath,
+    response=MemberList,
+    errors=(NotFound,),
+)
+async def list_team_members(request: web.Request, parsed: Parsed) -> MemberList:
+    """The team's members and their roles."""
+    path: TeamPath = parsed.path
+    await _visible_team(request, path.id)
+    return MemberList(items=await _members(request, path.id))
+
+
+@endpoint(
+    routes,
+    "PATCH",
+    "/teams/{id}/members/{subjectId}",
+    tag=TAG,
+    path_params=MemberPath,
+    body=UpdateMemberRequest,
+    response=TeamMember,
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def update_team_member(request: web.Request, parsed: Parsed) -> TeamMember:
+    """Change a member's role (owners and managers; only owners grant or take `owner`; the last
+    owner stays). Code `team-last-owner` (409), `owner-required` (403)."""
+    path: MemberPath = parsed.path
+    body: UpdateMemberRequest = parsed.body
+    await _require_team(request, path.id, "manage_members")
+    change = MemberRoleChange(
+        team_id=path.id,
+        subject_id=path.subjectId,
+        role=body.role,
+        may_touch_owners=await allowed(request, "Team", path.id, "manage"),
+    )
+    await _run(request, TeamMemberRoleWorkflow.run, change, path.id, f"members/{path.subjectId}")
+    for member in await _members(request, path.id):
+        if member.subjectId == path.subjectId:
+            return member
+    raise NotFound("The subject is not a member of this team")
+
+
+@endpoint(
+    routes,
+    "DELETE",
+    "/teams/{id}/members/{subjectId}",
+    tag=TAG,
+    path_params=MemberPath,
+    response=Deleted,
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def remove_team_member(request: web.Request, parsed: Parsed) -> Deleted:
+    """Remove a member (owners and managers; only owners remove an owner), or leave the team
+    yourself. The member also leaves the team's groups. Never the last owner (409)."""
+    path: MemberPath = parsed.path
+    principal = require_principal(request)
+    leaving = path.subjectId == principal.subject_id
+    if leaving:
+        await _require_membership(request, path.id)
+    else:
+        await _require_team(request, path.id, "manage_members")
+    remove = MemberRemove(
+        team_id=path.id,
+        subject_id=path.subjectId,
+        may_touch_owners=leaving or await allowed(request, "Team", path.id, "manage"),
+    )
+    await _run(request, TeamMemberRemoveWorkflow.run, remove, path.id, f"members/{path.subjectId}")
+    return Deleted()
+
+
+# --- invites ------------------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/teams/{id}/invites",
+    tag=TAG,
+    status=201,
+    path_params=TeamPath,
+    body=CreateInviteRequest,
+    response=Invite,
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def create_team_invite(request: web.Request, parsed: Parsed) -> Invite:
+    """An invite code (`service_inv_…`) anyone may redeem with `POST /teams/join` until it
+    expires or is used `maxUses` times. Not for personal teams (400 team-personal-immutable)."""
+    path: TeamPath = parsed.path
+    body: CreateInviteRequest = parsed.body
+    principal = require_principal(request)
+    await _require_team(request, path.id, "manage_members")
+    invite_id = uuid.uuid4()
+    create = InviteCreate(
+        invite_id=invite_id,
+        team_id=path.id,
+        code=INVITE_CODE_PREFIX + secrets.token_urlsafe(limits.TEAM_INVITE_CODE_RANDOM_BYTES),
+        role=body.role,
+        max_uses=body.maxUses,
+        expires_at=datetime.now(UTC) + timedelta(hours=body.expiresInHours),
+        created_by=principal.subject_id,
+    )
+    return await _run(
+        request, TeamInviteCreateWorkflow.run, create, path.id, f"invites/{invite_id}"
+    )
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/teams/{id}/invites",
+    tag=TAG,
+    path_params=TeamPath,
+    response=InviteList,
+    errors=(NotFound, Forbidden),
+)
+async def list_team_invites(request: web.Request, parsed: Parsed) -> InviteList:
+    """The team's invites with their codes (owners and managers only: a code admits its holder)."""
+    path: TeamPath = parsed.path
+    await _require_team(request, path.id, "manage_members")
+    rows = await _pool(request).fetch(Q.invite_list, path.id)
+    return InviteList(items=[invite_from_row(row) for row in rows])
+
+
+@endpoint(
+    routes,
+    "DELETE",
+    "/teams/{id}/invites/{inviteId}",
+    tag=TAG,
+    path_params=InvitePath,
+    response=Deleted,
+    errors=(NotFound, Forbidden),
+)
+async def delete_team_invite(request: web.Request, parsed: Parsed) -> Deleted:
+    """Revoke an invite; its code stops working at once."""
+    path: InvitePath = parsed.path
+    await _require_team(request, path.id, "manage_members")
+    delete = InviteDelete(team_id=path.id, invite_id=path.inviteId)
+    await _run(
+        request, TeamInviteDeleteWorkflow.run, delete, path.id, f"invites/{path.inviteId}/delete"
+    )
+    return Deleted()
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/teams/join",
+    tag=TAG,
+    body=JoinRequest,
+    response=Joined,
+    errors=(NotFound, Conflict, Gone),
+)
+async def join_team(request: web.Request, parsed: Parsed) -> Joined:
+    """Join a team with an invite code: the invite's role. Expired or used up → 410
+    (`invite-expired`, `invite-exhausted`); unknown → 404; already a member → 409."""
+    body: JoinRequest = parsed.body
+    principal = require_principal(request)
+    team_id = await _pool(request).fetchval(Q.invite_team_of_code, body.code)
+    if team_id is None:
+        raise NotFound("No such invite")
+    join = TeamJoin(
+        code=body.code, subject_id=principal.subject_id, subject_ns=principal.subject_ns
+    )
+    return await _run(request, TeamJoinWorkflow.run, join, team_id, f"join/{principal.subject_id}")
+
+
+# --- groups -------------------------------------------------------------------------------------
+
+
+async def _group_row(request: web.Request, group_id: uuid.UUID) -> asyncpg.Record:
+    """The group, visible to members of its team only (404 otherwise)."""
+    row = await _pool(request).fetchrow(Q.group_get, group_id)
+    if row is None or not await allowed(request, "Team", row["team_id"], "verify_claim"):
+        raise NotFound("No such group")
+    return row
+
+
+async def _require_group_manager(request: web.Request, group: asyncpg.Record) -> None:
+    if not await allowed(request, "Group", group["id"], "manage"):
+        raise Forbidden("Managing groups needs an owner or manager of the team")
+
+
+async def _group_members(request: web.Request, group_id: uuid.UUID) -> list[GroupMember]:
+    rows = await _pool(request).fetch(Q.group_members, str(group_id))
+    return [GroupMember(subjectId=row["subject_id"], subjectNs=row["subject_ns"]) for row in rows]
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/teams/{id}/groups",
+    tag=TAG,
+    status=201,
+    path_params=TeamPath,
+    body=CreateGroupRequest,
+    response=Group,
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def create_group(request: web.Request, parsed: Parsed) -> Group:
+    """A named group of team members (unique name per team; not in personal teams)."""
+    path: TeamPath = parsed.path
+    body: CreateGroupRequest = parsed.body
+    await _require_team(request, path.id, "manage_members")
+    group_id = uuid.uuid4()
+    create = GroupCreate(group_id=group_id, team_id=path.id, name=body.name)
+    group = await _run(request, GroupCreateWorkflow.run, create, path.id, f"groups/{group_id}")
+    return group.model_copy(update={"members": []})
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/teams/{id}/groups",
+    tag=TAG,
+    path_params=TeamPath,
+    response=GroupList,
+    errors=(NotFound,),
+)
+async def list_groups(request: web.Request, parsed: Parsed) -> GroupList:
+    """The team's groups."""
+    path: TeamPath = parsed.path
+    await _require_membership(request, path.id)
+    rows = await _pool(request).fetch(Q.group_list, path.id)
+    return GroupList(items=[group_from_row(row) for row in rows])
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/groups/{id}",
+    tag=TAG,
+    path_params=GroupPath,
+    response=Group,
+    errors=(NotFound,),
+)
+async def get_group(request: web.Request, parsed: Parsed) -> Group:
+    """A group with its members."""
+    path: GroupPath = parsed.path
+    group = group_from_row(await _group_row(request, path.id))
+    return group.model_copy(update={"members": await _group_members(request, path.id)})
+
+
+@endpoint(
+    routes,
+    "DELETE",
+    "/groups/{id}",
+    tag=TAG,
+    path_params=GroupPath,
+    response=Deleted,
+    errors=(NotFound, Forbidden),
+)
+async def delete_group(request: web.Request, parsed: Parsed) -> Deleted:
+    """Delete a group and every grant made to it."""
+    path: GroupPath = parsed.path
+    group = await _group_row(request, path.id)
+    await _require_group_manager(request, group)
+    await _run(
+        request,
+        GroupDeleteWorkflow.run,
+        GroupRef(group_id=path.id),
+        group["team_id"],
+        f"groups/{path.id}/delete",
+    )
+    return Deleted()
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/groups/{id}/members",
+    tag=TAG,
+    status=201,
+    path_params=GroupPath,
+    body=AddGroupMemberRequest,
+    response=GroupMember,
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def add_group_member(request: web.Request, parsed: Parsed) -> GroupMember:
+    """Add a member of the team to the group (404 `not-a-team-member` otherwise)."""
+    path: GroupPath = parsed.path
+    body: AddGroupMemberRequest = parsed.body
+    group = await _group_row(request, path.id)
+    await _require_group_manager(request, group)
+    change = GroupMemberChange(
+        group_id=path.id, subject_id=body.subjectId, subject_ns=body.subjectNs
+    )
+    added = await _run(
+        request,
+        GroupMemberAddWorkflow.run,
+        change,
+        group["team_id"],
+        f"groups/{path.id}/members/{body.subjectId}",
+    )
+    assert added.subject_ns is not None
+    return GroupMember(subjectId=added.subject_id, subjectNs=added.subject_ns)
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/groups/{id}/members",
+    tag=TAG,
+    path_params=GroupPath,
+    response=GroupMemberList,
+    errors=(NotFound,),
+)
+async def list_group_members(request: web.Request, parsed: Parsed) -> GroupMemberList:
+    """The group's members."""
+    path: GroupPath = parsed.path
+    await _group_row(request, path.id)
+    return GroupMemberList(items=await _group_members(request, path.id))
+
+
+@endpoint(
+    routes,
+    "DELETE",
+    "/groups/{id}/members/{subjectId}",
+    tag=TAG,
+    path_params=GroupMemberPath,
+    response=Deleted,
+    errors=(NotFound, Forbidden),
+)
+async def remove_group_member(request: web.Request, parsed: Parsed) -> Deleted:
+    """Remove a member from the group (managers), or leave it yourself."""
+    path: GroupMemberPath = parsed.path
+    principal = require_principal(request)
+    group = await _group_row(request, path.id)
+    if path.subjectId != principal.subject_id:
+        await _require_group_manager(request, group)
+    remove = GroupMemberRemove(group_id=path.id, subject_id=path.subjectId)
+    await _run(
+        request,
+        GroupMemberRemoveWorkflow.run,
+        remove,
+        group["team_id"],
+        f"groups/{path.id}/members/{path.subjectId}",
+    )
+    return Deleted()
+
+
+# --- projects -----------------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/teams/{id}/projects",
+    tag=TAG,
+    status=201,
+    path_params=TeamPath,
+    body=CreateProjectRequest,
+    response=Project,
+    errors=(NotFound, Forbidden, Conflict),
+)
+async def create_project(request: web.Request, parsed: Parsed) -> Project:
+    """A project of the team, which tasks may name as `projectId` (owners and managers)."""
+    path: TeamPath = parsed.path
+    body: CreateProjectRequest = parsed.body
+    principal = require_principal(request)
+    await _require_team(request, path.id, "write")
+    project_id = uuid.uuid4()
+    create = ProjectCreate(
+        project_id=project_id, team_id=path.id, name=body.name, created_by=principal.subject_id
+    )
+    return await _run(request, ProjectCreateWorkflow.run, create, path.id, f"projects/{project_id}")
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/teams/{id}/projects",
+    tag=TAG,
+    path_params=TeamPath,
+    response=ProjectList,
+    errors=(NotFound,),
+)
+async def list_projects(request: web.Request, parsed: Parsed) -> ProjectList:
+    """The team's projects."""
+    path: TeamPath = parsed.path
+    await _require_membership(request, path.id)
+    rows = await _pool(request).fetch(Q.project_list, path.id)
+    return ProjectList(items=[project_from_row(row) for row in rows])

@@ -1,0 +1,288 @@
+"""Diary transfer routes (SPEC 3.3; DECISIONS "Names").
+
+- `POST /diaries/{diaryId}/transfers {destinationTeamId}`: an owner of the diary's team (Team
+  `manage`) proposes to hand it to another team. A caller who cannot read the diary gets 404, a
+  reader who does not own its team 403. The destination must exist (404), be another team, not
+  a personal one, and be active (400 with distinct codes); one transfer per diary may be pending
+  (409 `diary-transfer-pending`). Answers 201 with the pending transfer once it is stored.
+- `POST /diaries/{diaryId}/transfers/{transferId}/accept` and `.../reject`: only an owner of the
+  destination team decides (Team `manage` there, else 403; 404 for a caller who can see
+  neither the transfer's teams nor the diary). A transfer that is not pending is 409
+  `diary-transfer-already-resolved`, answered before anything is written. Answers 200 with the
+  resolved transfer; after an accept the diary belongs to the destination team.
+- `GET /transfers`: the pending transfers the caller may decide (destination teams it owns).
+- `GET /diaries/{diaryId}/transfers[/{transferId}]`: a diary's transfer history, and one transfer.
+
+Scopes (the spec is silent): proposing and deciding change who holds a diary, so they need
+`diary:share`, the scope of the other operations that change who may use a diary; reads need
+`diary:read`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import cast
+
+from aiohttp import web
+from temporalio.client import WithStartWorkflowOperation
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from api import keys
+from api.access import allowed, require, subject_of
+from api.auth import require_principal
+from api.endpoint import Parsed, endpoint
+from api.routes.diaries import can_read, readable_diary
+from infra.db import Q
+from infra.repos.transfers import (
+    check_destination,
+    get_transfer,
+    pending_transfer_of,
+    pending_transfers_to,
+    transfers_of_diary,
+)
+from schemas.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from schemas.transfers import (
+    NOT_FOUND_CODE,
+    PENDING_CODE,
+    Decision,
+    DiaryTransfersPath,
+    Transfer,
+    TransferCreateRequest,
+    TransferDecision,
+    TransferInput,
+    TransferList,
+    TransferPath,
+    TransferRecord,
+    already_resolved,
+    workflow_id_of,
+)
+from workflows.common import DIARY_ID, TEAM_ID
+from workflows.transfers import DiaryTransferWorkflow
+
+routes = web.RouteTableDef()
+TAG = "transfers"
+CHANGE_SCOPES = ("diary:share",)
+READ_SCOPES = ("diary:read",)
+DECIDE_ERRORS = (NotFound, Forbidden, Conflict)
+
+
+# --- propose -----------------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/diaries/{diaryId}/transfers",
+    tag=TAG,
+    status=201,
+    path_params=DiaryTransfersPath,
+    body=TransferCreateRequest,
+    response=Transfer,
+    scopes=CHANGE_SCOPES,
+    errors=(NotFound, Forbidden, ValidationFailed, Conflict),
+)
+async def create_transfer(request: web.Request, parsed: Parsed) -> Transfer:
+    """Propose to hand a diary to another team; its owners have 7 days to accept."""
+    principal = require_principal(request)
+    diary_id: uuid.UUID = parsed.path.diaryId
+    body: TransferCreateRequest = parsed.body
+    diary = await readable_diary(request, diary_id)
+    source_team_id: uuid.UUID = diary["team_id"]
+    await require(
+        request,
+        "Team",
+        source_team_id,
+        "manage",
+        denied=Forbidden("Only an owner of the diary's team transfers it", code="not-team-owner"),
+    )
+    pool = request.app[keys.READ_POOL]
+    destination = await pool.fetchrow(Q.transfer_team, body.destinationTeamId)
+    check_destination(destination, source_team_id, body.destinationTeamId)
+    if await pending_transfer_of(pool, diary_id) is not None:
+        raise Conflict("This diary already has a pending transfer", code=PENDING_CODE)
+    transfer_id = uuid.uuid4()
+    start = WithStartWorkflowOperation(
+        DiaryTransferWorkflow.run,
+        TransferInput(
+            transfer_id=transfer_id,
+            diary_id=diary_id,
+            source_team_id=source_team_id,
+            destination_team_id=body.destinationTeamId,
+            initiated_by=principal.subject_id,
+        ),
+        id=workflow_id_of(transfer_id),
+        task_queue=request.app[keys.SETTINGS].temporal_task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        search_attributes=TypedSearchAttributes(
+            [
+                SearchAttributePair(DIARY_ID, str(diary_id)),
+                SearchAttributePair(TEAM_ID, str(source_team_id)),
+            ]
+        ),
+    )
+    # cast: the SDK types a named async update's result as its coroutine
+    record = cast(
+        TransferRecord,
+        await request.app[keys.TEMPORAL].execute_update_with_start_workflow(
+            DiaryTransferWorkflow.stored, start_workflow_operation=start
+        ),
+    )
+    return record.view()
+
+
+# --- decide -------------------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/diaries/{diaryId}/transfers/{transferId}/accept",
+    tag=TAG,
+    path_params=TransferPath,
+    response=Transfer,
+    scopes=CHANGE_SCOPES,
+    errors=DECIDE_ERRORS,
+)
+async def accept_transfer(request: web.Request, parsed: Parsed) -> Transfer:
+    """Accept a pending transfer: the diary moves to your team (destination owners only)."""
+    return await _decide(request, parsed.path, "accepted")
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/diaries/{diaryId}/transfers/{transferId}/reject",
+    tag=TAG,
+    path_params=TransferPath,
+    response=Transfer,
+    scopes=CHANGE_SCOPES,
+    errors=DECIDE_ERRORS,
+)
+async def reject_transfer(request: web.Request, parsed: Parsed) -> Transfer:
+    """Reject a pending transfer: the diary stays with its team (destination owners only)."""
+    return await _decide(request, parsed.path, "rejected")
+
+
+async def _decide(request: web.Request, path: TransferPath, decision: Decision) -> Transfer:
+    """Check the caller and the row (the cheap refusals), then send the decision to the
+    transfer's workflow, whose validator answers the races; a finished workflow no longer takes
+    decisions, so its row says why."""
+    principal = require_principal(request)
+    record = await _visible_transfer(request, path)
+    await require(
+        request,
+        "Team",
+        record.destination_team_id,
+        "manage",
+        denied=Forbidden(
+            "Only an owner of the destination team decides", code="not-destination-owner"
+        ),
+    )
+    _refuse_unless_pending(record)
+    handle = request.app[keys.TEMPORAL].get_workflow_handle_for(
+        DiaryTransferWorkflow.run, record.workflow_id
+    )
+    try:
+        resolved = cast(
+            TransferRecord,
+            await handle.execute_update(
+                DiaryTransferWorkflow.decide,
+                TransferDecision(decision=decision, decided_by=principal.subject_id),
+            ),
+        )
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        latest = await get_transfer(request.app[keys.READ_POOL], record.id) or record
+        raise already_resolved(latest.effective_status(datetime.now(UTC))) from None
+    return resolved.view()
+
+
+def _refuse_unless_pending(record: TransferRecord) -> None:
+    status = record.effective_status(datetime.now(UTC))
+    if status != "pending":
+        raise already_resolved(status)
+
+
+async def _visible_transfer(request: web.Request, path: TransferPath) -> TransferRecord:
+    """The transfer, if the caller can know about it: a member of its source or destination
+    team, or a reader of the diary. Anyone else gets the 404 of a transfer that is not there."""
+    missing = NotFound("No such transfer", code=NOT_FOUND_CODE)
+    record = await get_transfer(request.app[keys.READ_POOL], path.transferId)
+    if record is None or record.diary_id != path.diaryId:
+        raise missing
+    for team_id in (record.destination_team_id, record.source_team_id):
+        if await allowed(request, "Team", team_id, "access"):
+            return record
+    diary = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_diary, record.diary_id)
+    if diary is not None and await can_read(request, diary):
+        return record
+    raise missing
+
+
+# --- read -----------------------------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/transfers",
+    tag=TAG,
+    response=TransferList,
+    scopes=READ_SCOPES,
+)
+async def list_pending_transfers(request: web.Request, parsed: Parsed) -> TransferList:
+    """The pending transfers into teams the caller owns (the ones it may decide)."""
+    principal = require_principal(request)
+    owned = await request.app[keys.PERMISSIONS].lookup("Team", "manage", subject_of(principal))
+    records = await pending_transfers_to(
+        request.app[keys.READ_POOL], [uuid.UUID(team_id) for team_id in owned]
+    )
+    return TransferList(items=[record.view() for record in records])
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/diaries/{diaryId}/transfers",
+    tag=TAG,
+    path_params=DiaryTransfersPath,
+    response=TransferList,
+    scopes=READ_SCOPES,
+    errors=(NotFound, Forbidden),
+)
+async def list_diary_transfers(request: web.Request, parsed: Parsed) -> TransferList:
+    """A diary's transfers, newest first (members of its team, or its managers)."""
+    diary_id: uuid.UUID = parsed.path.diaryId
+    diary = await readable_diary(request, diary_id)
+    if not (
+        await allowed(request, "Team", diary["team_id"], "access")
+        or await allowed(request, "Diary", diary_id, "manage")
+    ):
+        raise Forbidden("Only the diary's team sees its transfers")
+    now = datetime.now(UTC)
+    records = await transfers_of_diary(request.app[keys.READ_POOL], diary_id)
+    return TransferList(items=[_current(record, now) for record in records])
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/diaries/{diaryId}/transfers/{transferId}",
+    tag=TAG,
+    path_params=TransferPath,
+    response=Transfer,
+    scopes=READ_SCOPES,
+    errors=(NotFound,),
+)
+async def get_diary_transfer(request: web.Request, parsed: Parsed) -> Transfer:
+    """One transfer, for members of its teams and readers of its diary."""
+    record = await _visible_transfer(request, parsed.path)
+    return _current(record, datetime.now(UTC))
+
+
+def _current(record: TransferRecord, now: datetime) -> Transfer:
+    """The transfer with `expired` shown as soon as its deadline passed."""
+    return record.model_copy(update={"status": record.effective_status(now)}).view()

@@ -1,0 +1,253 @@
+"""The `cairn` command: the embedded stack for development, and the production entry points.
+
+cairn dev                 everything on one machine (Postgres, Temporal, S3, worker, API)
+cairn api | worker        the two production processes (addresses from SERVICE_* settings);
+                          `cairn api --processes N` serves one port from N processes
+cairn migrate             apply database migrations
+cairn admin voucher       issue a bootstrap voucher (needs Temporal and a running worker)
+cairn admin rotate-signing-key
+cairn openapi             print the OpenAPI document without starting anything
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import multiprocessing
+import os
+import secrets
+import signal
+import sys
+import time
+from pathlib import Path
+
+from aiohttp import web
+
+from infra.settings import Settings
+
+log = logging.getLogger("cairn")
+
+
+def _secret_file(data_dir: Path) -> str:
+    """The dev server secret: made once, kept in .cairn/secret so tokens survive restarts."""
+    path = data_dir / "secret"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(48))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+async def _serve_api(settings: Settings, *, reuse_port: bool = False) -> web.AppRunner:
+    from api.app import create_app
+
+    runner = web.AppRunner(create_app(settings), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.api_host, settings.api_port, reuse_port=reuse_port or None)
+    await site.start()
+    return runner
+
+
+async def _until_signalled() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+def dev(args: argparse.Namespace) -> None:
+    from infra.devstack import Postgres, RcloneS3, TemporalDevServer, stopped_on_exit
+
+    started = time.monotonic()
+    base = Settings()
+    data_dir = base.data_dir.resolve()
+    postgres = Postgres(data_dir / "pg")
+    temporal = TemporalDevServer(
+        db_file=data_dir / "temporal.db",
+        port=int(base.temporal_address.rsplit(":", 1)[1]),
+        ui_port=args.ui_port,
+        log_path=data_dir / "temporal.log",
+    )
+    s3 = RcloneS3(
+        root=data_dir / "s3",
+        access_key=base.s3_access_key,
+        secret_key=base.s3_secret_key.get_secret_value(),
+        bucket=base.s3_bucket,
+        port=args.s3_port,
+        log_path=data_dir / "s3.log",
+    )
+    with stopped_on_exit(postgres, temporal, s3):
+        postgres.start()
+        temporal.start()
+        s3.start()
+        settings = base.model_copy(
+            update={
+                "database_url": base.database_url or postgres.ensure_database("cairn"),
+                "s3_endpoint": base.s3_endpoint or s3.endpoint,
+                "secret_key": base.secret_key
+                if base.secret_key.get_secret_value()
+                else type(base.secret_key)(_secret_file(data_dir)),
+            }
+        )
+        asyncio.run(_run_dev(settings, args, started))
+
+
+async def _run_dev(settings: Settings, args: argparse.Namespace, started: float) -> None:
+    from infra.db import migrate
+    from infra.temporal import connect
+    from workers.admin import issue_bootstrap_voucher
+    from workers.main import running_worker
+
+    await migrate(settings.database_url)
+    client = await connect(settings)
+    async with running_worker(settings, client):
+        runner = await _serve_api(settings)
+        voucher = await issue_bootstrap_voucher(client, settings)
+        _print_banner(settings, args, voucher.code, time.monotonic() - started)
+        try:
+            await _until_signalled()
+        finally:
+            print("\nstopping…", flush=True)
+            await runner.cleanup()
+
+
+def _print_banner(settings: Settings, args: argparse.Namespace, voucher: str, took: float) -> None:
+    api = settings.base_url
+    lines = [
+        f"Cairn is ready ({took:.1f} s).",
+        f"  API          {api}",
+        f"  OpenAPI      {api}/openapi.json",
+        f"  Temporal UI  http://127.0.0.1:{args.ui_port}",
+        f"  Temporal     {settings.temporal_address} (namespace {settings.temporal_namespace})",
+        f"  S3           {settings.s3_endpoint} (bucket {settings.s3_bucket})",
+        f"  Data         {settings.data_dir.resolve()}",
+        "",
+        f"Bootstrap voucher (24 h, one registration): {voucher}",
+        "Register an agent:",
+        f"  curl -s {api}/auth/register -H 'content-type: application/json' \\",
+        f'    -d \'{{"public_key": "ed25519:<base64 key>", "voucher_code": "{voucher}"}}\'',
+        "Press Ctrl-C to stop everything.",
+    ]
+    print("\n".join(lines), flush=True)
+
+
+def api(args: argparse.Namespace) -> None:
+    """Serve the API; with N processes, N-1 children bind the same port (the kernel spreads
+    connections over them) and stop with the parent."""
+    settings = Settings()
+    processes = args.processes or settings.api_processes
+    spawn = multiprocessing.get_context("spawn")
+    children = [
+        spawn.Process(target=_api_process, args=(True, os.getpid()), daemon=True)
+        for _ in range(processes - 1)
+    ]
+    for child in children:
+        child.start()
+    try:
+        _api_process(processes > 1, None)
+    finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.join(timeout=10)
+
+
+def _api_process(reuse_port: bool, parent_pid: int | None) -> None:
+    settings = Settings()
+
+    async def main() -> None:
+        runner = await _serve_api(settings, reuse_port=reuse_port)
+        log.info("API on http://%s:%s (pid %d)", settings.api_host, settings.api_port, os.getpid())
+        try:
+            if parent_pid is None:
+                await _until_signalled()
+            else:
+                await _until_orphaned(parent_pid)
+        finally:
+            await runner.cleanup()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+
+
+async def _until_orphaned(parent_pid: int) -> None:
+    """A child API process: until SIGTERM, or until its parent is gone (even killed)."""
+    signalled = asyncio.create_task(_until_signalled())
+    while os.getppid() == parent_pid:
+        done, _ = await asyncio.wait({signalled}, timeout=1.0)
+        if done:
+            return
+    signalled.cancel()
+
+
+def worker(args: argparse.Namespace) -> None:
+    from workers.main import run_worker
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run_worker(Settings()))
+
+
+def migrate_cmd(args: argparse.Namespace) -> None:
+    from infra.db import migrate
+
+    applied = asyncio.run(migrate(Settings().database_url))
+    print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
+
+
+def admin(args: argparse.Namespace) -> None:
+    from infra.temporal import connect
+    from workers.admin import issue_bootstrap_voucher
+    from workers.main import ensure_signing_key
+
+    settings = Settings()
+
+    async def main() -> None:
+        client = await connect(settings, tracing=False)
+        if args.action == "voucher":
+            voucher = await issue_bootstrap_voucher(client, settings)
+            print(voucher.code)
+        else:
+            print(await ensure_signing_key(client, settings, rotate=True))
+
+    asyncio.run(main())
+
+
+def openapi(args: argparse.Namespace) -> None:
+    import api.app  # noqa: F401  (registers every route)
+    from api.openapi import build_openapi
+
+    json.dump(build_openapi(Settings().base_url), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(
+        level=os.environ.get("LOG_LEVEL", "INFO"), format="%(levelname)s %(name)s %(message)s"
+    )
+    parser = argparse.ArgumentParser(prog="cairn", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    dev_parser = commands.add_parser("dev", help="run the whole service on the embedded stack")
+    dev_parser.add_argument("--ui-port", type=int, default=8233)
+    dev_parser.add_argument("--s3-port", type=int, default=9000)
+    dev_parser.set_defaults(run=dev)
+    api_parser = commands.add_parser("api", help="serve the REST API")
+    api_parser.add_argument(
+        "--processes", type=int, default=0, help="processes (default: SERVICE_API_PROCESSES, 1)"
+    )
+    api_parser.set_defaults(run=api)
+    commands.add_parser("worker", help="run a Temporal worker").set_defaults(run=worker)
+    commands.add_parser("migrate", help="apply database migrations").set_defaults(run=migrate_cmd)
+    admin_parser = commands.add_parser("admin", help="operator actions")
+    admin_parser.add_argument("action", choices=["voucher", "rotate-signing-key"])
+    admin_parser.set_defaults(run=admin)
+    commands.add_parser("openapi", help="print the OpenAPI document").set_defaults(run=openapi)
+    args = parser.parse_args(argv)
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,233 @@
+"""The permission service: relation tuples in Postgres, evaluated by `schemas.kernel.permissions`.
+
+`PostgresPermissionEngine` answers checks and lookups. A check reads each object's tuples with
+one query (the objects of one breadth-first level share a query) inside one read-only,
+repeatable-read transaction, so it sees one snapshot; the rewrite itself is the pure evaluator.
+Any database failure (outage, closed pool, missing table, timeout) raises
+`PermissionEvaluationFailed` (503): an outage is never mistaken for a denial.
+
+The write side is repository functions (connection first, the caller owns the transaction),
+gathered in `TupleRepository` for the activities that own tuple writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from typing import Final, Protocol, TypeVar
+from uuid import UUID
+
+import asyncpg
+
+from infra.db import Q
+from schemas.errors import PermissionEvaluationFailed
+from schemas.kernel import permissions as rules
+from schemas.kernel.permissions import (
+    MAX_SUBJECT_SET_DEPTH,
+    PERMISSION_MODEL,
+    ObjectRef,
+    PermissionModel,
+    RelationTuple,
+    Subject,
+    TupleSource,
+    Userset,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_SEC: Final = 5.0
+
+_DATABASE_ERRORS: Final = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    OSError,
+    TimeoutError,
+)
+
+T = TypeVar("T")
+
+
+class PermissionEngine(Protocol):
+    """The permission service as the API and workflows see it."""
+
+    async def check(
+        self, namespace: str, object_id: str | UUID, permission: str, subject: Subject
+    ) -> bool:
+        """True when `subject` has `permission` (or the relation of that name) on the object."""
+        ...
+
+    async def lookup(self, namespace: str, permission: str, subject: Subject) -> set[str]:
+        """Ids of the `namespace` objects on which `subject` has `permission`."""
+        ...
+
+
+class PostgresPermissionEngine:
+    """`PermissionEngine` over the `relation_tuples` table; works on a read-only pool."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        model: PermissionModel = PERMISSION_MODEL,
+        max_depth: int = MAX_SUBJECT_SET_DEPTH,
+        timeout: float = DEFAULT_TIMEOUT_SEC,
+    ) -> None:
+        self._pool = pool
+        self._model = model
+        self._max_depth = max_depth
+        self._timeout = timeout
+
+    async def check(
+        self, namespace: str, object_id: str | UUID, permission: str, subject: Subject
+    ) -> bool:
+        return await self._evaluate(
+            lambda source: rules.check(
+                self._model,
+                source,
+                namespace,
+                str(object_id),
+                permission,
+                subject,
+                max_depth=self._max_depth,
+            )
+        )
+
+    async def lookup(self, namespace: str, permission: str, subject: Subject) -> set[str]:
+        return await self._evaluate(
+            lambda source: rules.lookup(
+                self._model, source, namespace, permission, subject, max_depth=self._max_depth
+            )
+        )
+
+    async def _evaluate(self, run: Callable[[TupleSource], Awaitable[T]]) -> T:
+        try:
+            async with (
+                asyncio.timeout(self._timeout),
+                self._pool.acquire() as conn,
+                conn.transaction(isolation="repeatable_read", readonly=True),
+            ):
+                return await run(PostgresTupleSource(conn))
+        except _DATABASE_ERRORS as exc:
+            log.warning(
+                "permission evaluation failed",
+                extra={"error_type": type(exc).__name__},
+                exc_info=True,
+            )
+            raise PermissionEvaluationFailed() from exc
+
+
+class PostgresTupleSource:
+    """A `TupleSource` reading `relation_tuples` through one connection."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._conn = conn
+
+    async def tuples_of(
+        self, objects: Sequence[ObjectRef]
+    ) -> Mapping[ObjectRef, Sequence[RelationTuple]]:
+        if len(objects) == 1:
+            rows = await self._conn.fetch(Q.list_object_tuples, *objects[0])
+        else:
+            rows = await self._conn.fetch(
+                Q.list_objects_tuples,
+                [ref.namespace for ref in objects],
+                [ref.object_id for ref in objects],
+            )
+        found: dict[ObjectRef, list[RelationTuple]] = {}
+        for row in rows:
+            item = _tuple_from_row(row)
+            found.setdefault(item.object, []).append(item)
+        return found
+
+    async def memberships(self, subject: Subject, max_depth: int) -> Mapping[Userset, int]:
+        rows = await self._conn.fetch(
+            Q.subject_memberships, subject.ns, subject.id, subject.relation or "", max_depth + 1
+        )
+        return {
+            Userset(row["namespace"], row["object_id"], row["relation"]): row["hops"]
+            for row in rows
+        }
+
+    async def objects_related(
+        self, namespace: str, relation: str, subject_ns: str, subject_ids: Collection[str]
+    ) -> set[str]:
+        rows = await self._conn.fetch(
+            Q.objects_related, namespace, relation, subject_ns, list(subject_ids)
+        )
+        return {row["object_id"] for row in rows}
+
+
+def _tuple_from_row(row: asyncpg.Record) -> RelationTuple:
+    return RelationTuple(
+        namespace=row["namespace"],
+        object_id=row["object_id"],
+        relation=row["relation"],
+        subject_ns=row["subject_ns"],
+        subject_id=row["subject_id"],
+        subject_relation=row["subject_relation"],
+    )
+
+
+def _columns(tuples: Sequence[RelationTuple]) -> list[list[str]]:
+    unique = list(dict.fromkeys(tuples))
+    return [
+        [t.namespace for t in unique],
+        [t.object_id for t in unique],
+        [t.relation for t in unique],
+        [t.subject_ns for t in unique],
+        [t.subject_id for t in unique],
+        [t.subject_relation for t in unique],
+    ]
+
+
+# --- repository functions: the connection first, the caller owns the transaction -----------
+
+
+async def list_tuples(
+    conn: asyncpg.Connection, namespace: str, object_id: str | UUID
+) -> list[RelationTuple]:
+    """Every tuple of one object (grant listings, diagnostics)."""
+    rows = await conn.fetch(Q.list_object_tuples, namespace, str(object_id))
+    return sorted((_tuple_from_row(row) for row in rows), key=str)
+
+
+async def write_tuples(
+    conn: asyncpg.Connection,
+    tuples: Sequence[RelationTuple],
+    *,
+    model: PermissionModel = PERMISSION_MODEL,
+) -> int:
+    """Insert the tuples the model admits (`ValidationFailed` otherwise, before any write);
+    existing tuples are left alone. Returns how many were new."""
+    for item in tuples:
+        model.validate_tuple(item)
+    if not tuples:
+        return 0
+    written: int = await conn.fetchval(Q.write_tuples, *_columns(tuples))
+    return written
+
+
+async def delete_tuples(conn: asyncpg.Connection, tuples: Sequence[RelationTuple]) -> int:
+    """Delete exactly these tuples; absent ones are ignored. Returns how many were deleted."""
+    if not tuples:
+        return 0
+    deleted: int = await conn.fetchval(Q.delete_tuples, *_columns(tuples))
+    return deleted
+
+
+async def delete_object(conn: asyncpg.Connection, namespace: str, object_id: str | UUID) -> int:
+    """Delete every tuple of the object and every tuple naming it as a subject (a deleted diary
+    leaves no team binding, grants, or entry/pack `parent` tuples pointing at it)."""
+    deleted: int = await conn.fetchval(Q.delete_object_tuples, namespace, str(object_id))
+    return deleted
+
+
+class TupleRepository:
+    """The write functions above as one injectable object (activities receive one)."""
+
+    list_tuples = staticmethod(list_tuples)
+    write_tuples = staticmethod(write_tuples)
+    delete_tuples = staticmethod(delete_tuples)
+    delete_object = staticmethod(delete_object)

@@ -1,0 +1,178 @@
+"""Rows of task artifacts: blobs by CID, staged input bytes, artifacts bound to tasks.
+
+Readers (the API) are the functions, which take a pool or a connection first. Writers are the
+artifact workflows' activities, through `ArtifactRepo`: one transaction per method, idempotent
+under retry (a CID-keyed upsert; the artifact id comes from the API). A refusal raises a
+`DomainError` inside the transaction, so nothing of it is written.
+
+Who deletes what: a task's `task_artifacts` rows go with the task (ON DELETE CASCADE); staged
+rows and blobs nothing names any more go in the maintenance sweep (`ArtifactSweep`), which
+deletes a blob's S3 object while it still holds the blob's row, so an upload naming the same
+bytes meanwhile either waits and then re-creates both, or fails the sweep's delete through the
+foreign keys: a row never names a deleted object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Final, TypeAlias
+from uuid import UUID
+
+import asyncpg
+
+from infra.db import Q
+from schemas.artifacts import (
+    ArtifactAttachInput,
+    ArtifactStageInput,
+    AttachedArtifact,
+)
+from schemas.errors import Conflict, Forbidden, NotFound
+from schemas.task_attempts import (  # the attempt routes' codes: one guard, one answer
+    ATTEMPT_FINISHED_CODE,
+    NOT_CLAIMANT_CODE,
+    NOT_STARTED_CODE,
+)
+
+Db: TypeAlias = asyncpg.Pool | asyncpg.Connection
+DeleteObjects: TypeAlias = Callable[[Sequence[str]], Awaitable[None]]
+
+ATTEMPT_NOT_FOUND_CODE: Final = "attempt-not-found"
+METADATA_CONFLICT_CODE: Final = "artifact-metadata-conflict"
+
+
+def attempt_guard(attempt: asyncpg.Record | None, attempt_n: int, agent_id: UUID | None) -> None:
+    """Only the claimant of a started attempt uploads its outputs (SPEC 2.6).
+
+    Checked by the API before it reads the body, and again under the attempt's row lock when
+    the row is written. The order is the spec's: who asks (403), then the attempt's state (409,
+    like complete and fail on a `claimed` or terminal attempt).
+    """
+    if attempt is None:
+        raise NotFound(f"The task has no attempt {attempt_n}", code=ATTEMPT_NOT_FOUND_CODE)
+    if agent_id is None or attempt["claimed_by_agent_id"] != agent_id:
+        raise Forbidden(
+            f"Only the claimant of attempt {attempt_n} uploads its artifacts",
+            code=NOT_CLAIMANT_CODE,
+        )
+    status = attempt["status"]
+    if status == "claimed":
+        raise Conflict(
+            f"Attempt {attempt_n} has not started: send a heartbeat first",
+            code=NOT_STARTED_CODE,
+        )
+    if status != "running":
+        raise Conflict(f"Attempt {attempt_n} is {status}", code=ATTEMPT_FINISHED_CODE)
+
+
+def metadata_conflict(cid: str, attempt_n: int) -> Conflict:
+    return Conflict(
+        f"{cid} is already attached to attempt {attempt_n} with another kind, title, "
+        "content type or content encoding",
+        code=METADATA_CONFLICT_CODE,
+    )
+
+
+# --- readers ----------------------------------------------------------------------------------
+
+
+async def get_task(db: Db, task_id: UUID) -> asyncpg.Record | None:
+    """`(id, team_id, status, claim_agent_id)` of a task."""
+    row: asyncpg.Record | None = await db.fetchrow(Q.artifact_task_get, task_id)
+    return row
+
+
+async def get_attempt(db: Db, task_id: UUID, attempt_n: int) -> asyncpg.Record | None:
+    """`(status, claimed_by_agent_id)` of one attempt."""
+    row: asyncpg.Record | None = await db.fetchrow(Q.artifact_attempt_get, task_id, attempt_n)
+    return row
+
+
+async def list_page(
+    db: Db, task_id: UUID, after: tuple[datetime, UUID] | None, limit: int
+) -> list[asyncpg.Record]:
+    """Up to `limit` artifacts of the task after the keyset position `after`."""
+    after_at, after_id = after if after is not None else (None, None)
+    rows: list[asyncpg.Record] = await db.fetch(
+        Q.artifact_list_page, task_id, after_at, after_id, limit
+    )
+    return rows
+
+
+async def bound_on_task(db: Db, task_id: UUID, cid: str) -> asyncpg.Record | None:
+    """The artifact row that binds `cid` anywhere on the task (an input first)."""
+    row: asyncpg.Record | None = await db.fetchrow(Q.artifact_by_task_cid, task_id, cid)
+    return row
+
+
+async def bound_on_attempt(
+    db: Db, task_id: UUID, attempt_n: int, cid: str
+) -> asyncpg.Record | None:
+    row: asyncpg.Record | None = await db.fetchrow(
+        Q.artifact_by_attempt_cid, task_id, attempt_n, cid
+    )
+    return row
+
+
+# --- writers ----------------------------------------------------------------------------------
+
+
+class ArtifactRepo:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def stage(self, inp: ArtifactStageInput) -> None:
+        """The blob row and the team's staged row (re-staging renews its grace period)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(Q.artifact_blob_insert, inp.cid, inp.size_bytes)
+            await conn.execute(
+                Q.artifact_stage_upsert,
+                inp.team_id,
+                inp.cid,
+                inp.content_type,
+                inp.content_encoding,
+            )
+
+    async def attach(self, inp: ArtifactAttachInput) -> AttachedArtifact:
+        """Bind an output to a running attempt of its claimant; the same CID again on the same
+        attempt answers the existing row (a retry) or 409 when its metadata differs."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            attempt = await conn.fetchrow(Q.artifact_attempt_lock, inp.task_id, inp.attempt_n)
+            attempt_guard(attempt, inp.attempt_n, inp.agent_id)
+            await conn.execute(Q.artifact_blob_insert, inp.cid, inp.size_bytes)
+            inserted = await conn.execute(
+                Q.artifact_output_insert,
+                inp.artifact_id,
+                inp.team_id,
+                inp.task_id,
+                inp.attempt_n,
+                inp.cid,
+                inp.kind,
+                inp.title,
+                inp.content_type,
+                inp.content_encoding,
+                inp.size_bytes,
+                inp.agent_id,
+            )
+            row = await conn.fetchrow(Q.artifact_output_get, inp.task_id, inp.attempt_n, inp.cid)
+        assert row is not None  # inserted, or there already
+        attached = AttachedArtifact(**dict(row), created=inserted.endswith(" 1"))
+        if not inp.same_metadata(attached):
+            raise metadata_conflict(inp.cid, inp.attempt_n)
+        return attached
+
+    async def expire_staged(self, before: datetime, limit: int) -> int:
+        """Delete up to `limit` staged rows older than `before` that no task binds."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(Q.artifact_staged_expire, before, limit)
+        return len(rows)
+
+    async def delete_unreferenced_blobs(self, limit: int, delete_objects: DeleteObjects) -> int:
+        """Delete up to `limit` blobs nothing names, their S3 objects first (inside the
+        transaction, so the rows stay locked until the objects are gone)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(Q.artifact_blob_delete_unreferenced, limit)
+            cids = [row["cid"] for row in rows]
+            if cids:
+                await delete_objects(cids)
+        return len(cids)

@@ -1,0 +1,205 @@
+"""Units of work on identity rows. Each method is one transaction; activities call them and
+turn their outcomes into DomainErrors. Functions outside the class take the connection first."""
+
+from __future__ import annotations
+
+import hmac
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from infra.db import Q
+from infra.oauth import new_sealed_key
+from schemas.principals import AGENT_SCOPES
+
+
+@dataclass(frozen=True)
+class BindOutcome:
+    """The bound agent, or why nothing was written ('key-taken', 'voucher-gone')."""
+
+    agent_id: uuid.UUID | None = None
+    refused: str | None = None
+
+
+class _Refused(Exception):
+    """Raised inside a transaction so that it rolls back."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class IdentityRepo:
+    def __init__(self, pool: asyncpg.Pool, server_secret: bytes) -> None:
+        self._pool = pool
+        self._secret = server_secret
+
+    async def open_voucher_exists(self, code: str) -> bool:
+        return await self._pool.fetchrow(Q.get_open_voucher, code) is not None
+
+    async def issue_voucher(
+        self,
+        voucher_id: uuid.UUID,
+        code: str,
+        issuer_id: uuid.UUID | None,
+        expires_at: datetime,
+        max_open: int,
+    ) -> dict[str, Any] | None:
+        """Insert the voucher unless the issuer already holds `max_open`; None when over."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            existing = await conn.fetchrow(Q.get_voucher, voucher_id)
+            if existing is not None:
+                return dict(existing)
+            if issuer_id is not None:
+                await conn.execute(Q.lock_issuer, str(issuer_id))
+                if await conn.fetchval(Q.count_open_vouchers_for_issuer, issuer_id) >= max_open:
+                    return None
+            await conn.execute(Q.insert_voucher, voucher_id, code, issuer_id, expires_at)
+            row = await conn.fetchrow(Q.get_voucher, voucher_id)
+            assert row is not None
+            return dict(row)
+
+    async def create_identity(
+        self,
+        identity_id: uuid.UUID,
+        schema_id: str,
+        traits: dict[str, str],
+        password_hash: str,
+        email: str | None,
+    ) -> bool:
+        """False when the email is taken by another identity."""
+        try:
+            await self._pool.execute(
+                Q.insert_identity, identity_id, schema_id, traits, password_hash, email
+            )
+        except asyncpg.UniqueViolationError:
+            return False
+        row = await self._pool.fetchrow(Q.get_identity, identity_id)
+        return row is not None
+
+    async def delete_identity(self, identity_id: uuid.UUID) -> None:
+        await self._pool.execute(Q.delete_identity, identity_id)
+
+    async def bind_agent(
+        self,
+        identity_id: uuid.UUID,
+        agent_id: uuid.UUID,
+        public_key: str,
+        fingerprint: str,
+        voucher_code: str,
+    ) -> BindOutcome:
+        """Upsert the agent and redeem the voucher in one transaction, or change nothing.
+
+        Idempotent: a retry after a commit finds the agent bound to this identity and the
+        voucher redeemed by it. A key bound to another live identity is never taken over.
+        """
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow(
+                    Q.upsert_agent, agent_id, identity_id, public_key, fingerprint
+                )
+                if row is None:
+                    raise _Refused("key-taken")
+                bound_id: uuid.UUID = row["id"]
+                redeemed = await conn.fetchrow(Q.redeem_voucher, voucher_code, bound_id)
+                # a retry after a commit finds the voucher already redeemed by this agent
+                if redeemed is None and (
+                    await conn.fetchval(Q.voucher_redeemed_by, voucher_code) != bound_id
+                ):
+                    raise _Refused("voucher-gone")
+                return BindOutcome(agent_id=bound_id)
+        except _Refused as refused:
+            return BindOutcome(refused=refused.reason)
+
+    async def create_client(
+        self, client_id: str, identity_id: uuid.UUID, secret_hash: str, metadata: dict[str, str]
+    ) -> None:
+        await self._pool.execute(
+            Q.insert_oauth_client,
+            client_id,
+            identity_id,
+            secret_hash,
+            " ".join(AGENT_SCOPES),
+            metadata,
+        )
+
+    async def ensure_signing_key(self, rotate: bool) -> tuple[str, bool]:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('jwt-signing-keys'))")
+            current = await conn.fetchrow(
+                "SELECT kid FROM jwt_signing_keys WHERE retired_at IS NULL "
+                "ORDER BY created_at DESC LIMIT 1"
+            )
+            if current is not None and not rotate:
+                return str(current["kid"]), False
+            kid, sealed, public = new_sealed_key(self._secret)
+            await conn.execute(Q.insert_signing_key, kid, sealed, public)
+            await conn.execute(Q.retire_signing_keys_except, kid)
+            return kid, True
+
+    async def nonce_used(self, nonce: str) -> bool:
+        return await self._pool.fetchrow(Q.recovery_nonce_used, nonce) is not None
+
+    async def consume_nonce(self, nonce: str, expires_at: datetime) -> bool:
+        return await self._pool.fetchrow(Q.consume_recovery_nonce, nonce, expires_at) is not None
+
+    async def agent_by_public_key(self, public_key: str) -> dict[str, Any] | None:
+        row = await self._pool.fetchrow(Q.get_agent_by_public_key, public_key)
+        return dict(row) if row is not None else None
+
+    async def create_recovery_flow(
+        self, flow_id: uuid.UUID, identity_id: uuid.UUID, code_hash: str, expires_at: datetime
+    ) -> None:
+        await self._pool.execute(
+            Q.insert_recovery_flow, flow_id, identity_id, code_hash, expires_at
+        )
+
+    async def redeem_recovery(
+        self, flow_id: uuid.UUID, candidate_hash: str, new_secret_hash: str, max_attempts: int
+    ) -> tuple[str, dict[str, Any] | None]:
+        """Check the code under a row lock; count a wrong try; rotate the secret on success.
+
+        Returns (outcome, client) with outcome in ok / unknown / expired / used / exhausted / wrong.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            flow = await conn.fetchrow(Q.lock_recovery_flow, flow_id)
+            if flow is None:
+                return "unknown", None
+            if flow["used_at"] is not None:
+                return "used", None
+            if flow["attempts"] >= max_attempts:
+                return "exhausted", None
+            if flow["expires_at"] <= await conn.fetchval("SELECT now()"):
+                return "expired", None
+            if not hmac.compare_digest(flow["code_hash"], candidate_hash):
+                await conn.execute(Q.count_recovery_attempt, flow_id)
+                return "wrong", None
+            await conn.execute(Q.use_recovery_flow, flow_id)
+            client = await conn.fetchrow(
+                Q.rotate_client_secret, flow["identity_id"], new_secret_hash
+            )
+            if client is None:
+                return "unknown", None
+            return "ok", {"client_id": client["client_id"], "identity_id": flow["identity_id"]}
+
+    async def open_session(
+        self,
+        session_id: uuid.UUID,
+        identity_id: uuid.UUID,
+        human_id: uuid.UUID,
+        token_hash: str,
+        expires_at: datetime,
+    ) -> uuid.UUID:
+        """Onboard the human on first login (humans.identity_id) and open the session."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            bound = await conn.fetchval(Q.upsert_human_for_identity, human_id, identity_id)
+            await conn.execute(
+                Q.insert_session, session_id, token_hash, identity_id, bound, expires_at
+            )
+            return uuid.UUID(str(bound))
+
+    async def close_session(self, session_id: uuid.UUID) -> None:
+        await self._pool.execute(Q.revoke_session, session_id)

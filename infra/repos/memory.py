@@ -1,0 +1,269 @@
+"""Units of work on diaries, entries and relations. Each method is one transaction and
+idempotent under retry (rows are keyed by ids the caller chose); the row and its permission
+tuples change together, so a diary never exists without its team binding, nor an entry without
+its parent tuple. Refusals come back as `Refusal` values for the activity to turn into
+problems."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+from infra import permissions as tuples
+from infra.db import Q
+from infra.repos.signing import get_signing_request
+from schemas.kernel.cids import entry_cid
+from schemas.kernel.permissions import RelationTuple, Subject
+from schemas.memory import (
+    GRANT_RELATIONS,
+    DiaryCreateInput,
+    EntryInsert,
+    EntryRewrite,
+    GrantChange,
+    RelationCreateInput,
+)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why nothing was written: a stable code and a sentence for the problem detail."""
+
+    code: str
+    detail: str
+
+
+class _Refused(Exception):
+    """Raised inside a transaction so that it rolls back."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.detail)
+        self.refusal = refusal
+
+
+def _team_binding(diary_id: uuid.UUID, team_id: uuid.UUID) -> RelationTuple:
+    return RelationTuple.grant("Diary", diary_id, "team", Subject(ns="Team", id=str(team_id)))
+
+
+def _entry_parent(entry_id: uuid.UUID, diary_id: uuid.UUID) -> RelationTuple:
+    return RelationTuple.grant(
+        "DiaryEntry", entry_id, "parent", Subject(ns="Diary", id=str(diary_id))
+    )
+
+
+def _grant_tuple(change: GrantChange) -> RelationTuple:
+    subject = Subject(
+        ns=change.subject_ns,
+        id=str(change.subject_id),
+        relation="members" if change.subject_ns == "Group" else None,
+    )
+    return RelationTuple.grant("Diary", change.diary_id, GRANT_RELATIONS[change.role], subject)
+
+
+class MemoryRepo:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    # --- diaries --------------------------------------------------------------------------
+
+    async def create_diary(self, inp: DiaryCreateInput) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                Q.memory_insert_diary,
+                inp.diary_id,
+                inp.created_by,
+                inp.created_by_ns,
+                inp.team_id,
+                inp.name,
+                inp.visibility,
+                inp.signed,
+            )
+            await tuples.write_tuples(conn, [_team_binding(inp.diary_id, inp.team_id)])
+
+    async def update_diary(
+        self, diary_id: uuid.UUID, name: str | None, visibility: str | None
+    ) -> None:
+        await self._pool.execute(Q.memory_update_diary, diary_id, name, visibility)
+
+    async def delete_diary(self, diary_id: uuid.UUID) -> Refusal | None:
+        """Delete the diary, its entries and every tuple naming them; signed entries are
+        permanent, so a diary holding one is refused."""
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                if await conn.fetchval(Q.memory_diary_has_signed_entries, diary_id):
+                    raise _Refused(
+                        Refusal("diary-has-signed-entries", "A diary with signed entries stays")
+                    )
+                for row in await conn.fetch(Q.memory_diary_entry_ids, diary_id):
+                    await tuples.delete_object(conn, "DiaryEntry", row["id"])
+                await tuples.delete_object(conn, "Diary", diary_id)
+                await conn.execute(Q.memory_delete_diary, diary_id)
+        except _Refused as refused:
+            return refused.refusal
+        return None
+
+    async def write_grant(self, change: GrantChange) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await tuples.write_tuples(conn, [_grant_tuple(change)])
+
+    async def revoke_grant(self, change: GrantChange) -> int:
+        async with self._pool.acquire() as conn, conn.transaction():
+            return await tuples.delete_tuples(conn, [_grant_tuple(change)])
+
+    # --- entries --------------------------------------------------------------------------
+
+    async def insert_entry(self, inp: EntryInsert) -> tuple[str, Refusal | None]:
+        """Insert the entry and its parent tuple; returns the stored CID.
+
+        In a signed diary the CID also covers the predecessor (`"p"`), which is read here,
+        inside the transaction, and the signing request must name exactly that CID. Two writers
+        racing for the same predecessor meet the unique (diary, prev_cid) index: one wins.
+        """
+        draft = inp.draft
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                existing = await conn.fetchrow(Q.memory_get_entry, draft.entry_id)
+                if existing is not None:  # a retry after a committed attempt
+                    return existing["cid"], None
+                cid, prev_cid, signature = inp.cid, None, None
+                if draft.signed_diary:
+                    prev_cid = await conn.fetchval(Q.memory_chain_head, draft.diary_id)
+                    cid = entry_cid(
+                        draft.content, draft.title, draft.tags, draft.entry_type, prev_cid
+                    )
+                if draft.signing_request_id is not None:
+                    signature = await _signature_for(
+                        conn, draft.signing_request_id, draft.created_by, cid
+                    )
+                try:
+                    await conn.execute(
+                        Q.memory_insert_entry,
+                        draft.entry_id,
+                        draft.diary_id,
+                        draft.title,
+                        draft.content,
+                        inp.embedding,
+                        draft.tags,
+                        inp.injection_risk,
+                        inp.injection_threats,
+                        draft.importance,
+                        draft.entry_type,
+                        cid,
+                        prev_cid,
+                        draft.signing_request_id,
+                        signature,
+                        draft.created_by,
+                        draft.created_by_ns,
+                    )
+                except asyncpg.UniqueViolationError:
+                    raise _Refused(
+                        Refusal(
+                            "chain-conflict",
+                            "Another entry was appended to this signed diary first; "
+                            "sign the entry again over the new predecessor",
+                        )
+                    ) from None
+                await tuples.write_tuples(conn, [_entry_parent(draft.entry_id, draft.diary_id)])
+                return cid, None
+        except _Refused as refused:
+            return inp.cid, refused.refusal
+
+    async def rewrite_entry(self, inp: EntryRewrite) -> bool:
+        change = inp.change
+        row = await self._pool.fetchrow(
+            Q.memory_update_entry,
+            change.entry_id,
+            change.content,
+            change.clear_title,
+            change.title,
+            change.tags,
+            change.importance,
+            change.entry_type,
+            inp.cid,
+            inp.injection_risk,
+            inp.reembed,
+            inp.injection_threats,
+            inp.embedding,
+        )
+        return row is not None
+
+    async def set_embedding(self, entry_id: uuid.UUID, cid: str, embedding: list[float]) -> bool:
+        return (
+            await self._pool.fetchrow(Q.memory_set_embedding, entry_id, cid, embedding) is not None
+        )
+
+    async def delete_entries(
+        self, entry_ids: Sequence[uuid.UUID]
+    ) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+        """Delete unsigned entries and their parent tuples; signed or absent ones are skipped."""
+        deleted: list[uuid.UUID] = []
+        async with self._pool.acquire() as conn, conn.transaction():
+            for entry_id in entry_ids:
+                if await conn.fetchval(Q.memory_delete_entry, entry_id) is not None:
+                    await tuples.delete_object(conn, "DiaryEntry", entry_id)
+                    deleted.append(entry_id)
+        return deleted, [e for e in entry_ids if e not in deleted]
+
+    # --- relations ------------------------------------------------------------------------
+
+    async def create_relation(self, inp: RelationCreateInput) -> tuple[uuid.UUID, bool]:
+        """Insert the relation (idempotent by source, target and type); (id, created)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            inserted = await conn.fetchval(
+                Q.memory_insert_relation,
+                inp.relation_id,
+                inp.source_id,
+                inp.target_id,
+                inp.relation,
+                inp.status,
+                inp.workflow_id,
+                inp.metadata,
+            )
+            if inserted is None:
+                existing: uuid.UUID = await conn.fetchval(
+                    Q.memory_find_relation, inp.source_id, inp.target_id, inp.relation
+                )
+                return existing, False
+            await conn.execute(Q.memory_sync_superseded_by, inp.target_id)
+            return inserted, True
+
+    async def set_relation_status(self, relation_id: uuid.UUID, status: str) -> bool:
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(Q.memory_update_relation_status, relation_id, status)
+            if row is not None:
+                await conn.execute(Q.memory_sync_superseded_by, row["target_id"])
+            return row is not None
+
+    async def delete_relation(self, relation_id: uuid.UUID) -> bool:
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(Q.memory_delete_relation, relation_id)
+            if row is not None:
+                await conn.execute(Q.memory_sync_superseded_by, row["target_id"])
+            return row is not None
+
+
+async def _signature_for(
+    conn: asyncpg.Connection, request_id: uuid.UUID, author: uuid.UUID, cid: str
+) -> str:
+    """The signature of a completed, valid signing request of the author over `cid`."""
+    request = await get_signing_request(conn, request_id)
+    if request is None or request.agent_id != author:
+        raise _Refused(Refusal("signing-request-not-found", "No such signing request"))
+    if request.status != "completed" or not request.valid or request.signature is None:
+        raise _Refused(
+            Refusal("signing-request-invalid", "The signing request has no valid signature")
+        )
+    if request.message != cid:
+        raise _Refused(
+            Refusal(
+                "signature-cid-mismatch",
+                f"The signed message is not the entry CID; sign {cid}",
+            )
+        )
+    if await conn.fetchval(Q.memory_entry_signing_request_used, request.id) is not None:
+        raise _Refused(
+            Refusal("signing-request-used", "This signing request already signed an entry")
+        )
+    return request.signature

@@ -1,0 +1,282 @@
+"""Hybrid search over diary entries (DECISIONS "Memory", Hybrid search).
+
+Two arms, each the best `2 × limit` candidates inside the scope and the filters:
+
+- the vector arm: cosine distance to the query vector, at most 0.6;
+- the full-text arm: `websearch_to_tsquery('english', query)` over `tsv`, ranked by `ts_rank`;
+
+fused by reciprocal rank (k = 60) into a relevance in 0..1, then mixed with recency and
+importance by the caller's weights. A query with a negation (`-word`) keeps only entries that
+match its full-text query.
+
+The vector arm's plan is chosen per scope, because pgvector 0.6 applies `WHERE diary_id = ANY`
+*after* its HNSW scan, which yields at most `hnsw.ef_search` rows: a scope that is a small share
+of the table would get few or none of its true neighbours (`choose_vector_plan`).
+
+Everything runs in one read-only repeatable-read transaction, so both arms and the final read
+see one snapshot. The query vector may still be computing when the search starts: the scope is
+sized and the full-text arm runs meanwhile.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from uuid import UUID
+
+import asyncpg
+import numpy as np
+from numpy.typing import NDArray
+
+from infra.db import Q
+from schemas import limits
+from schemas.embedding import SearchFilters, SearchType, SearchWeights
+
+Vector = Sequence[float] | NDArray[np.float32]
+QueryVector = Vector | Awaitable[Vector | None] | None
+"""The query's embedding, or an awaitable of it (None: embedding failed, full text only)."""
+
+
+# --- the plan of the vector arm -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VectorPlan:
+    """Exact search over the scope, or HNSW with `ef_search` candidates kept per scan."""
+
+    method: Literal["exact", "hnsw"]
+    ef_search: int | None = None
+    reason: str = ""
+
+
+def choose_vector_plan(scoped_rows: int, table_rows: int, wanted: int) -> VectorPlan:
+    """Exact for a small scope; HNSW for a large one, unless it is too thin a slice of the table.
+
+    `scoped_rows` is exact up to `SEARCH_EXACT_SCOPE_MAX_ROWS` (counted) and the planner's
+    estimate above it. The HNSW scan keeps `ef` rows of the whole table, of which about
+    `ef × share` fall inside the scope; ef is chosen so that this is `SEARCH_HNSW_EF_MARGIN ×`
+    the rows wanted. When even pgvector's largest ef cannot deliver that, exact search is the
+    only correct plan (and a short HNSW answer falls back to it anyway, see `vector_arm`).
+    """
+    if scoped_rows <= limits.SEARCH_EXACT_SCOPE_MAX_ROWS:
+        return VectorPlan("exact", reason="small scope")
+    share = min(1.0, scoped_rows / table_rows) if table_rows > 0 else 1.0
+    ef = math.ceil(limits.SEARCH_HNSW_EF_MARGIN * wanted / share)
+    if ef > limits.SEARCH_HNSW_EF_MAX:
+        return VectorPlan("exact", reason="scope too thin a share of the table for HNSW")
+    return VectorPlan("hnsw", ef_search=max(limits.SEARCH_HNSW_EF_MIN, ef), reason="large scope")
+
+
+# --- fusion and scores ----------------------------------------------------------------------
+
+
+def reciprocal_rank_fusion(
+    *rankings: Sequence[UUID] | None, k: int = limits.SEARCH_RRF_K
+) -> dict[UUID, float]:
+    """Relevance in 0..1 of every candidate: the sum of 1/(k + rank) over the arms it appears
+    in, divided by the best possible sum (first in two arms), as the reference normalises it."""
+    fused: dict[UUID, float] = {}
+    for ranking in rankings:
+        for rank, entry_id in enumerate(ranking or (), start=1):
+            fused[entry_id] = fused.get(entry_id, 0.0) + 1.0 / (k + rank)
+    best = 2.0 / (k + 1)
+    return {entry_id: score / best for entry_id, score in fused.items()}
+
+
+def combined_score(
+    relevance: float, hours_since_access: float, importance: int, weights: SearchWeights
+) -> float:
+    recency: float = limits.SEARCH_RECENCY_DECAY_PER_HOUR ** max(0.0, hours_since_access)
+    return (
+        weights.relevance * relevance
+        + weights.recency * recency
+        + weights.importance * importance / limits.ENTRY_IMPORTANCE_MAX
+    )
+
+
+def search_type_of(vector_ran: bool, fulltext_ran: bool) -> SearchType:
+    if vector_ran and fulltext_ran:
+        return "hybrid"
+    return "vector" if vector_ran else "fulltext"
+
+
+# --- the repository -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One result: the entry's row (what `schemas.memory.entry_from_row` reads) and its score."""
+
+    row: Mapping[str, Any]
+    score: float
+    relevance: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    hits: list[SearchHit]
+    search_type: SearchType
+    vector_plan: VectorPlan | None = None
+    # What each arm returned, best first (None: the arm did not run); for tests and benchmarks.
+    vector_ids: list[UUID] | None = field(default=None, repr=False)
+    fulltext_ids: list[UUID] | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _PlanInputs:
+    scoped_rows: int
+    table_rows: int
+    has_lexemes: bool
+    negated: bool
+
+
+class SearchRepo:
+    """Hybrid search on a (read-only) pool; one call is one transaction."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def search(
+        self, query: str, query_vector: QueryVector, filters: SearchFilters
+    ) -> SearchOutcome:
+        if not filters.diary_ids:  # the caller reads no diary: nothing to search
+            vector = await _resolve(query_vector)
+            return SearchOutcome(hits=[], search_type=search_type_of(vector is not None, True))
+        async with (
+            self._pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            await conn.execute(Q.search_custom_plans)
+            inputs = await _plan_inputs(conn, query, filters)
+            fulltext_ids = await fulltext_arm(conn, query, filters) if inputs.has_lexemes else None
+            vector = await _resolve(query_vector)
+            plan: VectorPlan | None = None
+            vector_ids: list[UUID] | None = None
+            if vector is not None:
+                plan = choose_vector_plan(
+                    inputs.scoped_rows, inputs.table_rows, _candidates(filters)
+                )
+                vector_ids = await vector_arm(conn, vector, filters, plan)
+                if not vector_ids and not await conn.fetchval(
+                    Q.search_scope_has_vectors, list(filters.diary_ids)
+                ):
+                    vector_ids = None  # no entry in scope has a vector: full text only
+            hits = await _fused_hits(conn, query, filters, vector_ids, fulltext_ids, inputs)
+        return SearchOutcome(
+            hits=hits,
+            search_type=search_type_of(vector_ids is not None, fulltext_ids is not None),
+            vector_plan=plan,
+            vector_ids=vector_ids,
+            fulltext_ids=fulltext_ids,
+        )
+
+
+async def _resolve(query_vector: QueryVector) -> Vector | None:
+    if query_vector is None:
+        return None
+    if inspect.isawaitable(query_vector):
+        return await query_vector
+    return query_vector
+
+
+def _candidates(filters: SearchFilters) -> int:
+    return limits.SEARCH_CANDIDATE_FACTOR * filters.limit
+
+
+def _filter_args(filters: SearchFilters) -> tuple[Any, ...]:
+    """Parameters $2..$9 of every arm (see the header of search.sql)."""
+    return (
+        list(filters.diary_ids),
+        list(filters.tags),
+        list(filters.exclude_tags),
+        list(filters.entry_types),
+        filters.exclude_superseded,
+        filters.exclude_suspicious,
+        filters.created_before,
+        filters.created_after,
+    )
+
+
+async def _plan_inputs(conn: asyncpg.Connection, query: str, filters: SearchFilters) -> _PlanInputs:
+    """Size the scope: the planner's estimate first (free), then a count capped just above the
+    exact-search threshold unless the estimate is far above it (counting a large scope costs
+    ~0.3 µs a row; a wrong estimate only costs speed, see `vector_arm`)."""
+    diary_ids = list(filters.diary_ids)
+    plan = await conn.fetchval(Q.search_scope_estimate, diary_ids)
+    estimate = int(plan[0]["Plan"]["Plan Rows"])
+    threshold = limits.SEARCH_EXACT_SCOPE_MAX_ROWS
+    cap = threshold + 1 if estimate <= 2 * threshold else 0
+    row = await conn.fetchrow(Q.search_plan_inputs, diary_ids, cap, query)
+    counted: int = row["scoped_rows"]
+    return _PlanInputs(
+        scoped_rows=counted if counted < cap else max(counted, estimate),
+        table_rows=row["table_rows"],
+        has_lexemes=row["has_lexemes"],
+        negated=row["negated"],
+    )
+
+
+async def fulltext_arm(conn: asyncpg.Connection, query: str, filters: SearchFilters) -> list[UUID]:
+    """Ids of the best full-text matches in scope, best first."""
+    rows = await conn.fetch(Q.search_fulltext, query, *_filter_args(filters), _candidates(filters))
+    return [row["id"] for row in rows]
+
+
+async def vector_arm(
+    conn: asyncpg.Connection, vector: Vector, filters: SearchFilters, plan: VectorPlan
+) -> list[UUID]:
+    """Ids of the nearest entries in scope within the distance cut-off, nearest first.
+
+    On the HNSW plan, a scan that returns fewer rows than asked may have run out of candidates
+    inside the scope and filters (pgvector filters after the scan): the arm is then recomputed
+    exactly, because a short answer there would be silently wrong rather than slow.
+    """
+    wanted = _candidates(filters)
+    if plan.method == "hnsw":
+        await conn.execute(Q.search_set_ef_search, plan.ef_search)
+        rows = await conn.fetch(Q.search_vector_hnsw, vector, *_filter_args(filters), wanted)
+        if len(rows) >= wanted:
+            return [
+                row["id"] for row in rows if row["distance"] <= limits.SEARCH_MAX_COSINE_DISTANCE
+            ]
+    rows = await conn.fetch(
+        Q.search_vector_exact,
+        vector,
+        *_filter_args(filters),
+        limits.SEARCH_MAX_COSINE_DISTANCE,
+        wanted,
+    )
+    return [row["id"] for row in rows]
+
+
+async def _fused_hits(
+    conn: asyncpg.Connection,
+    query: str,
+    filters: SearchFilters,
+    vector_ids: list[UUID] | None,
+    fulltext_ids: list[UUID] | None,
+    inputs: _PlanInputs,
+) -> list[SearchHit]:
+    relevance = reciprocal_rank_fusion(vector_ids, fulltext_ids)
+    if not relevance:
+        return []
+    rows = await conn.fetch(Q.search_fetch_entries, list(relevance), query)
+    hits = [
+        SearchHit(
+            row=row,
+            score=combined_score(
+                relevance[row["id"]],
+                float(row["hours_since_access"]),
+                row["importance"],
+                filters.weights,
+            ),
+            relevance=relevance[row["id"]],
+        )
+        for row in rows
+        if row["matches_query"] or not inputs.negated
+    ]
+    hits.sort(key=lambda hit: (-hit.score, -hit.relevance, str(hit.row["id"])))
+    return hits[: filters.limit]

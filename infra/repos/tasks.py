@@ -1,0 +1,186 @@
+"""Writes of the attempt workflow (`Task`, SPEC 3.1): the task row with its relation tuples, and
+one projection per transition.
+
+Each method is one transaction and idempotent under retry: the insert is `ON CONFLICT DO
+NOTHING`, a projection sets the task's state and upserts the attempt's row by `(task_id,
+attempt_n)` to exactly the workflow's values, and tuple writes and deletes ignore what is
+already there. The workflow orders its projections, so the last one written is the newest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID, uuid5
+
+import asyncpg
+
+from infra import permissions as tuples
+from infra.db import Q
+from schemas.errors import FieldError, NotFound, ValidationFailed
+from schemas.kernel.permissions import Namespace, RelationTuple, Subject
+from schemas.task_attempts import TaskProjection, task_workflow_id
+from schemas.tasks import TaskStart
+
+
+def task_tuples(start: TaskStart) -> list[RelationTuple]:
+    """The owning team and the provenance diary of a task (SPEC 5: "task imposed gives parent
+    tuple"). The diary grants nothing on the task; the tuple records provenance."""
+    return [
+        RelationTuple.grant(
+            Namespace.TASK, start.task_id, "team", Subject(ns=Namespace.TEAM, id=str(start.team_id))
+        ),
+        RelationTuple.grant(
+            Namespace.TASK,
+            start.task_id,
+            "parent",
+            Subject(ns=Namespace.DIARY, id=str(start.diary_id)),
+        ),
+    ]
+
+
+def claimant_tuple(task_id: UUID, agent_id: UUID) -> RelationTuple:
+    return RelationTuple.grant(
+        Namespace.TASK, task_id, "claimant", Subject(ns=Namespace.AGENT, id=str(agent_id))
+    )
+
+
+class TaskRepo:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def insert(self, start: TaskStart) -> bool:
+        """Insert the queued task and its tuples; False when the row existed already. The API
+        checked the team, diary and project; one deleted since is a 404, not a retry."""
+        try:
+            return await self._insert(start)
+        except asyncpg.ForeignKeyViolationError:
+            raise NotFound(
+                "The task's team, diary or project no longer exists", code="task-owner-gone"
+            ) from None
+
+    async def _insert(self, start: TaskStart) -> bool:
+        async with self._pool.acquire() as conn, conn.transaction():
+            inserted = await conn.fetchval(
+                Q.task_write_insert,
+                start.task_id,
+                start.team_id,
+                start.diary_id,
+                start.project_id,
+                start.task_type,
+                start.title,
+                start.input,
+                start.input_cid,
+                start.input_schema_cid,
+                start.output_kind,
+                start.correlation_id,
+                start.references,
+                start.claim_condition,
+                start.allowed_profiles,
+                start.required_trust_level,
+                start.max_attempts,
+                start.dispatch_timeout_sec,
+                start.running_timeout_sec,
+                start.expires_at,
+                start.proposed_by_agent_id,
+                start.proposed_by_human_id,
+                start.idempotency_key,
+                start.idempotency_cid,
+                task_workflow_id(start.task_id),
+            )
+            if inserted is None:
+                return False  # a retry after a committed attempt
+            await tuples.write_tuples(conn, task_tuples(start))
+            await _bind_inputs(conn, start)
+        return True
+
+    async def project(self, projection: TaskProjection) -> None:
+        """Write one transition: task state and attempt row in one statement (a heartbeat, the
+        hot path, is one round trip), with the claimant tuple in the same transaction when it
+        changes."""
+        if projection.grant_claimant is None and projection.revoke_claimant is None:
+            await self._pool.execute(Q.task_write_projection, *_projection_args(projection))
+            return
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(Q.task_write_projection, *_projection_args(projection))
+            if projection.revoke_claimant is not None:
+                await tuples.delete_tuples(
+                    conn, [claimant_tuple(projection.task_id, projection.revoke_claimant)]
+                )
+            if projection.grant_claimant is not None:
+                await tuples.write_tuples(
+                    conn, [claimant_tuple(projection.task_id, projection.grant_claimant)]
+                )
+
+
+def _projection_args(projection: TaskProjection) -> list[Any]:
+    """The parameters of `task_write_projection`: the attempt's columns, then the task's."""
+    task, attempt, task_id = projection.task, projection.attempt, projection.task_id
+    attempt_columns: list[Any] = [None] * 20
+    if attempt is not None:
+        attempt_columns = [
+            attempt.attempt_id,
+            task_id,
+            attempt.attempt_n,
+            task_workflow_id(task_id),
+            attempt.lease_id,
+            attempt.agent_id,
+            attempt.status,
+            attempt.lease_ttl_sec,
+            attempt.claimed_at,
+            attempt.started_at,
+            attempt.last_heartbeat_at,
+            attempt.claim_expires_at,
+            attempt.finished_at,
+            attempt.output,
+            attempt.output_cid,
+            attempt.content_signature,
+            attempt.usage,
+            attempt.error,
+            attempt.timeout_reason,
+            attempt.traceparent,
+        ]
+    return [
+        attempt is not None,
+        *attempt_columns,
+        task_id,
+        task.status,
+        task.attempt_count,
+        task.claim_agent_id,
+        task.claim_expires_at,
+        task.cancelled_by_agent_id,
+        task.cancelled_by_human_id,
+        task.cancel_reason,
+        task.cancelled_at,
+        task.completed_at,
+    ]
+
+
+async def _bind_inputs(conn: asyncpg.Connection, start: TaskStart) -> None:
+    """Bind the references' staged artifacts to the task (SPEC 2.6), all or nothing: a CID no
+    longer staged by the team (swept since the API checked) refuses the task."""
+    refs = [ref for ref in start.references if ref.get("artifact")]
+    if not refs:
+        return
+    artifacts = [ref["artifact"] for ref in refs]
+    bound = await conn.fetch(
+        Q.task_write_bind_inputs,
+        start.team_id,
+        start.task_id,
+        [uuid5(start.task_id, artifact["cid"]) for artifact in artifacts],
+        [artifact["cid"] for artifact in artifacts],
+        [artifact.get("kind") or "input" for artifact in artifacts],
+        [artifact.get("title") or artifact["cid"] for artifact in artifacts],
+        [ref["role"] for ref in refs],
+        start.proposed_by_agent_id,
+        start.proposed_by_human_id,
+        [artifact.get("contentType") for artifact in artifacts],
+    )
+    missing = {artifact["cid"] for artifact in artifacts} - {row["cid"] for row in bound}
+    if missing:
+        raise ValidationFailed(
+            "An input artifact is no longer staged by the team",
+            errors=[
+                FieldError(pointer="/references", message=f"not staged: {cid}") for cid in missing
+            ],
+            code="artifact-not-staged",
+        )

@@ -1,0 +1,48 @@
+"""The Temporal client: pydantic payloads, tracing, and one place to read failures back.
+
+`problem_from_failure` walks a workflow/update failure's causes to the `ApplicationError` an
+activity or validator raised for a `DomainError`, and rebuilds that error for the API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.client import Client, Interceptor
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+
+from infra.settings import Settings
+from schemas.errors import DomainError
+
+
+async def connect(settings: Settings, *, tracing: bool = True) -> Client:
+    interceptors: list[Interceptor] = [TracingInterceptor()] if tracing else []
+    return await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        data_converter=pydantic_data_converter,
+        interceptors=interceptors,
+        tls=settings.temporal_tls,
+    )
+
+
+def problem_from_failure(exc: BaseException) -> DomainError | None:
+    """The DomainError carried by a failure chain, if any."""
+    seen: BaseException | None = exc
+    for _ in range(16):
+        if seen is None:
+            return None
+        if isinstance(seen, DomainError):
+            return seen
+        if isinstance(seen, ApplicationError) and seen.details:
+            body = seen.details[0]
+            if isinstance(body, dict) and "code" in body and "status" in body:
+                return DomainError.from_problem(_as_dict(body))
+        seen = seen.__cause__ or getattr(seen, "cause", None)
+    return None
+
+
+def _as_dict(body: dict[Any, Any]) -> dict[str, Any]:
+    return {str(k): v for k, v in body.items()}

@@ -1,0 +1,490 @@
+"""Models of memory: diaries, their grants, entries and typed relations (SPEC 2.1, 4.2).
+
+HTTP bodies are closed and camelCase; workflow payloads tolerate unknown fields. Every limit is
+`schemas.limits`. `entry_from_row` and `diary_from_row` are the one mapping from a database row
+to the JSON an API client sees, shared by every route that returns entries (lists, search,
+public feed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import Field, StringConstraints, field_validator, model_validator
+
+from schemas import limits
+from schemas.base import Payload, RequestBody, ResponseBody
+from schemas.kernel.injection import Threat
+
+Visibility = Literal["private", "moltnet", "public"]
+EntryType = Literal["episodic", "semantic", "procedural", "reflection"]
+RelationType = Literal[
+    "supersedes", "elaborates", "contradicts", "supports", "caused_by", "references"
+]
+RelationStatus = Literal["proposed", "accepted", "rejected"]
+GranteeNs = Literal["Agent", "Human", "Group"]
+GrantRole = Literal["writer", "manager"]
+CreatorNs = Literal["Agent", "Human"]
+
+# The Diary relation each grant role writes (permission model, SPEC 5).
+GRANT_RELATIONS: Mapping[str, str] = {"writer": "writers", "manager": "managers"}
+
+DiaryName = Annotated[str, StringConstraints(min_length=1, max_length=255, strip_whitespace=True)]
+Title = Annotated[str, StringConstraints(max_length=limits.ENTRY_TITLE_MAX_CHARS)]
+Content = Annotated[
+    str,
+    StringConstraints(
+        min_length=limits.ENTRY_CONTENT_MIN_CHARS, max_length=limits.ENTRY_CONTENT_MAX_CHARS
+    ),
+]
+Tag = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=limits.ENTRY_TAG_MAX_CHARS, strip_whitespace=True),
+]
+Tags = Annotated[list[Tag], Field(max_length=limits.ENTRY_TAGS_MAX)]
+Importance = Annotated[int, Field(ge=limits.ENTRY_IMPORTANCE_MIN, le=limits.ENTRY_IMPORTANCE_MAX)]
+
+
+def _unique_tags(tags: list[str] | None) -> list[str] | None:
+    """Tags are a set with a stable order: duplicates are dropped, first occurrence kept."""
+    return None if tags is None else list(dict.fromkeys(tags))
+
+
+# --- diaries ------------------------------------------------------------------------------
+
+
+class DiaryCreateRequest(RequestBody):
+    name: DiaryName
+    visibility: Visibility = "private"
+    signed: bool = Field(
+        default=False, description="Every entry must be signed and chained to its predecessor"
+    )
+
+
+class DiaryUpdateRequest(RequestBody):
+    name: DiaryName | None = None
+    visibility: Visibility | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> DiaryUpdateRequest:
+        if self.name is None and self.visibility is None:
+            raise ValueError("Give at least one of name, visibility")
+        return self
+
+
+class DiaryPath(RequestBody):
+    diaryId: UUID
+
+
+class Diary(ResponseBody):
+    id: UUID
+    name: str
+    visibility: Visibility
+    signed: bool
+    teamId: UUID
+    createdBy: UUID
+    createdAt: datetime
+    updatedAt: datetime
+
+
+class DiaryList(ResponseBody):
+    items: list[Diary]
+
+
+class DiaryListQuery(RequestBody):
+    teamId: UUID | None = Field(default=None, description="Only diaries of this team")
+
+
+def diary_from_row(row: Mapping[str, Any]) -> Diary:
+    return Diary(
+        id=row["id"],
+        name=row["name"],
+        visibility=row["visibility"],
+        signed=row["signed"],
+        teamId=row["team_id"],
+        createdBy=row["created_by"],
+        createdAt=row["created_at"],
+        updatedAt=row["updated_at"],
+    )
+
+
+# --- grants -------------------------------------------------------------------------------
+
+
+class GrantRequest(RequestBody):
+    subjectId: UUID
+    subjectNs: GranteeNs
+    role: GrantRole
+
+
+class GrantPath(RequestBody):
+    diaryId: UUID
+
+
+class Grant(ResponseBody):
+    diaryId: UUID
+    subjectId: UUID
+    subjectNs: GranteeNs
+    role: GrantRole
+    createdAt: datetime | None = None
+
+
+class GrantList(ResponseBody):
+    items: list[Grant]
+
+
+# --- entries ------------------------------------------------------------------------------
+
+
+class EntryCreateRequest(RequestBody):
+    content: Content
+    title: Title | None = None
+    tags: Tags = Field(default_factory=list)
+    importance: Importance = limits.ENTRY_IMPORTANCE_DEFAULT
+    entryType: EntryType = "semantic"
+    signingRequestId: UUID | None = Field(
+        default=None,
+        description="A completed, valid signing request of the caller whose message is the "
+        "entry CID (DECISIONS 'Signed entries')",
+    )
+
+    _dedupe = field_validator("tags")(_unique_tags)
+
+
+class EntryUpdateRequest(RequestBody):
+    content: Content | None = None
+    title: Title | None = None
+    tags: Tags | None = None
+    importance: Importance | None = None
+    entryType: EntryType | None = None
+
+    _dedupe = field_validator("tags")(_unique_tags)
+
+    @model_validator(mode="after")
+    def _something(self) -> EntryUpdateRequest:
+        if not self.model_fields_set:
+            raise ValueError("Give at least one field to change")
+        return self
+
+
+class EntryPath(RequestBody):
+    entryId: UUID
+
+
+class DiaryEntryPath(RequestBody):
+    diaryId: UUID
+    entryId: UUID
+
+
+class EntryListQuery(RequestBody):
+    limit: int = Field(default=limits.ENTRIES_PAGE.default, ge=1, le=limits.ENTRIES_PAGE.max)
+    offset: int = Field(default=0, ge=0)
+    tags: str | None = Field(default=None, description="Comma-separated; entries carry all")
+    excludeTags: str | None = Field(default=None, description="Comma-separated; none of these")
+    entryType: EntryType | None = None
+
+
+class EntryBatchDelete(RequestBody):
+    ids: Annotated[list[UUID], Field(min_length=1, max_length=100)]
+
+
+class BatchDeleted(ResponseBody):
+    deleted: list[UUID]
+    skipped: list[UUID]
+
+
+class Entry(ResponseBody):
+    id: UUID
+    diaryId: UUID
+    title: str | None
+    content: str
+    tags: list[str]
+    importance: int
+    entryType: EntryType
+    injectionRisk: bool
+    injectionThreats: list[Threat] = Field(default_factory=list)
+    cid: str
+    prevCid: str | None = None
+    signed: bool
+    signingRequestId: UUID | None = None
+    contentSignature: str | None = None
+    supersededBy: UUID | None = None
+    hasEmbedding: bool
+    accessCount: int
+    lastAccessedAt: datetime | None = None
+    createdBy: UUID
+    createdAt: datetime
+    updatedAt: datetime
+    score: float | None = Field(default=None, description="Search results only")
+
+
+def entry_from_row(row: Mapping[str, Any], *, score: float | None = None) -> Entry:
+    """The row needs the entry's columns plus `has_embedding` (`embedding IS NOT NULL`)."""
+    return Entry(
+        id=row["id"],
+        diaryId=row["diary_id"],
+        title=row["title"],
+        content=row["content"],
+        tags=list(row["tags"]),
+        importance=row["importance"],
+        entryType=row["entry_type"],
+        injectionRisk=row["injection_risk"],
+        injectionThreats=[Threat.model_validate(t) for t in row["injection_threats"] or []],
+        cid=row["cid"],
+        prevCid=row["prev_cid"],
+        signed=row["signing_request_id"] is not None,
+        signingRequestId=row["signing_request_id"],
+        contentSignature=row["content_signature"],
+        supersededBy=row["superseded_by"],
+        hasEmbedding=row["has_embedding"],
+        accessCount=row["access_count"],
+        lastAccessedAt=row["last_accessed_at"],
+        createdBy=row["created_by"],
+        createdAt=row["created_at"],
+        updatedAt=row["updated_at"],
+        score=score,
+    )
+
+
+class EntryList(ResponseBody):
+    items: list[Entry]
+    total: int
+    limit: int
+    offset: int
+
+
+class TagCount(ResponseBody):
+    tag: str
+    count: int
+
+
+class TagHistogram(ResponseBody):
+    tags: list[TagCount]
+    total: int
+
+
+class TagQuery(RequestBody):
+    prefix: str | None = Field(default=None, max_length=limits.ENTRY_TAG_MAX_CHARS)
+    minCount: int = Field(default=1, ge=1)
+    entryType: EntryType | None = None
+
+
+class EntryVerification(ResponseBody):
+    """`GET /diaries/{id}/entries/{entryId}/verify` (DECISIONS 'Signed entries')."""
+
+    signed: bool
+    cidMatches: bool
+    signatureValid: bool
+    chainValid: bool
+    valid: bool
+    cid: str
+    agentFingerprint: str | None = None
+
+
+# --- relations ----------------------------------------------------------------------------
+
+
+class RelationMetadata(RequestBody):
+    confidence: float | None = Field(default=None, ge=0, le=1)
+    similarity: float | None = Field(default=None, ge=-1, le=1)
+
+
+class RelationCreateRequest(RequestBody):
+    targetId: UUID
+    relation: RelationType
+    status: Literal["proposed", "accepted"] = "proposed"
+    metadata: RelationMetadata | None = None
+
+
+class RelationUpdateRequest(RequestBody):
+    status: RelationStatus
+
+
+class RelationPath(RequestBody):
+    relationId: UUID
+
+
+class RelationListQuery(RequestBody):
+    relation: RelationType | None = None
+    status: RelationStatus | None = None
+    direction: Literal["as_source", "as_target", "both"] = "both"
+    limit: int = Field(default=limits.RELATIONS_PAGE.default, ge=1, le=limits.RELATIONS_PAGE.max)
+    offset: int = Field(default=0, ge=0)
+
+
+class Relation(ResponseBody):
+    id: UUID
+    sourceId: UUID
+    targetId: UUID
+    relation: RelationType
+    status: RelationStatus
+    sourceCidSnapshot: str
+    targetCidSnapshot: str
+    workflowId: str | None = None
+    confidence: float | None = None
+    similarity: float | None = None
+    createdAt: datetime
+    updatedAt: datetime
+
+
+class RelationList(ResponseBody):
+    items: list[Relation]
+    total: int
+
+
+def relation_from_row(row: Mapping[str, Any]) -> Relation:
+    metadata = row["metadata"] or {}
+    return Relation(
+        id=row["id"],
+        sourceId=row["source_id"],
+        targetId=row["target_id"],
+        relation=row["relation"],
+        status=row["status"],
+        sourceCidSnapshot=row["source_cid_snapshot"],
+        targetCidSnapshot=row["target_cid_snapshot"],
+        workflowId=row["workflow_id"],
+        confidence=metadata.get("confidence"),
+        similarity=metadata.get("similarity"),
+        createdAt=row["created_at"],
+        updatedAt=row["updated_at"],
+    )
+
+
+# --- workflow payloads --------------------------------------------------------------------
+
+
+class DiaryCreateInput(Payload):
+    diary_id: UUID
+    team_id: UUID
+    name: str
+    visibility: Visibility
+    signed: bool
+    created_by: UUID
+    created_by_ns: CreatorNs
+
+
+class DiaryUpdateInput(Payload):
+    diary_id: UUID
+    name: str | None = None
+    visibility: Visibility | None = None
+
+
+class DiaryRef(Payload):
+    diary_id: UUID
+
+
+class GrantChange(Payload):
+    diary_id: UUID
+    subject_id: UUID
+    subject_ns: GranteeNs
+    role: GrantRole
+
+
+class EntryDraft(Payload):
+    """What an entry says, as the workflow scans, hashes and embeds it."""
+
+    entry_id: UUID
+    diary_id: UUID
+    content: str
+    title: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    importance: int = limits.ENTRY_IMPORTANCE_DEFAULT
+    entry_type: EntryType = "semantic"
+    signing_request_id: UUID | None = None
+    created_by: UUID
+    created_by_ns: CreatorNs = "Agent"
+    signed_diary: bool = False
+
+
+class EntryInsert(Payload):
+    """The row to insert, with everything the workflow computed."""
+
+    draft: EntryDraft
+    cid: str
+    injection_risk: bool
+    injection_threats: list[dict[str, Any]] = Field(default_factory=list)
+    embedding: list[float] | None = None
+
+
+class EntryInserted(Payload):
+    entry_id: UUID
+    cid: str
+
+
+class EntryChange(Payload):
+    """An update of some fields; None leaves a field as it is."""
+
+    entry_id: UUID
+    content: str | None = None
+    title: str | None = None
+    clear_title: bool = False
+    tags: list[str] | None = None
+    importance: int | None = None
+    entry_type: EntryType | None = None
+
+
+class EntryRewrite(Payload):
+    """The update as the workflow stores it, with the recomputed CID, scan and vector."""
+
+    change: EntryChange
+    cid: str
+    injection_risk: bool
+    injection_threats: list[dict[str, Any]] = Field(default_factory=list)
+    embedding: list[float] | None = None
+    reembed: bool = False
+
+
+class EntryRef(Payload):
+    entry_id: UUID
+
+
+class EntryRefs(Payload):
+    entry_ids: list[UUID]
+
+
+class EntriesDeleted(Payload):
+    deleted: list[UUID]
+    skipped: list[UUID]
+
+
+class EntryEmbedding(Payload):
+    entry_id: UUID
+    text: str
+    cid: str
+    embedding: list[float] | None = None
+
+
+class RelationCreateInput(Payload):
+    relation_id: UUID
+    source_id: UUID
+    target_id: UUID
+    relation: RelationType
+    status: RelationStatus
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    workflow_id: str | None = None
+
+
+class RelationStatusChange(Payload):
+    relation_id: UUID
+    status: RelationStatus
+
+
+class RelationRef(Payload):
+    relation_id: UUID
+
+
+class RelationWritten(Payload):
+    relation_id: UUID
+    created: bool
+
+
+class EntryUpdateInput(Payload):
+    """The change as asked, and the entry as it will read after it (what is scanned, hashed
+    and, when the text changed, embedded)."""
+
+    change: EntryChange
+    merged: EntryDraft
+    text_changed: bool

@@ -1,0 +1,123 @@
+"""The worker process: every workflow and activity on the service's task queue.
+
+At start it makes sure the token endpoint has a signing key (an idempotent workflow), so a
+fresh stack can issue tokens as soon as the worker is up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.worker import Worker
+
+from activities.embedding import EmbeddingActivities
+from infra.db import create_pool
+from infra.embeddings import OnnxEmbedder
+from infra.s3 import BlobStore
+from infra.settings import Settings
+from infra.telemetry import exporting, setup_tracing
+from infra.temporal import connect
+from schemas import limits
+from schemas.identity import SigningKeyEnsure
+from workers.interceptors import DomainErrorInterceptor
+from workers.registry import WORKFLOWS, ActivityDeps, activities, embedding_activities
+from workflows.artifacts import ensure_artifact_sweep_schedule
+from workflows.signing_keys import SIGNING_KEYS_WORKFLOW_ID, SigningKeysWorkflow
+
+log = logging.getLogger("cairn.worker")
+
+
+def build_worker(client: Client, settings: Settings, deps: ActivityDeps) -> Worker:
+    return Worker(
+        client,
+        task_queue=settings.temporal_task_queue,
+        workflows=list(WORKFLOWS),
+        activities=activities(deps),
+        # tracing comes with the client: a worker takes the client's interceptors first
+        interceptors=[DomainErrorInterceptor()],
+        max_concurrent_activities=64,
+    )
+
+
+async def ensure_signing_key(client: Client, settings: Settings, *, rotate: bool = False) -> str:
+    state = await client.execute_workflow(
+        SigningKeysWorkflow.run,
+        SigningKeyEnsure(rotate=rotate),
+        id=SIGNING_KEYS_WORKFLOW_ID,
+        task_queue=settings.temporal_task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    return state.kid
+
+
+@dataclass
+class EmbeddingWorker:
+    """The worker of the embedding task queue and the activities it serves (their `stats`)."""
+
+    worker: Worker
+    activities: EmbeddingActivities
+    task: asyncio.Task[None]
+
+    async def stop(self) -> None:
+        await self.worker.shutdown()
+        with contextlib.suppress(Exception):
+            await self.task
+        await self.activities.aclose()
+
+
+async def start_embedding_worker(
+    client: Client, settings: Settings, embedder: OnnxEmbedder | None = None
+) -> EmbeddingWorker:
+    """Load the model once for this process (in a thread) and serve `embedding.*` activities on
+    `settings.embedding_task_queue`; enough concurrent slots that callers can batch."""
+    if embedder is None:
+        embedder = await asyncio.to_thread(OnnxEmbedder.load)
+    activities = EmbeddingActivities(embedder)
+    worker = Worker(
+        client,
+        task_queue=settings.embedding_task_queue,
+        activities=embedding_activities(activities),
+        interceptors=[DomainErrorInterceptor()],  # tracing comes with the client
+        max_concurrent_activities=limits.EMBEDDING_MICROBATCH_MAX_TEXTS,
+    )
+    return EmbeddingWorker(worker, activities, asyncio.create_task(worker.run()))
+
+
+@contextlib.asynccontextmanager
+async def running_worker(settings: Settings, client: Client | None = None) -> AsyncIterator[Worker]:
+    """A worker running in this event loop until the block ends."""
+    client = client or await connect(settings)
+    embedding = await start_embedding_worker(client, settings)  # first: the likeliest failure
+    pool = await create_pool(
+        settings.database_url, read_only=False, max_size=settings.database_pool_max
+    )
+    blobs = BlobStore.from_settings(settings)
+    worker = build_worker(client, settings, ActivityDeps(pool, settings.secret_bytes, blobs))
+    task = asyncio.create_task(worker.run())
+    try:
+        await ensure_signing_key(client, settings)
+        await ensure_artifact_sweep_schedule(
+            client, settings.temporal_task_queue, settings.task_artifact_orphan_grace_sec
+        )
+        yield worker
+    finally:
+        await embedding.stop()
+        await worker.shutdown()
+        with contextlib.suppress(Exception):
+            await task
+        await pool.close()
+        blobs.close()
+
+
+async def run_worker(settings: Settings) -> None:
+    if exporting():  # the workflow and activity spans of a trace the API began
+        setup_tracing(settings.otel_service_name)
+    async with running_worker(settings):
+        log.info("worker running on task queue %s", settings.temporal_task_queue)
+        await asyncio.Event().wait()

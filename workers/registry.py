@@ -1,0 +1,182 @@
+"""The one list of workflows and activities, used by production workers, tests and replay."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from activities.artifacts import ArtifactActivities
+from activities.embedding import EmbeddingActivities
+from activities.identity import IdentityActivities
+from activities.memory import MemoryActivities
+from activities.permissions import PermissionActivities
+from activities.signing import SigningActivities
+from activities.tasks import TaskActivities
+from activities.teams import TeamActivities
+from activities.transfers import TransferActivities
+from infra.permissions import TupleRepository
+from infra.repos.artifacts import ArtifactRepo
+from infra.repos.identity import IdentityRepo
+from infra.repos.memory import MemoryRepo
+from infra.repos.signing import SigningRepo
+from infra.repos.tasks import TaskRepo
+from infra.repos.teams import TeamRepo
+from infra.repos.transfers import TransferRepo
+from infra.s3 import BlobStore
+from workflows.artifacts import (
+    ArtifactAttachWorkflow,
+    ArtifactStageWorkflow,
+    ArtifactSweepWorkflow,
+)
+from workflows.diaries import (
+    DiaryCreateWorkflow,
+    DiaryDeleteWorkflow,
+    DiaryGrantRevokeWorkflow,
+    DiaryGrantWriteWorkflow,
+    DiaryUpdateWorkflow,
+)
+from workflows.entries import (
+    EntryCreateWorkflow,
+    EntryDeleteWorkflow,
+    EntryEmbeddingWorkflow,
+    EntryUpdateWorkflow,
+    RelationCreateWorkflow,
+    RelationDeleteWorkflow,
+    RelationUpdateWorkflow,
+)
+from workflows.humans import (
+    HumanRegistrationWorkflow,
+    SessionCloseWorkflow,
+    SessionOpenWorkflow,
+)
+from workflows.recovery import RecoveryRedeemWorkflow, RecoveryVerifyWorkflow
+from workflows.registration import RegistrationWorkflow
+from workflows.signing import SigningRequestWorkflow
+from workflows.signing_keys import SigningKeysWorkflow
+from workflows.task_grants import TASK_GRANT_WORKFLOWS
+from workflows.tasks import TaskWorkflow
+from workflows.teams import TEAM_WORKFLOWS
+from workflows.transfers import DiaryTransferWorkflow
+from workflows.vouchers import VoucherIssueWorkflow
+
+WORKFLOWS: Sequence[type] = (
+    RegistrationWorkflow,
+    VoucherIssueWorkflow,
+    SigningKeysWorkflow,
+    RecoveryVerifyWorkflow,
+    RecoveryRedeemWorkflow,
+    HumanRegistrationWorkflow,
+    SessionOpenWorkflow,
+    SessionCloseWorkflow,
+    SigningRequestWorkflow,
+    *TEAM_WORKFLOWS,
+    *TASK_GRANT_WORKFLOWS,
+    DiaryTransferWorkflow,
+    TaskWorkflow,
+    ArtifactStageWorkflow,
+    ArtifactAttachWorkflow,
+    ArtifactSweepWorkflow,
+    DiaryCreateWorkflow,
+    DiaryUpdateWorkflow,
+    DiaryDeleteWorkflow,
+    DiaryGrantWriteWorkflow,
+    DiaryGrantRevokeWorkflow,
+    EntryCreateWorkflow,
+    EntryUpdateWorkflow,
+    EntryEmbeddingWorkflow,
+    EntryDeleteWorkflow,
+    RelationCreateWorkflow,
+    RelationUpdateWorkflow,
+    RelationDeleteWorkflow,
+)
+
+
+@dataclass(frozen=True)
+class ActivityDeps:
+    """What activities are built from: a writable pool and the server secret."""
+
+    pool: asyncpg.Pool
+    server_secret: bytes
+    # S3, for the artifact sweep's deletes (None in tests that never sweep)
+    blobs: BlobStore | None = None
+
+
+def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
+    identity = IdentityActivities(IdentityRepo(deps.pool, deps.server_secret))
+    permissions = PermissionActivities(deps.pool, TupleRepository())
+    signing = SigningActivities(SigningRepo(deps.pool))
+    teams = TeamActivities(TeamRepo(deps.pool))
+    transfers = TransferActivities(TransferRepo(deps.pool))
+    tasks = TaskActivities(TaskRepo(deps.pool))
+    artifacts = ArtifactActivities(ArtifactRepo(deps.pool), deps.blobs)
+    memory = MemoryActivities(MemoryRepo(deps.pool))
+    return [
+        identity.check_voucher,
+        identity.create_identity,
+        identity.delete_identity,
+        identity.bind_agent,
+        identity.create_oauth_client,
+        identity.issue_voucher,
+        identity.ensure_signing_key,
+        identity.check_recovery_nonce,
+        identity.consume_recovery_nonce,
+        identity.find_agent,
+        identity.create_recovery_flow,
+        identity.redeem_recovery,
+        identity.open_session,
+        identity.close_session,
+        permissions.write_tuples,
+        permissions.delete_tuples,
+        permissions.replace_tuples,
+        permissions.delete_object,
+        signing.insert_request,
+        signing.record_signature,
+        signing.expire_request,
+        teams.create_personal_team,
+        teams.create_team,
+        teams.seed_founding,
+        teams.accept_founding,
+        teams.finish_founding,
+        teams.delete_team,
+        teams.change_member_role,
+        teams.remove_member,
+        teams.create_invite,
+        teams.delete_invite,
+        teams.join,
+        teams.create_group,
+        teams.delete_group,
+        teams.add_group_member,
+        teams.remove_group_member,
+        teams.create_project,
+        transfers.insert_transfer,
+        transfers.accept_transfer,
+        transfers.reject_transfer,
+        transfers.expire_transfer,
+        tasks.insert_task,
+        tasks.project,
+        artifacts.stage,
+        artifacts.attach,
+        artifacts.expire_staged,
+        artifacts.delete_unreferenced_blobs,
+        memory.create_diary,
+        memory.update_diary,
+        memory.delete_diary,
+        memory.write_grant,
+        memory.revoke_grant,
+        memory.insert_entry,
+        memory.rewrite_entry,
+        memory.set_embedding,
+        memory.delete_entries,
+        memory.create_relation,
+        memory.set_relation_status,
+        memory.delete_relation,
+    ]
+
+
+def embedding_activities(embedding: EmbeddingActivities) -> list[Callable[..., Any]]:
+    """The activities of the embedding task queue (`Settings.embedding_task_queue`): one loaded
+    model per worker process, shared by every call through its micro-batcher."""
+    return [embedding.embed_passages]

@@ -1,0 +1,146 @@
+"""Task-artifact workflows: the rows of an upload, and the scheduled sweep.
+
+- `ArtifactStage` (`artifacts/staged/<teamId>/<cid>`) and `ArtifactAttach`
+  (`artifacts/<taskId>/<n>/<cid>`) write the rows of an upload whose bytes the API has hashed.
+  Their one step is a local activity: a short transaction on the upload's latency path.
+- `ArtifactSweep` runs on a Temporal Schedule (`ensure_artifact_sweep_schedule`, made at worker
+  start; an operator can trigger it from the UI or `temporal schedule trigger`). One run deletes
+  at most a batch of staged rows unbound past the grace period, then at most a batch of blobs
+  nothing names any more (the row and the S3 object). The cutoff is `workflow.now()` minus the
+  grace, so the sweep follows Temporal's clock (and the time-skipping test server's).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Final
+from uuid import UUID
+
+from temporalio import workflow
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+)
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.artifacts import ArtifactActivities
+    from schemas import limits
+    from schemas.artifacts import (
+        ArtifactAttachInput,
+        ArtifactStageInput,
+        ArtifactSweepInput,
+        ArtifactSweepResult,
+        AttachedArtifact,
+        BlobSweep,
+        StagedExpiry,
+    )
+    from workflows.common import run_activity, run_local_step
+
+SWEEP_WORKFLOW_ID: Final = "artifacts/sweep"
+# A sweep step is a batched delete, and S3 may be slow: give it time and keep retrying it
+# through an outage (the next scheduled run would start over anyway).
+SWEEP_STEP_TIMEOUT: Final = timedelta(minutes=5)
+SWEEP_RETRY: Final = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=1),
+    maximum_attempts=10,
+)
+
+
+def stage_workflow_id(team_id: UUID, cid: str) -> str:
+    return f"artifacts/staged/{team_id}/{cid}"
+
+
+def attach_workflow_id(task_id: UUID, attempt_n: int, cid: str) -> str:
+    return f"artifacts/{task_id}/{attempt_n}/{cid}"
+
+
+def sweep_schedule_id(task_queue: str) -> str:
+    """One schedule per deployment (its task queue), even when several share a namespace."""
+    return f"artifacts-sweep/{task_queue}"
+
+
+@workflow.defn(name="ArtifactStage")
+class ArtifactStageWorkflow:
+    @workflow.run
+    async def run(self, inp: ArtifactStageInput) -> None:
+        await run_local_step(ArtifactActivities.stage, inp)
+
+
+@workflow.defn(name="ArtifactAttach")
+class ArtifactAttachWorkflow:
+    @workflow.run
+    async def run(self, inp: ArtifactAttachInput) -> AttachedArtifact:
+        return await run_local_step(ArtifactActivities.attach, inp)
+
+
+@workflow.defn(name="ArtifactSweep")
+class ArtifactSweepWorkflow:
+    @workflow.run
+    async def run(self, inp: ArtifactSweepInput) -> ArtifactSweepResult:
+        cutoff = workflow.now() - timedelta(seconds=inp.grace_sec)
+        staged = await run_activity(
+            ArtifactActivities.expire_staged,
+            StagedExpiry(before=cutoff, limit=inp.batch_max),
+            start_to_close=SWEEP_STEP_TIMEOUT,
+            retry=SWEEP_RETRY,
+        )
+        blobs = await run_activity(
+            ArtifactActivities.delete_unreferenced_blobs,
+            BlobSweep(limit=inp.batch_max),
+            start_to_close=SWEEP_STEP_TIMEOUT,
+            retry=SWEEP_RETRY,
+        )
+        return ArtifactSweepResult(staged_deleted=staged.deleted, blobs_deleted=blobs.deleted)
+
+
+def artifact_sweep_schedule(
+    task_queue: str,
+    grace_sec: int,
+    every: timedelta = timedelta(seconds=limits.ARTIFACT_SWEEP_INTERVAL_SEC),
+) -> Schedule:
+    """Run `ArtifactSweep` every `every`; a run still going when the next is due skips it."""
+    return Schedule(
+        action=ScheduleActionStartWorkflow(
+            ArtifactSweepWorkflow.run,
+            ArtifactSweepInput(grace_sec=grace_sec),
+            id=SWEEP_WORKFLOW_ID,
+            task_queue=task_queue,
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+
+
+async def ensure_artifact_sweep_schedule(client: Client, task_queue: str, grace_sec: int) -> str:
+    """Create the sweep's schedule, or bring an existing one to these settings (a changed
+    `TASK_ARTIFACT_ORPHAN_GRACE_SEC` takes effect at the next worker start). Returns its id."""
+    schedule_id = sweep_schedule_id(task_queue)
+    schedule = artifact_sweep_schedule(task_queue, grace_sec)
+    try:
+        await client.create_schedule(schedule_id, schedule)
+    except ScheduleAlreadyRunningError:
+
+        def keep_state(current: ScheduleUpdateInput) -> ScheduleUpdate:
+            # keep what an operator set (paused, notes); replace action, spec and policy
+            return ScheduleUpdate(
+                Schedule(
+                    action=schedule.action,
+                    spec=schedule.spec,
+                    policy=schedule.policy,
+                    state=current.description.schedule.state,
+                )
+            )
+
+        await client.get_schedule_handle(schedule_id).update(keep_state)
+    return schedule_id

@@ -1,0 +1,184 @@
+"""Entry writes. Creation is one workflow: validate → scan for prompt injection → compute the
+CID → embed (an activity on the embedding task queue, micro-batched there across concurrent
+creations) → insert the row with its parent tuple.
+
+Scanning and hashing are pure, so they run in the workflow itself and cost no round trip. An
+embedding that fails does not fail the write: the entry is stored without a vector (search
+falls back to full text for it) and a child workflow, left running on its own, retries the
+embedding with backoff and stores the vector once it succeeds.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.embedding import EmbeddingActivities
+    from activities.memory import MemoryActivities
+    from schemas.embedding import EmbedRequest
+    from schemas.kernel.cids import entry_cid
+    from schemas.kernel.embedding_text import entry_embedding_text
+    from schemas.kernel.injection import scan
+    from schemas.memory import (
+        EntriesDeleted,
+        EntryDraft,
+        EntryEmbedding,
+        EntryInsert,
+        EntryInserted,
+        EntryRefs,
+        EntryRewrite,
+        EntryUpdateInput,
+        RelationCreateInput,
+        RelationRef,
+        RelationStatusChange,
+        RelationWritten,
+    )
+    from workflows.common import embedding_task_queue, run_local_step, run_step
+
+# The write waits for at most two quick tries; the background retry is patient.
+EMBED_TIMEOUT = timedelta(seconds=15)
+EMBED_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=2)
+ONE_TRY = RetryPolicy(maximum_attempts=1)
+LATE_EMBED_FIRST_WAIT = timedelta(seconds=10)
+LATE_EMBED_MAX_WAIT = timedelta(minutes=10)
+LATE_EMBED_DEADLINE = timedelta(days=1)
+
+
+def _threats(title: str | None, content: str) -> tuple[bool, list[dict[str, Any]]]:
+    result = scan(title, content)
+    return result.risk, [threat.model_dump() for threat in result.threats]
+
+
+def _embedding_text(draft: EntryDraft) -> str:
+    return entry_embedding_text(draft.title, draft.content, draft.tags)
+
+
+async def _embed_now(text: str, retry: RetryPolicy = EMBED_RETRY) -> list[float] | None:
+    """The entry's vector, or None when the embedding service cannot answer right now."""
+    try:
+        result = await workflow.execute_activity_method(
+            EmbeddingActivities.embed_passages,
+            EmbedRequest(texts=[text]),
+            task_queue=embedding_task_queue(),
+            start_to_close_timeout=EMBED_TIMEOUT,
+            retry_policy=retry,
+        )
+    except ActivityError:
+        workflow.logger.warning("embedding failed; the entry is stored without a vector")
+        return None
+    return result.vectors[0]
+
+
+async def _embed_later(entry_id: UUID, text: str, cid: str) -> None:
+    await workflow.start_child_workflow(
+        EntryEmbeddingWorkflow.run,
+        EntryEmbedding(entry_id=entry_id, text=text, cid=cid),
+        id=f"entries/{entry_id}/embedding/{cid}",
+        parent_close_policy=ParentClosePolicy.ABANDON,
+    )
+
+
+@workflow.defn(name="EntryCreate")
+class EntryCreateWorkflow:
+    @workflow.run
+    async def run(self, draft: EntryDraft) -> EntryInserted:
+        risk, threats = _threats(draft.title, draft.content)
+        # In a signed diary the CID also covers the predecessor; the insert computes it then.
+        cid = entry_cid(draft.content, draft.title, draft.tags, draft.entry_type)
+        text = _embedding_text(draft)
+        vector = await _embed_now(text)
+        inserted = await run_local_step(
+            MemoryActivities.insert_entry,
+            EntryInsert(
+                draft=draft,
+                cid=cid,
+                injection_risk=risk,
+                injection_threats=threats,
+                embedding=vector,
+            ),
+        )
+        if vector is None:
+            await _embed_later(draft.entry_id, text, inserted.cid)
+        return inserted
+
+
+@workflow.defn(name="EntryUpdate")
+class EntryUpdateWorkflow:
+    @workflow.run
+    async def run(self, inp: EntryUpdateInput) -> None:
+        merged = inp.merged
+        risk, threats = _threats(merged.title, merged.content)
+        cid = entry_cid(merged.content, merged.title, merged.tags, merged.entry_type)
+        text = _embedding_text(merged)
+        vector = await _embed_now(text) if inp.text_changed else None
+        await run_local_step(
+            MemoryActivities.rewrite_entry,
+            EntryRewrite(
+                change=inp.change,
+                cid=cid,
+                injection_risk=risk,
+                injection_threats=threats,
+                embedding=vector,
+                reembed=inp.text_changed,
+            ),
+        )
+        if inp.text_changed and vector is None:
+            await _embed_later(merged.entry_id, text, cid)
+
+
+@workflow.defn(name="EntryEmbedding")
+class EntryEmbeddingWorkflow:
+    """Retries an entry's embedding until it succeeds (or a day passes), then stores it.
+
+    The backoff is a workflow timer between single tries, so an operator sees each wait in the
+    history and a test server can skip it."""
+
+    @workflow.run
+    async def run(self, inp: EntryEmbedding) -> None:
+        deadline = workflow.now() + LATE_EMBED_DEADLINE
+        wait = LATE_EMBED_FIRST_WAIT
+        while (vector := await _embed_now(inp.text, retry=ONE_TRY)) is None:
+            if workflow.now() + wait > deadline:
+                workflow.logger.error("giving up on the embedding; the entry stays text-only")
+                return
+            await workflow.sleep(wait)
+            wait = min(wait * 2, LATE_EMBED_MAX_WAIT)
+        await run_step(
+            MemoryActivities.set_embedding,
+            EntryEmbedding(entry_id=inp.entry_id, text="", cid=inp.cid, embedding=vector),
+        )
+
+
+@workflow.defn(name="EntryDelete")
+class EntryDeleteWorkflow:
+    @workflow.run
+    async def run(self, inp: EntryRefs) -> EntriesDeleted:
+        return await run_step(MemoryActivities.delete_entries, inp)
+
+
+@workflow.defn(name="RelationCreate")
+class RelationCreateWorkflow:
+    @workflow.run
+    async def run(self, inp: RelationCreateInput) -> RelationWritten:
+        return await run_step(MemoryActivities.create_relation, inp)
+
+
+@workflow.defn(name="RelationUpdate")
+class RelationUpdateWorkflow:
+    @workflow.run
+    async def run(self, inp: RelationStatusChange) -> None:
+        await run_step(MemoryActivities.set_relation_status, inp)
+
+
+@workflow.defn(name="RelationDelete")
+class RelationDeleteWorkflow:
+    @workflow.run
+    async def run(self, inp: RelationRef) -> None:
+        await run_step(MemoryActivities.delete_relation, inp)

@@ -1,0 +1,47 @@
+"""Human identities: registration (email + argon2id hash from the API), and sessions opened at
+login (onboarding the `humans` row on first login) and closed at logout."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.identity import IdentityActivities
+    from schemas.identity import (
+        HumanRegistration,
+        IdentityCreate,
+        SessionClose,
+        SessionOpen,
+        SessionOpened,
+    )
+    from workflows.common import run_step
+
+
+@workflow.defn(name="HumanRegistration")
+class HumanRegistrationWorkflow:
+    @workflow.run
+    async def run(self, inp: HumanRegistration) -> None:
+        await run_step(
+            IdentityActivities.create_identity,
+            IdentityCreate(
+                identity_id=inp.identity_id,
+                schema_id="human",
+                traits={"email": inp.email},
+                password_hash=inp.password_hash,
+                email=inp.email,
+            ),
+        )
+
+
+@workflow.defn(name="SessionOpen")
+class SessionOpenWorkflow:
+    @workflow.run
+    async def run(self, inp: SessionOpen) -> SessionOpened:
+        return await run_step(IdentityActivities.open_session, inp)
+
+
+@workflow.defn(name="SessionClose")
+class SessionCloseWorkflow:
+    @workflow.run
+    async def run(self, inp: SessionClose) -> None:
+        await run_step(IdentityActivities.close_session, inp)

@@ -1,0 +1,72 @@
+"""Key-signed recovery. The API has already checked the challenge's format, HMAC, age and key
+binding; this workflow does the rest in the spec's order (4.1): the agent exists, the nonce is
+unused, the Ed25519 signature over the challenge verifies, and only then is the nonce stored
+(atomically: of two racing verifications one wins) and a one-time code flow opened. A failed
+attempt, such as a signature by the wrong key, leaves the challenge usable.
+
+`RecoveryRedeemWorkflow` redeems the code and rotates the OAuth2 client secret; the new secret's
+hash comes from the API, so no secret is ever in history.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.identity import IdentityActivities
+    from schemas.errors import InvalidSignature
+    from schemas.identity import (
+        AgentLookup,
+        NonceConsume,
+        RecoveryFlowCreate,
+        RecoveryRedeem,
+        RecoveryRedeemed,
+        RecoveryStart,
+        RecoveryStarted,
+    )
+    from schemas.kernel.crypto import parse_public_key, recovery_signature_ok
+    from workflows.common import domain_failure, run_step
+
+
+# Runs before this patch consumed the nonce ahead of the signature check (which burnt the
+# challenge on a bad signature) and replay that order.
+VERIFY_BEFORE_CONSUME_PATCH = "verify-before-consume"
+
+
+def _verify_signature(inp: RecoveryStart) -> None:
+    if not recovery_signature_ok(parse_public_key(inp.public_key), inp.challenge, inp.signature):
+        raise domain_failure(InvalidSignature("The signature does not verify for this key"))
+
+
+@workflow.defn(name="RecoveryVerify")
+class RecoveryVerifyWorkflow:
+    @workflow.run
+    async def run(self, inp: RecoveryStart) -> RecoveryStarted:
+        agent = await run_step(
+            IdentityActivities.find_agent, AgentLookup(public_key=inp.public_key)
+        )
+        nonce = NonceConsume(nonce=inp.nonce, expires_at=inp.nonce_expires_at)
+        if workflow.patched(VERIFY_BEFORE_CONSUME_PATCH):
+            await run_step(IdentityActivities.check_recovery_nonce, nonce)
+            _verify_signature(inp)
+            await run_step(IdentityActivities.consume_recovery_nonce, nonce)
+        else:
+            await run_step(IdentityActivities.consume_recovery_nonce, nonce)
+            _verify_signature(inp)
+        await run_step(
+            IdentityActivities.create_recovery_flow,
+            RecoveryFlowCreate(
+                flow_id=inp.flow_id,
+                identity_id=agent.identity_id,
+                code_hash=inp.code_hash,
+                expires_at=inp.flow_expires_at,
+            ),
+        )
+        return RecoveryStarted(flow_id=inp.flow_id, identity_id=agent.identity_id)
+
+
+@workflow.defn(name="RecoveryRedeem")
+class RecoveryRedeemWorkflow:
+    @workflow.run
+    async def run(self, inp: RecoveryRedeem) -> RecoveryRedeemed:
+        return await run_step(IdentityActivities.redeem_recovery, inp)

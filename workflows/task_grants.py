@@ -1,0 +1,37 @@
+"""Explicit task grants (SPEC 5, Task `writers` / `managers`): one tuple written or deleted.
+
+A grant is a permission fact, not part of the task's lifecycle, so it does not go through the
+attempt workflow `task/<taskId>` (which may have finished long ago: a completed task can still
+be shared). Each is a short request workflow with one activity step; the API awaits it.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.permissions import PermissionActivities
+    from schemas.kernel.permissions import (
+        TupleDelete,
+        TupleDeleteResult,
+        TupleWrite,
+        TupleWriteResult,
+    )
+    from workflows.common import run_step
+
+
+@workflow.defn(name="TaskGrantWrite")
+class TaskGrantWriteWorkflow:
+    @workflow.run
+    async def run(self, inp: TupleWrite) -> TupleWriteResult:
+        return await run_step(PermissionActivities.write_tuples, inp)
+
+
+@workflow.defn(name="TaskGrantRevoke")
+class TaskGrantRevokeWorkflow:
+    @workflow.run
+    async def run(self, inp: TupleDelete) -> TupleDeleteResult:
+        return await run_step(PermissionActivities.delete_tuples, inp)
+
+
+TASK_GRANT_WORKFLOWS = (TaskGrantWriteWorkflow, TaskGrantRevokeWorkflow)

@@ -1,0 +1,244 @@
+"""Team workflows: founding (SPEC 3.2) and the short request workflows behind every team write.
+
+`TeamFounding` (id `teams/<id>/founding`) seeds the founding team and its acceptance rows, then
+waits up to `TEAM_FOUNDING_WAIT` (24 h) for every founding member's `FOUNDING_ACCEPT_EVENT`.
+When all have accepted the team becomes `active` and each founding member gets its role (owner
+unless the creator named another); when the wait runs out it is `archived` and nobody gets
+anything. The API starts it with Update-with-Start on `FOUNDING_SEEDED`, so `POST /teams` answers
+as soon as the rows exist, not after the day of waiting.
+
+The request workflows are one activity each: the activity is the transaction that checks the
+team's invariants under a lock and writes rows and tuples together.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import FailureError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.teams import TeamActivities
+    from schemas import limits
+    from schemas.errors import Conflict, NotFound
+    from schemas.teams import (
+        FOUNDING_ACCEPT_EVENT,
+        FOUNDING_SEEDED,
+        FoundingAccept,
+        FoundingAcceptance,
+        FoundingAccepted,
+        FoundingFinish,
+        FoundingOutcome,
+        FoundingState,
+        Group,
+        GroupCreate,
+        GroupMemberChange,
+        GroupMemberRemove,
+        GroupRef,
+        Invite,
+        InviteCreate,
+        InviteDelete,
+        Joined,
+        MemberRemove,
+        MemberRoleChange,
+        Project,
+        ProjectCreate,
+        TeamCreate,
+        TeamJoin,
+        TeamRef,
+        TeamStatus,
+    )
+    from workflows.common import STEP_FAILURES, domain_failure, run_step
+
+# The end of a founding must land even if Postgres is down at hour 24: retry until it does.
+FINISH_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=1),
+    maximum_attempts=0,
+)
+
+
+@workflow.defn(name="TeamFounding")
+class TeamFoundingWorkflow:
+    @workflow.init
+    def __init__(self, inp: TeamCreate) -> None:
+        self._team_id = inp.team_id
+        self._seats = {seat.subject_id for seat in inp.seats}
+        # the creator's acceptance is its request to found the team
+        self._pending = self._seats - {inp.creator.subject_id}
+        self._status: TeamStatus | None = None  # None until the rows exist
+        self._closing = False
+        self._seed_failure: FailureError | None = None
+
+    @workflow.run
+    async def run(self, inp: TeamCreate) -> FoundingState:
+        try:
+            await run_step(TeamActivities.seed_founding, inp)
+        except STEP_FAILURES as failure:
+            self._seed_failure = failure  # the Update that started us reports it
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise
+        self._status = "founding"
+        outcome = await self._wait_for_acceptances()
+        self._closing = True
+        await run_step(
+            TeamActivities.finish_founding,
+            FoundingFinish(team_id=inp.team_id, outcome=outcome, seats=inp.seats),
+            retry=FINISH_RETRY,
+        )
+        self._status = outcome
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return FoundingState(team_id=inp.team_id, status=outcome)
+
+    async def _wait_for_acceptances(self) -> FoundingOutcome:
+        try:
+            await workflow.wait_condition(
+                lambda: not self._pending, timeout=limits.TEAM_FOUNDING_WAIT
+            )
+        except TimeoutError:
+            return "archived"
+        return "active"
+
+    @workflow.update(name=FOUNDING_SEEDED)
+    async def seeded(self) -> FoundingState:
+        await workflow.wait_condition(
+            lambda: self._status is not None or self._seed_failure is not None
+        )
+        if self._seed_failure is not None:
+            raise self._seed_failure
+        assert self._status is not None
+        return FoundingState(team_id=self._team_id, status=self._status)
+
+    @workflow.update(name=FOUNDING_ACCEPT_EVENT)
+    async def accept(self, inp: FoundingAccept) -> FoundingAccepted:
+        await workflow.wait_condition(lambda: self._status is not None)
+        if inp.subject_id in self._pending and not self._closing:
+            await run_step(
+                TeamActivities.accept_founding,
+                FoundingAcceptance(team_id=self._team_id, subject_id=inp.subject_id),
+            )
+            self._pending.discard(inp.subject_id)
+        if not self._pending or self._closing:
+            # the last acceptance learns the outcome, not an intermediate "founding"
+            await workflow.wait_condition(lambda: self._status in ("active", "archived"))
+        assert self._status is not None
+        return FoundingAccepted(
+            accepted=inp.subject_id not in self._pending, teamStatus=self._status
+        )
+
+    @accept.validator
+    def _check_accept(self, inp: FoundingAccept) -> None:
+        if inp.subject_id not in self._seats:
+            raise domain_failure(NotFound("No such team"))
+        if inp.subject_id in self._pending and (self._closing or self._seed_failure):
+            raise domain_failure(
+                Conflict("The team is no longer founding", code="team-not-founding")
+            )
+
+
+# --- request workflows: one transaction each -------------------------------------------------
+
+
+@workflow.defn(name="TeamCreate")
+class TeamCreateWorkflow:
+    @workflow.run
+    async def run(self, inp: TeamCreate) -> TeamRef:
+        return await run_step(TeamActivities.create_team, inp)
+
+
+@workflow.defn(name="TeamDelete")
+class TeamDeleteWorkflow:
+    @workflow.run
+    async def run(self, inp: TeamRef) -> None:
+        await run_step(TeamActivities.delete_team, inp)
+
+
+@workflow.defn(name="TeamMemberRole")
+class TeamMemberRoleWorkflow:
+    @workflow.run
+    async def run(self, inp: MemberRoleChange) -> None:
+        await run_step(TeamActivities.change_member_role, inp)
+
+
+@workflow.defn(name="TeamMemberRemove")
+class TeamMemberRemoveWorkflow:
+    @workflow.run
+    async def run(self, inp: MemberRemove) -> None:
+        await run_step(TeamActivities.remove_member, inp)
+
+
+@workflow.defn(name="TeamInviteCreate")
+class TeamInviteCreateWorkflow:
+    @workflow.run
+    async def run(self, inp: InviteCreate) -> Invite:
+        return await run_step(TeamActivities.create_invite, inp)
+
+
+@workflow.defn(name="TeamInviteDelete")
+class TeamInviteDeleteWorkflow:
+    @workflow.run
+    async def run(self, inp: InviteDelete) -> None:
+        await run_step(TeamActivities.delete_invite, inp)
+
+
+@workflow.defn(name="TeamJoin")
+class TeamJoinWorkflow:
+    @workflow.run
+    async def run(self, inp: TeamJoin) -> Joined:
+        return await run_step(TeamActivities.join, inp)
+
+
+@workflow.defn(name="GroupCreate")
+class GroupCreateWorkflow:
+    @workflow.run
+    async def run(self, inp: GroupCreate) -> Group:
+        return await run_step(TeamActivities.create_group, inp)
+
+
+@workflow.defn(name="GroupDelete")
+class GroupDeleteWorkflow:
+    @workflow.run
+    async def run(self, inp: GroupRef) -> None:
+        await run_step(TeamActivities.delete_group, inp)
+
+
+@workflow.defn(name="GroupMemberAdd")
+class GroupMemberAddWorkflow:
+    @workflow.run
+    async def run(self, inp: GroupMemberChange) -> GroupMemberChange:
+        return await run_step(TeamActivities.add_group_member, inp)
+
+
+@workflow.defn(name="GroupMemberRemove")
+class GroupMemberRemoveWorkflow:
+    @workflow.run
+    async def run(self, inp: GroupMemberRemove) -> None:
+        await run_step(TeamActivities.remove_group_member, inp)
+
+
+@workflow.defn(name="ProjectCreate")
+class ProjectCreateWorkflow:
+    @workflow.run
+    async def run(self, inp: ProjectCreate) -> Project:
+        return await run_step(TeamActivities.create_project, inp)
+
+
+TEAM_WORKFLOWS: tuple[type, ...] = (
+    TeamFoundingWorkflow,
+    TeamCreateWorkflow,
+    TeamDeleteWorkflow,
+    TeamMemberRoleWorkflow,
+    TeamMemberRemoveWorkflow,
+    TeamInviteCreateWorkflow,
+    TeamInviteDeleteWorkflow,
+    TeamJoinWorkflow,
+    GroupCreateWorkflow,
+    GroupDeleteWorkflow,
+    GroupMemberAddWorkflow,
+    GroupMemberRemoveWorkflow,
+    ProjectCreateWorkflow,
+)
+"""Every workflow of this module, for the registry."""
