@@ -1,0 +1,53 @@
+"""The registry is the one list of activities: an activity defined but not registered makes
+every workflow that calls it wait forever for a worker that never comes (the API request with
+it), so every `@activity.defn` under activities/ must be in the registry's lists."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from typing import Any, cast
+
+from temporalio import activity
+
+import activities as activities_package
+from activities.embedding import EmbeddingActivities
+from workers.registry import WORKFLOWS, ActivityDeps, activities, embedding_activities
+
+
+def _activity_name(fn: Any) -> str | None:
+    definition = activity._Definition.from_callable(fn)
+    return definition.name if definition else None
+
+
+def _defined_activity_names() -> set[str]:
+    names: set[str] = set()
+    for module_info in pkgutil.iter_modules(activities_package.__path__):
+        module = importlib.import_module(f"activities.{module_info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__:
+                continue
+            for _, fn in inspect.getmembers(cls, inspect.isfunction):
+                if (name := _activity_name(fn)) is not None:
+                    names.add(name)
+    return names
+
+
+def _registered_activity_names() -> set[str]:
+    # The constructors only keep their clients, so placeholders are enough to list the methods.
+    deps = ActivityDeps(pool=cast(Any, None), server_secret=b"registry-test")
+    embedding = EmbeddingActivities.__new__(EmbeddingActivities)
+    registered = [*activities(deps), *embedding_activities(embedding)]
+    return {name for fn in registered if (name := _activity_name(fn)) is not None}
+
+
+def test_every_defined_activity_is_registered() -> None:
+    defined = _defined_activity_names()
+    assert "identity.check_recovery_nonce" in defined  # the walk finds the activities
+    assert defined - _registered_activity_names() == set()
+
+
+def test_every_registered_workflow_has_a_unique_name() -> None:
+    names = [cls.__temporal_workflow_definition.name for cls in WORKFLOWS]  # type: ignore[attr-defined]
+    assert len(names) == len(set(names))
