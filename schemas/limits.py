@@ -114,6 +114,8 @@ ARTIFACT_STREAM_CHUNK_BYTES: Final = MIB  # bytes hashed/spooled/sent per step o
 ARTIFACT_SWEEP_BATCH_MAX: Final = 1000  # staged rows, and blobs, one sweep run deletes at most
 ARTIFACT_SWEEP_INTERVAL_SEC: Final = HOUR_SEC  # the schedule of the ArtifactSweep workflow
 SECRET_FILE_MAX_BYTES: Final = 65_536  # a `file:` secret reference larger than this is refused
+# spec 8 "local byte limit": an executor's output line or artifact file above it fails the attempt
+DAEMON_LOCAL_BYTE_LIMIT: Final = 25 * MIB
 # Task-type input/output schemas (SPEC 2.6; reference task types, anchor-notes section 4).
 TASK_CONTEXT_BINDINGS_MAX: Final = 5  # input.context entries
 TASK_CONTEXT_SLUG_MAX_CHARS: Final = 64
