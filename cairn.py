@@ -7,6 +7,7 @@ cairn migrate             apply database migrations
 cairn admin voucher       issue a bootstrap voucher (needs Temporal and a running worker)
 cairn admin rotate-signing-key
 cairn openapi             print the OpenAPI document without starting anything
+cairn daemon | whoami     the agent's side (client/cli.py): claim and run tasks with an agent key
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from client import cli as agent_commands
 from infra.settings import Settings
 
 log = logging.getLogger("cairn")
@@ -245,6 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     admin_parser.add_argument("action", choices=["voucher", "rotate-signing-key"])
     admin_parser.set_defaults(run=admin)
     commands.add_parser("openapi", help="print the OpenAPI document").set_defaults(run=openapi)
+    agent_commands.register(commands)
     args = parser.parse_args(argv)
     args.run(args)
 

@@ -53,6 +53,9 @@ class CairnClient:
 
     base_url: str
     credentials: ClientCredentials | None = None
+    # An agent key (spec 5.4) is sent as it is: never exchanged, never refreshed, so a 401 on it
+    # is final (a revoked or rotated key does not come back by retrying).
+    agent_key: str | None = field(default=None, repr=False)
     scope: str | None = None
     session: aiohttp.ClientSession | None = None
     _token: str | None = field(default=None, repr=False)
@@ -89,14 +92,40 @@ class CairnClient:
                 body = (
                     await response.json(content_type=None) if response.content_length != 0 else {}
                 )
-                if response.status == 401 and auth and attempt == 0 and self.credentials:
+                retry = self.credentials is not None and self.agent_key is None
+                if response.status == 401 and auth and attempt == 0 and retry:
                     continue
                 if response.status >= 400:
                     raise ApiError(response.status, body if isinstance(body, dict) else {})
                 return body
         raise AssertionError("unreachable")
 
+    async def upload(
+        self,
+        path: str,
+        data: Any,
+        *,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        """PUT raw bytes (a file object is streamed, never read whole) as octet-stream."""
+        sent = {
+            **(headers or {}),
+            "Content-Type": "application/octet-stream",
+            "Authorization": f"Bearer {await self.access_token()}",
+        }
+        assert self.session is not None, "use the client as an async context manager"
+        async with self.session.put(
+            self.base_url + path, data=data, params=params, headers=sent
+        ) as response:
+            body = await response.json(content_type=None) if response.content_length != 0 else {}
+            if response.status >= 400:
+                raise ApiError(response.status, body if isinstance(body, dict) else {})
+            return body
+
     async def access_token(self, *, force: bool = False) -> str:
+        if self.agent_key is not None:
+            return self.agent_key
         if not force and self._token and time.time() < self._token_expires - REFRESH_MARGIN_SEC:
             return self._token
         token = await self.fetch_token()

@@ -57,6 +57,7 @@ class SecretRefusal(StrEnum):
     NOT_AN_AGENT_KEY = "not-an-agent-key"
     OAUTH_REFUSED = "oauth-refused"
     NO_CREDENTIAL = "no-credential"
+    INSECURE_TRANSPORT = "insecure-transport"
 
 
 class SecretError(ValueError):

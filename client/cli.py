@@ -1,0 +1,146 @@
+"""The agent's commands of `cairn` (the operator's commands live in `cairn.py`).
+
+cairn daemon --team <id> [--config FILE] [--slots N] [--once] [--task-types a,b] -- CMD ARGS…
+cairn whoami
+
+The API address comes from `--base-url`, `SERVICE_API_URL` or the config's `base_url`
+(default http://127.0.0.1:8000). The daemon's config file is TOML; every key is optional and a
+command-line flag wins over it: `base_url`, `team_id`, `agent_key_ref`, `signing_key_ref`,
+`command` (list), `task_types` (list), `slots`, `lease_ttl_sec`, `poll_max_sec`, `grace_sec`,
+`byte_limit`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from client.credentials import (
+    cli_credential,
+    daemon_agent_key,
+    require_safe_transport,
+    signing_key,
+)
+from client.daemon import Daemon, DaemonConfig, DaemonRefused
+from client.rest import ApiError, CairnClient
+from client.secrets import SecretError, SecretSource
+from schemas import limits
+
+API_URL_ENV = "SERVICE_API_URL"
+DEFAULT_API_URL = "http://127.0.0.1:8000"
+
+log = logging.getLogger("cairn.client")
+
+
+def register(commands: Any) -> None:
+    """Add the agent's subcommands to the `cairn` parser."""
+    daemon = commands.add_parser("daemon", help="claim a team's tasks and run an executor for each")
+    _common(daemon)
+    daemon.add_argument("--team", help="the team whose queue to poll (uuid)")
+    daemon.add_argument("--slots", type=int, help="tasks run at once (default 1)")
+    daemon.add_argument("--once", action="store_true", help="run one task, then exit")
+    daemon.add_argument("--task-types", help="comma-separated task types to serve (default all)")
+    daemon.add_argument("--lease-ttl-sec", type=int, help="claim lease (default 300)")
+    daemon.add_argument("executor", nargs="*", help="the executor command (after --)")
+    daemon.set_defaults(run=run_daemon)
+    whoami = commands.add_parser("whoami", help="who the API takes this credential for")
+    _common(whoami)
+    whoami.add_argument("--agent-key-ref", help="an agent key reference (env:NAME, file:path)")
+    whoami.set_defaults(run=run_whoami)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base-url", help=f"the API (default ${API_URL_ENV}, {DEFAULT_API_URL})")
+    parser.add_argument("--config", type=Path, help="a TOML config file")
+
+
+def _config(path: Path | None) -> dict[str, Any]:
+    return tomllib.loads(path.read_text()) if path else {}
+
+
+def _base_url(args: argparse.Namespace, config: Mapping[str, Any], source: SecretSource) -> str:
+    value = args.base_url or source.environ.get(API_URL_ENV) or config.get("base_url")
+    return str(value or DEFAULT_API_URL).rstrip("/")
+
+
+def daemon_config(args: argparse.Namespace, config: Mapping[str, Any]) -> DaemonConfig:
+    team = args.team or config.get("team_id")
+    command = args.executor or config.get("command")
+    if not team or not command:
+        raise DaemonRefused("The daemon needs --team and an executor command (after --)")
+    task_types = args.task_types.split(",") if args.task_types else config.get("task_types", [])
+    return DaemonConfig(
+        team_id=UUID(str(team)),
+        command=[str(part) for part in command],
+        task_types=tuple(t.strip() for t in task_types if t.strip()),
+        slots=args.slots or int(config.get("slots", 1)),
+        once=bool(args.once),
+        lease_ttl_sec=args.lease_ttl_sec
+        or int(config.get("lease_ttl_sec", limits.TASK_LEASE_DEFAULT_SEC)),
+        poll_max_sec=float(config.get("poll_max_sec", 30.0)),
+        grace_sec=float(config.get("grace_sec", 10.0)),
+        byte_limit=int(config.get("byte_limit", limits.DAEMON_LOCAL_BYTE_LIMIT)),
+    )
+
+
+def run_daemon(args: argparse.Namespace) -> None:
+    source = SecretSource.from_environment()
+    try:
+        config = _config(args.config)
+        key = daemon_agent_key(source, config)
+        base_url = _base_url(args, config, source)
+        require_safe_transport(base_url)
+        settings = daemon_config(args, config)
+        private_key = signing_key(source, config)
+    except (SecretError, DaemonRefused, ValueError) as exc:
+        _refuse(exc)
+    if private_key is None:
+        log.warning("no SERVICE_SIGNING_KEY_REF: outputs are completed unsigned")
+
+    async def main() -> int:
+        async with CairnClient(base_url, agent_key=key) as api:
+            daemon = Daemon(api, settings, signing_key=private_key)
+            await daemon.run()
+            return daemon.completed
+
+    try:
+        completed = asyncio.run(main())
+    except DaemonRefused as exc:
+        _refuse(exc)
+    log.info("daemon stopped after %d completed task(s)", completed)
+
+
+def run_whoami(args: argparse.Namespace) -> None:
+    source = SecretSource.from_environment()
+    try:
+        config = _config(args.config)
+        credential = cli_credential(source, explicit_key_ref=args.agent_key_ref, config=config)
+        base_url = _base_url(args, config, source)
+        if credential.agent_key is not None:
+            require_safe_transport(base_url)
+    except (SecretError, ValueError) as exc:
+        _refuse(exc)
+
+    async def main() -> dict[str, Any]:
+        async with CairnClient(
+            base_url, credentials=credential.client, agent_key=credential.agent_key
+        ) as api:
+            return (await api.whoami()).model_dump(mode="json", exclude_none=True)
+
+    try:
+        print(json.dumps(asyncio.run(main()), indent=2))
+    except ApiError as exc:  # the selected credential failed: terminal, no fall-through
+        _refuse(exc)
+
+
+def _refuse(exc: Exception) -> None:
+    print(f"cairn: {exc}", file=sys.stderr)
+    raise SystemExit(2)
