@@ -17,6 +17,7 @@ from api import keys
 from api.middleware import problem_middleware, tracing_middleware
 from api.ratelimit import RateLimiter
 from api.routes import (
+    agent_keys,
     crypto,
     diaries,
     entries,
@@ -77,6 +78,7 @@ def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Applicati
         tasks,
         task_attempts,
         task_artifacts,
+        agent_keys,
     ):
         app.router.add_routes(module.routes)
     return app

@@ -1,12 +1,15 @@
 """Authentication and route authorization (the spec's `requireAuth` / `optionalAuth`).
 
 A request carries at most one credential: `Authorization: Bearer <JWT>` (OAuth2 access token),
-or a human session (`X-Session-Token` header or the session cookie). Every route declares
+`Authorization: Bearer service_ak_...` (an agent key, told apart by its prefix), or a human
+session (`X-Session-Token` header or the session cookie). Every route declares
 whether auth is required and which scopes it needs; a missing scope is 403, a missing,
 invalid, expired or rotated credential is 401.
 """
 
 from __future__ import annotations
+
+from uuid import UUID
 
 from aiohttp import web
 
@@ -14,8 +17,23 @@ from api import keys
 from api.endpoint import EndpointSpec
 from api.ratelimit import Quota
 from infra.db import Q
-from schemas.errors import MissingScope, RateLimited, Unauthorized
-from schemas.kernel.crypto import hash_secret
+from infra.repos.agent_keys import get_key_for_auth
+from schemas.agent_keys import InvalidKeyMetadata, agent_key_id, binding_of, is_agent_key
+from schemas.errors import (
+    AgentKeyBindingInvalid,
+    AgentKeyExpired,
+    AgentKeyInvalid,
+    AgentKeyMalformed,
+    AgentKeyRevoked,
+    KeyTeamHeaderRequired,
+    KeyTeamMismatch,
+    KeyTeamNotAuthorized,
+    MissingScope,
+    RateLimited,
+    Unauthorized,
+)
+from schemas.kernel.crypto import hash_secret, secrets_match
+from schemas.kernel.permissions import Subject
 from schemas.principals import AGENT_SCOPES, Principal
 
 SESSION_COOKIE = "cairn_session"
@@ -32,6 +50,8 @@ async def authenticate(request: web.Request) -> Principal | None:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("Use 'Authorization: Bearer <token>'")
+        if is_agent_key(token.strip()):
+            return await agent_key_principal(request, token.strip())
         principal: Principal = await request.app[keys.TOKENS].verify(token.strip())
         return principal
     session_token = request.headers.get(SESSION_HEADER) or request.cookies.get(SESSION_COOKIE)
@@ -54,6 +74,68 @@ async def human_session(request: web.Request, token: str) -> Principal:
         scopes=frozenset(AGENT_SCOPES),
         human_id=row["human_id"],
     )
+
+
+# compared against when the key id is unknown, so that a miss costs what a hit costs
+_ABSENT_KEY_HASH = "0" * 64
+
+
+async def agent_key_principal(request: web.Request, secret: str) -> Principal:
+    """The agent behind an agent key (SPEC 5.4): one primary-key read and a constant-time
+    compare of the secret's keyed hash; nothing is cached, so a revocation or a rotation counts
+    from the next request in every process. Then the binding: a team key only with its own
+    team's header, an identity key only in teams where its agent is a member right now."""
+    key_id = agent_key_id(secret)
+    if key_id is None:
+        raise AgentKeyMalformed("Agent keys look like service_ak_<key id>_<secret>")
+    row = await get_key_for_auth(request.app[keys.READ_POOL], key_id)
+    stored = row.secret_hash if row is not None else _ABSENT_KEY_HASH
+    server_key = request.app[keys.SETTINGS].secret_bytes
+    if not secrets_match(secret, stored, server_key) or row is None:
+        raise AgentKeyInvalid("The agent key is unknown, wrong or was rotated")
+    if row.status == "revoked":
+        raise AgentKeyRevoked("The agent key was revoked")
+    if row.status == "expired":
+        raise AgentKeyExpired("The agent key has expired")
+    try:
+        binding = binding_of(row.metadata, actor_is_agent=row.identity_id is not None)
+    except InvalidKeyMetadata as exc:
+        raise AgentKeyBindingInvalid(f"The key's stored binding is rejected: {exc}") from None
+    if row.identity_id is None:
+        raise AgentKeyInvalid("The key's agent has no identity")
+    await _check_key_team(request, row.actor_id, binding.binding_scope, binding.team_id)
+    return Principal(
+        subject_type="agent",
+        identity_id=row.identity_id,
+        credential="agent_key",
+        scopes=frozenset(row.scopes),
+        agent_id=row.actor_id,
+        public_key=row.public_key,
+        fingerprint=row.fingerprint,
+        key_id=row.id,
+        binding_scope=binding.binding_scope,
+        bound_team_id=binding.team_id,
+    )
+
+
+async def _check_key_team(
+    request: web.Request, agent_id: UUID, binding_scope: str, bound_team_id: UUID | None
+) -> None:
+    from api.access import team_header  # access reads the principal: import late
+
+    team_id = team_header(request)
+    if binding_scope == "team":
+        if team_id is None:
+            raise KeyTeamHeaderRequired("Send x-service-team-id with the key's team")
+        if team_id != bound_team_id:
+            raise KeyTeamMismatch("The team key is bound to another team than x-service-team-id")
+        return
+    # an identity key: the agent's current membership decides (neither binding grants any)
+    if team_id is not None:
+        member = Subject(ns="Agent", id=str(agent_id))
+        engine = request.app[keys.PERMISSIONS]
+        if not await engine.check("Team", team_id, "verify_claim", member):
+            raise KeyTeamNotAuthorized("The key's agent is not a member of this team")
 
 
 async def authorize(request: web.Request, spec: EndpointSpec) -> Principal | None:

@@ -226,3 +226,91 @@ class PermissionEvaluationFailed(DomainError):
     status = 503
     code = "permission-evaluation-failed"
     title = "Permissions cannot be evaluated right now"
+
+
+# --- agent keys (SPEC 4.6, 5.4, 7): every cause its own code -------------------------------------
+
+
+class AgentKeyMalformed(Unauthorized):
+    code = "agent-key-malformed"
+    title = "The agent key is not shaped like one"
+
+
+class AgentKeyInvalid(Unauthorized):
+    code = "agent-key-invalid"
+    title = "The agent key is unknown, wrong or was rotated"
+
+
+class AgentKeyRevoked(Unauthorized):
+    code = "agent-key-revoked"
+    title = "The agent key was revoked"
+
+
+class AgentKeyExpired(Unauthorized):
+    code = "agent-key-expired"
+    title = "The agent key has expired"
+
+
+class AgentKeyBindingInvalid(Unauthorized):
+    code = "agent-key-binding-invalid"
+    title = "The agent key's stored binding is neither valid v2 nor valid v1 metadata"
+
+
+class KeyTeamHeaderRequired(Forbidden):
+    code = "key-team-header-required"
+    title = "A team key needs the x-service-team-id header of its team"
+
+
+class KeyTeamMismatch(Forbidden):
+    code = "key-team-mismatch"
+    title = "The team key is bound to another team"
+
+
+class KeyTeamNotAuthorized(Forbidden):
+    code = "key-team-not-authorized"
+    title = "The identity key's agent is not a member of this team"
+
+
+class ScopeNotGrantable(ValidationFailed):
+    code = "scope-not-grantable"
+    title = "A requested scope is not part of the agent grant"
+
+
+class ScopeEscalation(Forbidden):
+    code = "scope-escalation"
+    title = "A requested scope is beyond the requesting credential's scopes"
+
+
+class KeyManageForbidden(Forbidden):
+    code = "key-manage-forbidden"
+    title = "You may not manage this agent's keys"
+
+
+class IdentityKeyForbidden(Forbidden):
+    code = "identity-key-forbidden"
+    title = "Identity keys are managed only by their agent, through OAuth2 or an identity key"
+
+
+class SelfRotationForbidden(Forbidden):
+    code = "self-rotation-forbidden"
+    title = "A key cannot authorize its own rotation"
+
+
+class AgentNotTeamMember(Forbidden):
+    code = "agent-not-team-member"
+    title = "The agent is not a current member of the team"
+
+
+class AgentKeyNotFound(NotFound):
+    code = "agent-key-not-found"
+    title = "No such agent key"
+
+
+class AgentKeyNotActive(Conflict):
+    code = "agent-key-not-active"
+    title = "The agent key is revoked or expired"
+
+
+class AgentKeyDuplicate(Conflict):
+    code = "agent-key-duplicate"
+    title = "A key was already issued for this Idempotency-Key"

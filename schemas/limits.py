@@ -165,6 +165,9 @@ AGENT_KEY_TTL_DAYS_MIN: Final = 1
 AGENT_KEY_TTL_DAYS_DEFAULT: Final = 30
 AGENT_KEY_TTL_DAYS_MAX: Final = 90
 AGENT_KEY_LIST_MAX_UPSTREAM_PAGES: Final = 5  # credential-store pages scanned per list request
+AGENT_KEY_SECRET_BYTES: Final = 32  # 256 random bits after `service_ak_<key id>_`
+AGENT_KEY_NAME_MAX_CHARS: Final = 100  # ours: a label such as "daemon on build-3"
+AGENT_KEY_REVOCATION_MAX_CHARS: Final = 500  # ours: a revocation's `description`
 
 # --- errors (STYLE "Errors", habit 6) -----------------------------------------------------------
 ERROR_DETAIL_MAX_CHARS: Final = 8000  # problem `detail` is truncated to this

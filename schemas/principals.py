@@ -57,6 +57,10 @@ class Principal(BaseModel):
     client_id: str | None = None
     public_key: str | None = None
     fingerprint: str | None = None
+    # Under an agent key: its id and binding (the team only for a team key; SPEC 4.6 rule 2)
+    key_id: UUID | None = None
+    binding_scope: Literal["team", "identity"] | None = None
+    bound_team_id: UUID | None = None
 
     @property
     def subject_id(self) -> UUID:

@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 
+from activities.agent_keys import AgentKeyActivities
 from activities.artifacts import ArtifactActivities
 from activities.embedding import EmbeddingActivities
 from activities.identity import IdentityActivities
@@ -18,6 +19,7 @@ from activities.tasks import TaskActivities
 from activities.teams import TeamActivities
 from activities.transfers import TransferActivities
 from infra.permissions import TupleRepository
+from infra.repos.agent_keys import AgentKeyRepo
 from infra.repos.artifacts import ArtifactRepo
 from infra.repos.identity import IdentityRepo
 from infra.repos.memory import MemoryRepo
@@ -26,6 +28,7 @@ from infra.repos.tasks import TaskRepo
 from infra.repos.teams import TeamRepo
 from infra.repos.transfers import TransferRepo
 from infra.s3 import BlobStore
+from workflows.agent_keys import AGENT_KEY_WORKFLOWS
 from workflows.artifacts import (
     ArtifactAttachWorkflow,
     ArtifactStageWorkflow,
@@ -91,6 +94,7 @@ WORKFLOWS: Sequence[type] = (
     RelationCreateWorkflow,
     RelationUpdateWorkflow,
     RelationDeleteWorkflow,
+    *AGENT_KEY_WORKFLOWS,
 )
 
 
@@ -113,6 +117,7 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
     tasks = TaskActivities(TaskRepo(deps.pool))
     artifacts = ArtifactActivities(ArtifactRepo(deps.pool), deps.blobs)
     memory = MemoryActivities(MemoryRepo(deps.pool))
+    agent_keys = AgentKeyActivities(AgentKeyRepo(deps.pool))
     return [
         identity.check_voucher,
         identity.create_identity,
@@ -173,6 +178,10 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
         memory.create_relation,
         memory.set_relation_status,
         memory.delete_relation,
+        agent_keys.insert,
+        agent_keys.rotate,
+        agent_keys.revoke,
+        agent_keys.expire,
     ]
 
 

@@ -279,6 +279,10 @@ async def whoami(request: web.Request, parsed: Parsed) -> Whoami:
     """The authenticated caller: agent or human, its key material and scopes."""
     principal = require_principal(request)
     binding: TeamBinding | IdentityBinding | None = None
+    if principal.key_id is not None and principal.bound_team_id is not None:
+        binding = TeamBinding(keyId=principal.key_id, boundTeamId=principal.bound_team_id)
+    elif principal.key_id is not None:
+        binding = IdentityBinding(keyId=principal.key_id)
     return Whoami(
         subjectType=principal.subject_type,
         identityId=principal.identity_id,
