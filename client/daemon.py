@@ -47,7 +47,7 @@ from client.executor import (
 )
 from client.rest import ApiError, CairnClient
 from schemas import limits
-from schemas.identity import TeamBinding
+from schemas.identity import TeamBinding, Whoami
 from schemas.kernel.cids import json_cid
 from schemas.task_api import Task, TaskList
 from schemas.task_attempts import ClaimResponse, HeartbeatResponse
@@ -96,8 +96,14 @@ class Daemon:
         """Spec 5: whoami before any claim; abort on a rejected key, a non-agent, or a team key
         bound to another team than the one requested."""
         try:
-            me = await self.api.whoami()
+            me = Whoami.model_validate(
+                await self.api.request("GET", "/agents/whoami", headers=self._team())
+            )
         except ApiError as exc:
+            if exc.code == "key-team-mismatch":
+                raise DaemonRefused(
+                    f"The agent key is bound to another team than {self.config.team_id}"
+                ) from None
             raise DaemonRefused(f"The agent key was rejected: {exc}") from None
         if me.subjectType != "agent":
             raise DaemonRefused("The credential does not belong to an agent")

@@ -1,0 +1,302 @@
+"""The bundled daemon end to end: the real `cairn daemon` process, with an executor's team agent
+key, claims a freeform task on the real stack, runs a small executor script, and completes the
+task with the right output CID and a valid content signature. Then cancel, a killed daemon and
+the shutdown ladder, each against the real API and workflow."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import signal
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from actors import Actor
+from processes import wait_until
+
+from schemas.kernel.cids import json_cid
+
+OUTPUT = {"summary": "Three lines of verse"}
+
+
+@dataclass
+class Team:
+    owner: Actor
+    executor: Actor
+    team_id: str
+    diary_id: str
+    secret_root: Path
+    stack: Any
+
+
+async def _join(owner: Actor, team_id: str, actor: Actor, role: str) -> None:
+    status, invite = await owner.call("POST", f"/teams/{team_id}/invites", json={"role": role})
+    assert status == 201, invite
+    status, joined = await actor.call("POST", "/teams/join", json={"code": invite["code"]})
+    assert status == 200, joined
+
+
+def _secret_file(root: Path, name: str, text: str) -> None:
+    (root / name).write_text(text + "\n")
+    (root / name).chmod(0o600)
+
+
+@pytest.fixture(scope="module")
+async def pair(actors: Any) -> tuple[Actor, Actor]:
+    return await actors.agent(), await actors.agent()
+
+
+@pytest.fixture
+async def team(stack: Any, pair: tuple[Actor, Actor], tmp_path: Path) -> Team:
+    """A fresh team per test (so no test claims another's task), the executor's team key and
+    signing seed as secret files."""
+    owner, executor = pair
+    status, body = await owner.call("POST", "/teams", json={"name": "daemons"})
+    assert status == 201, body
+    team_id = str(body["id"])
+    await _join(owner, team_id, executor, "executor")
+    status, diary = await owner.call(
+        "POST", "/diaries", json={"name": "work", "visibility": "private"}, team=team_id
+    )
+    assert status == 201, diary
+    status, key = await executor.call(
+        "POST",
+        "/agent-keys",
+        json={"agentId": str(executor.subject_id), "name": "daemon"},
+        team=team_id,
+        headers={"Idempotency-Key": uuid.uuid4().hex},
+    )
+    assert status == 201, key
+    root = tmp_path / "secrets"
+    root.mkdir(mode=0o700)
+    _secret_file(root, "daemon.key", key["secret"])
+    assert executor.signing_key is not None
+    _secret_file(root, "agent.seed", base64.b64encode(bytes(executor.signing_key)).decode())
+    return Team(owner, executor, team_id, str(diary["id"]), root, stack)
+
+
+EXECUTOR = """
+import json, os, sys, time
+task = json.load(sys.stdin)
+for step in range(3):
+    print(json.dumps({"kind": "progress", "payload": {"step": step}}), flush=True)
+open("notes.md", "w").write("# notes\\n")
+print(json.dumps({"artifact": {"path": "notes.md", "kind": "notes", "title": "Notes",
+                                "contentType": "text/markdown"}}), flush=True)
+open(os.environ["PID_FILE"], "w").write(str(os.getpid()))
+time.sleep(float(os.environ.get("EXECUTOR_SLEEP", "0")))
+print(json.dumps({"output": {"summary": "Three lines of verse"}}), flush=True)
+"""
+
+
+@dataclass
+class RunningDaemon:
+    process: asyncio.subprocess.Process
+    pid_file: Path
+    log: Path
+
+    async def executor_pid(self) -> int:
+        await wait_until(lambda: self.pid_file.exists() and self.pid_file.read_text() != "")
+        return int(self.pid_file.read_text())
+
+    async def exit_code(self, limit_s: float = 60) -> int:
+        try:
+            return await asyncio.wait_for(self.process.wait(), limit_s)
+        except TimeoutError:
+            raise AssertionError(f"the daemon did not exit:\n{self.log.read_text()}") from None
+
+
+@pytest.fixture
+async def daemons(team: Team, tmp_path: Path) -> AsyncIterator[Any]:
+    started: list[RunningDaemon] = []
+
+    async def start(*args: str, sleep: float = 0, lease: int = 30) -> RunningDaemon:
+        script = tmp_path / "executor.py"
+        script.write_text(textwrap.dedent(EXECUTOR))
+        config = tmp_path / "daemon.toml"
+        config.write_text("grace_sec = 1.0\npoll_max_sec = 1.0\n")
+        pid_file = tmp_path / f"executor-{len(started)}.pid"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
+        env.update(
+            SERVICE_API_URL=team.stack.base_url,
+            SERVICE_SECRET_ROOT=str(team.secret_root),
+            SERVICE_AGENT_KEY_REF="file:daemon.key",
+            SERVICE_SIGNING_KEY_REF="file:agent.seed",
+            PID_FILE=str(pid_file),
+            EXECUTOR_SLEEP=str(sleep),
+        )
+        log = tmp_path / f"daemon-{len(started)}.log"
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "cairn",
+            "daemon",
+            "--team",
+            team.team_id,
+            "--config",
+            str(config),
+            "--lease-ttl-sec",
+            str(lease),
+            *args,
+            "--",
+            sys.executable,
+            str(script),
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=log.open("w"),
+            cwd=tmp_path,
+        )
+        running = RunningDaemon(process, pid_file, log)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        if running.process.returncode is None:
+            running.process.kill()
+            await running.process.wait()
+        if running.pid_file.exists() and running.pid_file.read_text():
+            _kill_quietly(int(running.pid_file.read_text()))
+
+
+async def create_task(team: Team, **extra: Any) -> str:
+    body = {
+        "taskType": "freeform",
+        "teamId": team.team_id,
+        "diaryId": team.diary_id,
+        "input": {"brief": "Write a haiku"},
+        **extra,
+    }
+    status, task = await team.owner.call("POST", "/tasks", json=body, team=team.team_id)
+    assert status == 201, task
+    return str(task["id"])
+
+
+async def task_status(team: Team, task_id: str) -> str:
+    status, task = await team.owner.call("GET", f"/tasks/{task_id}", team=team.team_id)
+    assert status == 200, task
+    return str(task["status"])
+
+
+async def until_status(team: Team, task_id: str, wanted: str, limit_s: float = 60) -> None:
+    deadline = time.monotonic() + limit_s
+    while (current := await task_status(team, task_id)) != wanted:
+        assert time.monotonic() < deadline, f"task is {current}, not {wanted}"
+        await asyncio.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split()[2] != "Z"
+
+
+def _kill_quietly(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def test_a_daemon_claims_runs_and_completes_a_task(team: Team, daemons: Any) -> None:
+    task_id = await create_task(team)
+    daemon = await daemons("--once")
+    assert await daemon.exit_code() == 0, daemon.log.read_text()
+    assert await task_status(team, task_id) == "completed"
+
+    status, attempts = await team.owner.call("GET", f"/tasks/{task_id}/attempts", team=team.team_id)
+    assert status == 200, attempts
+    [attempt] = attempts["items"]
+    assert attempt["output"] == OUTPUT
+    assert attempt["outputCid"] == json_cid(OUTPUT)
+    signature = base64.b64decode(attempt["contentSignature"])
+    assert team.executor.signing_key is not None
+    team.executor.signing_key.verify_key.verify(attempt["outputCid"].encode(), signature)
+
+    status, messages = await team.owner.call(
+        "GET", f"/tasks/{task_id}/attempts/1/messages", team=team.team_id
+    )
+    assert status == 200, messages
+    progress = [m["payload"] for m in messages["items"] if m["kind"] == "progress"]
+    assert progress == [{"step": 0}, {"step": 1}, {"step": 2}]
+
+    status, artifacts = await team.owner.call(
+        "GET", f"/tasks/{task_id}/artifacts", team=team.team_id
+    )
+    assert status == 200, artifacts
+    assert [(a["title"], a["kind"]) for a in artifacts["artifacts"]] == [("Notes", "notes")]
+
+
+async def test_cancel_stops_the_executor_within_the_grace_period(team: Team, daemons: Any) -> None:
+    task_id = await create_task(team)
+    daemon = await daemons(sleep=120, lease=3)  # a heartbeat every second
+    pid = await daemon.executor_pid()
+    status, body = await team.owner.call(
+        "POST", f"/tasks/{task_id}/cancel", json={"reason": "changed my mind"}, team=team.team_id
+    )
+    assert status == 200, body
+    await wait_until(lambda: not _alive(pid), limit_s=15)
+    assert await task_status(team, task_id) == "cancelled"
+    daemon.process.send_signal(signal.SIGTERM)
+    assert await daemon.exit_code() == 0, daemon.log.read_text()
+
+
+async def test_a_killed_daemons_attempt_times_out_and_the_task_requeues(
+    team: Team, daemons: Any
+) -> None:
+    task_id = await create_task(team, maxAttempts=2)
+    daemon = await daemons(sleep=120, lease=3)
+    await daemon.executor_pid()
+    await until_status(team, task_id, "running")
+    daemon.process.kill()
+    await daemon.process.wait()
+    await until_status(team, task_id, "queued", limit_s=30)  # the 3 s lease runs out
+    _, attempts = await team.owner.call("GET", f"/tasks/{task_id}/attempts", team=team.team_id)
+    assert [a["status"] for a in attempts["items"]] == ["timed_out"]
+
+
+async def test_one_sigterm_finishes_the_running_task_then_exits(team: Team, daemons: Any) -> None:
+    task_id = await create_task(team)
+    daemon = await daemons(sleep=3)
+    await daemon.executor_pid()
+    daemon.process.send_signal(signal.SIGTERM)
+    second = await create_task(team)  # not claimed: the daemon is draining
+    assert await daemon.exit_code() == 0, daemon.log.read_text()
+    assert await task_status(team, task_id) == "completed"
+    assert await task_status(team, second) == "queued"
+
+
+async def test_a_second_sigterm_aborts_the_running_task_so_it_requeues(
+    team: Team, daemons: Any
+) -> None:
+    task_id = await create_task(team, maxAttempts=2)
+    daemon = await daemons(sleep=120)
+    pid = await daemon.executor_pid()
+    await until_status(team, task_id, "running")
+    daemon.process.send_signal(signal.SIGTERM)
+    await asyncio.sleep(0.3)
+    daemon.process.send_signal(signal.SIGTERM)
+    assert await daemon.exit_code() == 0, daemon.log.read_text()
+    assert not _alive(pid)
+    assert await task_status(team, task_id) == "queued"
+    _, attempts = await team.owner.call("GET", f"/tasks/{task_id}/attempts", team=team.team_id)
+    assert [a["status"] for a in attempts["items"]] == ["aborted"]
+
+
+async def test_a_daemon_refuses_a_key_bound_to_another_team(team: Team, daemons: Any) -> None:
+    status, other = await team.owner.call("POST", "/teams", json={"name": "elsewhere"})
+    assert status == 201, other
+    team.team_id = str(other["id"])  # the key stays bound to the first team
+    daemon = await daemons("--once")
+    assert await daemon.exit_code() == 2
+    assert "bound to another team" in daemon.log.read_text()
