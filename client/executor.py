@@ -13,13 +13,15 @@ For each claimed task the daemon runs the operator's executor command as a child
 The local byte limit (spec 8, 25 MiB by default) bounds what the daemon holds for the child: an
 output line or an artifact file above it fails the attempt (not retryable) without being read
 whole. Stopping is a ladder: SIGTERM to the child's process group, then SIGKILL after a grace
-period, so a child that forks helpers does not leave them behind.
+period, so a child that forks helpers does not leave them behind; and the child is killed when
+the daemon dies (Linux's parent-death signal).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -76,6 +78,17 @@ class ExecutorFailure(Exception):
         return {"code": self.code, "message": str(self), "retryable": self.retryable}
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec (Linux): SIGKILL it when the daemon dies, even by SIGKILL, so
+    a killed daemon leaves no executor working on a task that requeues to another one."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
 class Executor:
     """One run of the executor command for one attempt."""
 
@@ -108,6 +121,7 @@ class Executor:
             env=self._env,
             limit=self._byte_limit,
             start_new_session=True,  # its own process group, so stop() reaches its children
+            preexec_fn=_die_with_parent,
         )
         stdin = self._process.stdin
         assert stdin is not None

@@ -256,10 +256,11 @@ async def test_a_killed_daemons_attempt_times_out_and_the_task_requeues(
 ) -> None:
     task_id = await create_task(team, maxAttempts=2)
     daemon = await daemons(sleep=120, lease=3)
-    await daemon.executor_pid()
+    pid = await daemon.executor_pid()
     await until_status(team, task_id, "running")
     daemon.process.kill()
     await daemon.process.wait()
+    await wait_until(lambda: not _alive(pid), limit_s=5)  # the executor dies with its daemon
     await until_status(team, task_id, "queued", limit_s=30)  # the 3 s lease runs out
     _, attempts = await team.owner.call("GET", f"/tasks/{task_id}/attempts", team=team.team_id)
     assert [a["status"] for a in attempts["items"]] == ["timed_out"]
