@@ -113,6 +113,14 @@ ARTIFACT_CONTENT_ENCODING_MAX_CHARS: Final = 100  # ours: `gzip`, `br`, `zstd`, 
 ARTIFACT_STREAM_CHUNK_BYTES: Final = MIB  # bytes hashed/spooled/sent per step of a stream
 ARTIFACT_SWEEP_BATCH_MAX: Final = 1000  # staged rows, and blobs, one sweep run deletes at most
 ARTIFACT_SWEEP_INTERVAL_SEC: Final = HOUR_SEC  # the schedule of the ArtifactSweep workflow
+# Maintenance schedules (SPEC 6; workflows/maintenance.py)
+MAINTENANCE_BATCH_MAX: Final = 1000  # rows of each kind one purge run deletes at most
+MAINTENANCE_PURGE_INTERVAL_SEC: Final = HOUR_SEC  # the schedule of ExpiredRowsPurge
+# an expired signing request stays readable (GET shows `expired`) this long, then is purged
+SIGNING_REQUEST_RETENTION_SEC: Final = 24 * HOUR_SEC
+STALE_TASK_SCAN_INTERVAL_SEC: Final = 15 * MINUTE_SEC  # the schedule of StaleTaskReconcile
+STALE_TASK_PAGE: Final = 100  # task rows one reconcile step looks at
+STALE_TASK_SCAN_MAX: Final = 10_000  # non-terminal task rows one reconcile run looks at at most
 SECRET_FILE_MAX_BYTES: Final = 65_536  # a `file:` secret reference larger than this is refused
 # Task-type input/output schemas (SPEC 2.6; reference task types, anchor-notes section 4).
 TASK_CONTEXT_BINDINGS_MAX: Final = 5  # input.context entries

@@ -11,6 +11,7 @@ import asyncpg
 from activities.artifacts import ArtifactActivities
 from activities.embedding import EmbeddingActivities
 from activities.identity import IdentityActivities
+from activities.maintenance import MaintenanceActivities
 from activities.memory import MemoryActivities
 from activities.permissions import PermissionActivities
 from activities.signing import SigningActivities
@@ -20,6 +21,7 @@ from activities.transfers import TransferActivities
 from infra.permissions import TupleRepository
 from infra.repos.artifacts import ArtifactRepo
 from infra.repos.identity import IdentityRepo
+from infra.repos.maintenance import MaintenanceRepo
 from infra.repos.memory import MemoryRepo
 from infra.repos.signing import SigningRepo
 from infra.repos.tasks import TaskRepo
@@ -52,6 +54,7 @@ from workflows.humans import (
     SessionCloseWorkflow,
     SessionOpenWorkflow,
 )
+from workflows.maintenance import ExpiredRowsPurgeWorkflow, StaleTaskReconcileWorkflow
 from workflows.recovery import RecoveryRedeemWorkflow, RecoveryVerifyWorkflow
 from workflows.registration import RegistrationWorkflow
 from workflows.signing import SigningRequestWorkflow
@@ -91,6 +94,8 @@ WORKFLOWS: Sequence[type] = (
     RelationCreateWorkflow,
     RelationUpdateWorkflow,
     RelationDeleteWorkflow,
+    ExpiredRowsPurgeWorkflow,
+    StaleTaskReconcileWorkflow,
 )
 
 
@@ -113,6 +118,7 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
     tasks = TaskActivities(TaskRepo(deps.pool))
     artifacts = ArtifactActivities(ArtifactRepo(deps.pool), deps.blobs)
     memory = MemoryActivities(MemoryRepo(deps.pool))
+    maintenance = MaintenanceActivities(MaintenanceRepo(deps.pool))
     return [
         identity.check_voucher,
         identity.create_identity,
@@ -173,6 +179,11 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
         memory.create_relation,
         memory.set_relation_status,
         memory.delete_relation,
+        maintenance.purge_signing_requests,
+        maintenance.purge_recovery_nonces,
+        maintenance.purge_vouchers,
+        maintenance.find_stale_tasks,
+        maintenance.settle_stale_task,
     ]
 
 
