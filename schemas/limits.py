@@ -118,6 +118,9 @@ MAINTENANCE_BATCH_MAX: Final = 1000  # rows of each kind one purge run deletes a
 MAINTENANCE_PURGE_INTERVAL_SEC: Final = HOUR_SEC  # the schedule of ExpiredRowsPurge
 # an expired signing request stays readable (GET shows `expired`) this long, then is purged
 SIGNING_REQUEST_RETENTION_SEC: Final = 24 * HOUR_SEC
+# used recovery nonces and unredeemed vouchers are purged this long after their expiry, so that
+# a clock skew between the hosts that check them and Temporal's never revives one
+MAINTENANCE_EXPIRY_MARGIN_SEC: Final = HOUR_SEC
 STALE_TASK_SCAN_INTERVAL_SEC: Final = 15 * MINUTE_SEC  # the schedule of StaleTaskReconcile
 STALE_TASK_PAGE: Final = 100  # task rows one reconcile step looks at
 STALE_TASK_SCAN_MAX: Final = 10_000  # non-terminal task rows one reconcile run looks at at most

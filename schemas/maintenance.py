@@ -18,6 +18,7 @@ class PurgeInput(Payload):
 
     batch_max: int = limits.MAINTENANCE_BATCH_MAX
     signing_retention_sec: int = limits.SIGNING_REQUEST_RETENTION_SEC
+    expiry_margin_sec: int = limits.MAINTENANCE_EXPIRY_MARGIN_SEC
 
 
 class Purge(Payload):

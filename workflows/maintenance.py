@@ -8,7 +8,9 @@ or with `temporal schedule trigger`). Each run returns what it did; the cutoffs 
   whose expiry is more than `SIGNING_REQUEST_RETENTION_SEC` ago (until then `GET` still shows
   them `expired`; completed ones stay, they record a signature), used recovery nonces past their
   expiry (their challenge is too old to verify by then, so nothing can replay them), and
-  unredeemed vouchers past their expiry (a redeemed voucher stays: an agent's `proof` names it).
+  unredeemed vouchers past their expiry (a redeemed voucher stays: an agent's `proof` names it);
+  the last two an hour after expiry (`MAINTENANCE_EXPIRY_MARGIN_SEC`), so that a clock skew
+  between the API's host and Temporal's cannot make a purged nonce replayable.
 - `StaleTaskReconcile` finds task rows in a non-terminal status (`queued`, `dispatched`,
   `running`) whose workflow (`task/<taskId>`) no longer runs: terminated by an operator, failed,
   or gone from Temporal altogether. Such a task can never move again, since every transition of
@@ -87,6 +89,7 @@ class ExpiredRowsPurgeWorkflow:
     async def run(self, inp: PurgeInput) -> PurgeResult:
         now = workflow.now()
         signing_cutoff = now - timedelta(seconds=inp.signing_retention_sec)
+        expired_cutoff = now - timedelta(seconds=inp.expiry_margin_sec)
         signing = await run_activity(
             MaintenanceActivities.purge_signing_requests,
             Purge(before=signing_cutoff, limit=inp.batch_max),
@@ -95,13 +98,13 @@ class ExpiredRowsPurgeWorkflow:
         )
         nonces = await run_activity(
             MaintenanceActivities.purge_recovery_nonces,
-            Purge(before=now, limit=inp.batch_max),
+            Purge(before=expired_cutoff, limit=inp.batch_max),
             start_to_close=STEP_TIMEOUT,
             retry=STEP_RETRY,
         )
         vouchers = await run_activity(
             MaintenanceActivities.purge_vouchers,
-            Purge(before=now, limit=inp.batch_max),
+            Purge(before=expired_cutoff, limit=inp.batch_max),
             start_to_close=STEP_TIMEOUT,
             retry=STEP_RETRY,
         )
