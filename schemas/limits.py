@@ -122,6 +122,9 @@ SIGNING_REQUEST_RETENTION_SEC: Final = 24 * HOUR_SEC
 # a clock skew between the hosts that check them and Temporal's never revives one
 MAINTENANCE_EXPIRY_MARGIN_SEC: Final = HOUR_SEC
 STALE_TASK_SCAN_INTERVAL_SEC: Final = 15 * MINUTE_SEC  # the schedule of StaleTaskReconcile
+# a task row its workflow wrote this recently is not looked at (no race with a workflow that is
+# just starting or ending, nor with rows a test writes by hand)
+STALE_TASK_GRACE_SEC: Final = HOUR_SEC
 STALE_TASK_PAGE: Final = 100  # task rows one reconcile step looks at
 STALE_TASK_SCAN_MAX: Final = 10_000  # non-terminal task rows one reconcile run looks at at most
 SECRET_FILE_MAX_BYTES: Final = 65_536  # a `file:` secret reference larger than this is refused

@@ -45,11 +45,14 @@ class StaleTaskInput(Payload):
 
     page: int = limits.STALE_TASK_PAGE
     scan_max: int = limits.STALE_TASK_SCAN_MAX
+    grace_sec: int = limits.STALE_TASK_GRACE_SEC
 
 
 class StaleTaskPage(Payload):
-    """Non-terminal tasks with an id after `after` (keyset paging), at most `limit`."""
+    """Non-terminal tasks last written before `before`, with an id after `after` (keyset
+    paging), at most `limit`."""
 
+    before: datetime
     after: UUID | None = None
     limit: int
 

@@ -21,7 +21,8 @@ or with `temporal schedule trigger`). Each run returns what it did; the cutoffs 
   tuple deleted, and the task becomes `failed` (terminal, as for an attempt that ends with no
   attempts left: nothing can run another attempt without its workflow), or `expired` if it was
   waiting in the queue past its `expires_at`, as its workflow would have done. The settled tasks
-  are listed in the run's result and logged by the worker. A row the workflow finishes while the
+  are listed in the run's result and logged by the worker. Rows written in the last hour
+  (`STALE_TASK_GRACE_SEC`) are not looked at, and a row the workflow finishes while the
   reconciler looks is left as the workflow wrote it (re-read under a row lock).
 
 Expired packs are swept by the packs' own maintenance.
@@ -121,7 +122,8 @@ class StaleTaskReconcileWorkflow:
     async def run(self, inp: StaleTaskInput) -> StaleTaskResult:
         checked, stale = 0, 0
         settled: list[SettledTask] = []
-        page = StaleTaskPage(after=None, limit=inp.page)
+        before = workflow.now() - timedelta(seconds=inp.grace_sec)
+        page = StaleTaskPage(before=before, after=None, limit=inp.page)
         while checked < inp.scan_max:
             scan = await run_activity(
                 MaintenanceActivities.find_stale_tasks,
@@ -142,7 +144,7 @@ class StaleTaskReconcileWorkflow:
                     settled.append(outcome)
             if scan.checked < inp.page or scan.last_id is None:
                 break
-            page = StaleTaskPage(after=scan.last_id, limit=inp.page)
+            page = StaleTaskPage(before=before, after=scan.last_id, limit=inp.page)
         return StaleTaskResult(checked=checked, stale=stale, settled=settled)
 
 

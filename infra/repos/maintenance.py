@@ -40,8 +40,11 @@ class MaintenanceRepo:
         return int(await self._pool.fetchval(Q.maintenance_purge_vouchers, before, limit))
 
     async def nonterminal_tasks(self, page: StaleTaskPage) -> list[tuple[UUID, str]]:
-        """`(task id, workflow id)` of one page of tasks not in a terminal status."""
-        rows = await self._pool.fetch(Q.maintenance_nonterminal_tasks, page.after, page.limit)
+        """`(task id, workflow id)` of one page of tasks not in a terminal status, last written
+        before `page.before`."""
+        rows = await self._pool.fetch(
+            Q.maintenance_nonterminal_tasks, page.after, page.limit, page.before
+        )
         return [(row["id"], row["workflow_id"]) for row in rows]
 
     async def settle_task(self, task_id: UUID, workflow_status: str) -> str | None:

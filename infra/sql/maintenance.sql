@@ -39,10 +39,12 @@ WITH doomed AS (
 SELECT count(*) FROM deleted
 
 -- name: maintenance_nonterminal_tasks
--- one page of tasks that their workflow has not finished, by id after $1 (null: from the start)
+-- one page of tasks that their workflow has not finished and has not written since $3, by id
+-- after $1 (null: from the start)
 SELECT id, workflow_id
 FROM tasks
-WHERE status IN ('queued', 'dispatched', 'running') AND ($1::uuid IS NULL OR id > $1)
+WHERE status IN ('queued', 'dispatched', 'running') AND updated_at < $3
+  AND ($1::uuid IS NULL OR id > $1)
 ORDER BY id
 LIMIT $2
 

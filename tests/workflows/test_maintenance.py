@@ -55,12 +55,14 @@ async def queue(time_skipping_env: WorkflowEnvironment, pool: asyncpg.Pool) -> A
         yield name
 
 
-async def purge(env: WorkflowEnvironment, queue: str) -> PurgeResult:
+async def purge(
+    env: WorkflowEnvironment, queue: str, batch_max: int = limits.MAINTENANCE_BATCH_MAX
+) -> PurgeResult:
     """One run with Temporal's clock held (waiting on the result would let it skip ahead)."""
     with env.auto_time_skipping_disabled():
         return await env.client.execute_workflow(
             ExpiredRowsPurgeWorkflow.run,
-            PurgeInput(),
+            PurgeInput(batch_max=batch_max),
             id=f"{PURGE_WORKFLOW_ID}/{uuid.uuid4()}",
             task_queue=queue,
         )
@@ -169,6 +171,17 @@ async def test_the_purge_deletes_what_expired_and_keeps_the_rest(
     assert await rows.exists("signing_requests", "id", completed_request)
 
 
+async def test_one_purge_run_deletes_at_most_its_batch_of_each_kind(
+    time_skipping_env: WorkflowEnvironment, queue: str, pool: asyncpg.Pool
+) -> None:
+    env, rows = time_skipping_env, Rows(pool)
+    long_ago = await env.get_current_time() - timedelta(days=3)
+    nonces = [await rows.nonce(long_ago) for _ in range(3)]
+    assert (await purge(env, queue, batch_max=2)).recovery_nonces_deleted == 2
+    assert (await purge(env, queue, batch_max=2)).recovery_nonces_deleted == 1
+    assert [await rows.exists("used_recovery_nonces", "nonce", n) for n in nonces] == [False] * 3
+
+
 async def test_the_reconciler_settles_tasks_whose_workflow_is_gone(
     time_skipping_env: WorkflowEnvironment, queue: str, pool: asyncpg.Pool
 ) -> None:
@@ -200,6 +213,14 @@ async def test_the_reconciler_settles_tasks_whose_workflow_is_gone(
         live.task_id,
     )
 
+    # every row so far was last written two hours ago on Temporal's clock; one more stale task
+    # was written just now, within the grace period: it is left for a later run
+    now = await env.get_current_time()
+    await pool.execute("UPDATE tasks SET updated_at = $1", now - timedelta(hours=2))
+    recent = await Run(env, queue, pool).create()
+    await recent.handle.terminate("lost in an operator's clean-up")
+    await pool.execute("UPDATE tasks SET updated_at = $1 WHERE id = $2", now, recent.task_id)
+
     result = await reconcile(env, queue)  # pages of two: the scan goes on past the first page
     assert result.checked == 4  # live, running, queued, orphan; the finished one is terminal
     assert result.stale == 3
@@ -224,6 +245,7 @@ async def test_the_reconciler_settles_tasks_whose_workflow_is_gone(
     assert await running.claimants() == []
     assert (await live.task())["status"] == "queued"  # its workflow runs: untouched
     assert (await finished.task())["status"] == "completed"
+    assert (await recent.task())["status"] == "queued"  # written within the grace period
 
     again = await reconcile(env, queue)
     assert again == StaleTaskResult(checked=1, stale=0, settled=[])
