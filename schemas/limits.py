@@ -113,6 +113,20 @@ ARTIFACT_CONTENT_ENCODING_MAX_CHARS: Final = 100  # ours: `gzip`, `br`, `zstd`, 
 ARTIFACT_STREAM_CHUNK_BYTES: Final = MIB  # bytes hashed/spooled/sent per step of a stream
 ARTIFACT_SWEEP_BATCH_MAX: Final = 1000  # staged rows, and blobs, one sweep run deletes at most
 ARTIFACT_SWEEP_INTERVAL_SEC: Final = HOUR_SEC  # the schedule of the ArtifactSweep workflow
+# Maintenance schedules (SPEC 6; workflows/maintenance.py)
+MAINTENANCE_BATCH_MAX: Final = 1000  # rows of each kind one purge run deletes at most
+MAINTENANCE_PURGE_INTERVAL_SEC: Final = HOUR_SEC  # the schedule of ExpiredRowsPurge
+# an expired signing request stays readable (GET shows `expired`) this long, then is purged
+SIGNING_REQUEST_RETENTION_SEC: Final = 24 * HOUR_SEC
+# used recovery nonces and unredeemed vouchers are purged this long after their expiry, so that
+# a clock skew between the hosts that check them and Temporal's never revives one
+MAINTENANCE_EXPIRY_MARGIN_SEC: Final = HOUR_SEC
+STALE_TASK_SCAN_INTERVAL_SEC: Final = 15 * MINUTE_SEC  # the schedule of StaleTaskReconcile
+# a task row its workflow wrote this recently is not looked at (no race with a workflow that is
+# just starting or ending, nor with rows a test writes by hand)
+STALE_TASK_GRACE_SEC: Final = HOUR_SEC
+STALE_TASK_PAGE: Final = 100  # task rows one reconcile step looks at
+STALE_TASK_SCAN_MAX: Final = 10_000  # non-terminal task rows one reconcile run looks at at most
 SECRET_FILE_MAX_BYTES: Final = 65_536  # a `file:` secret reference larger than this is refused
 # spec 8 "local byte limit": an executor's output line or artifact file above it fails the attempt
 DAEMON_LOCAL_BYTE_LIMIT: Final = 25 * MIB

@@ -431,6 +431,7 @@ class MessagesAppended(ResponseBody):
 
 
 class TaskMessage(ResponseBody):
+    id: UUID = Field(description="the message's own id (SPEC 2.6), beside `seq`")
     taskId: UUID
     attemptN: int
     seq: int
@@ -455,6 +456,7 @@ class MessagesQuery(RequestBody):
 
 def message_from_row(task_id: UUID, attempt_n: int, row: Mapping[str, Any]) -> TaskMessage:
     return TaskMessage(
+        id=row["id"],
         taskId=task_id,
         attemptN=attempt_n,
         seq=row["seq"],

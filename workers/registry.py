@@ -12,6 +12,7 @@ from activities.agent_keys import AgentKeyActivities
 from activities.artifacts import ArtifactActivities
 from activities.embedding import EmbeddingActivities
 from activities.identity import IdentityActivities
+from activities.maintenance import MaintenanceActivities
 from activities.memory import MemoryActivities
 from activities.permissions import PermissionActivities
 from activities.signing import SigningActivities
@@ -22,6 +23,7 @@ from infra.permissions import TupleRepository
 from infra.repos.agent_keys import AgentKeyRepo
 from infra.repos.artifacts import ArtifactRepo
 from infra.repos.identity import IdentityRepo
+from infra.repos.maintenance import MaintenanceRepo
 from infra.repos.memory import MemoryRepo
 from infra.repos.signing import SigningRepo
 from infra.repos.tasks import TaskRepo
@@ -55,6 +57,7 @@ from workflows.humans import (
     SessionCloseWorkflow,
     SessionOpenWorkflow,
 )
+from workflows.maintenance import ExpiredRowsPurgeWorkflow, StaleTaskReconcileWorkflow
 from workflows.recovery import RecoveryRedeemWorkflow, RecoveryVerifyWorkflow
 from workflows.registration import RegistrationWorkflow
 from workflows.signing import SigningRequestWorkflow
@@ -95,6 +98,8 @@ WORKFLOWS: Sequence[type] = (
     RelationUpdateWorkflow,
     RelationDeleteWorkflow,
     *AGENT_KEY_WORKFLOWS,
+    ExpiredRowsPurgeWorkflow,
+    StaleTaskReconcileWorkflow,
 )
 
 
@@ -118,6 +123,7 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
     artifacts = ArtifactActivities(ArtifactRepo(deps.pool), deps.blobs)
     memory = MemoryActivities(MemoryRepo(deps.pool))
     agent_keys = AgentKeyActivities(AgentKeyRepo(deps.pool))
+    maintenance = MaintenanceActivities(MaintenanceRepo(deps.pool))
     return [
         identity.check_voucher,
         identity.create_identity,
@@ -182,6 +188,11 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
         agent_keys.rotate,
         agent_keys.revoke,
         agent_keys.expire,
+        maintenance.purge_signing_requests,
+        maintenance.purge_recovery_nonces,
+        maintenance.purge_vouchers,
+        maintenance.find_stale_tasks,
+        maintenance.settle_stale_task,
     ]
 
 

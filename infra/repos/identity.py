@@ -32,6 +32,11 @@ class _Refused(Exception):
         self.reason = reason
 
 
+def voucher_proof(voucher_id: uuid.UUID) -> dict[str, str]:
+    """An agent client's evidence of registration: the voucher it redeemed."""
+    return {"kind": "voucher", "voucherId": str(voucher_id)}
+
+
 class IdentityRepo:
     def __init__(self, pool: asyncpg.Pool, server_secret: bytes) -> None:
         self._pool = pool
@@ -115,16 +120,27 @@ class IdentityRepo:
             return BindOutcome(refused=refused.reason)
 
     async def create_client(
-        self, client_id: str, identity_id: uuid.UUID, secret_hash: str, metadata: dict[str, str]
+        self,
+        client_id: str,
+        identity_id: uuid.UUID,
+        agent_id: uuid.UUID,
+        secret_hash: str,
+        metadata: dict[str, str],
     ) -> None:
-        await self._pool.execute(
-            Q.insert_oauth_client,
-            client_id,
-            identity_id,
-            secret_hash,
-            " ".join(AGENT_SCOPES),
-            metadata,
-        )
+        """The agent's OAuth2 client; its metadata gains `proof` (SPEC 2.3, DECISIONS "Identity
+        and authentication"): the voucher the registration redeemed, `{"kind": "voucher",
+        "voucherId": ...}`. Migration 0008 gave it to clients registered before."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            voucher_id = await conn.fetchval(Q.voucher_redeemed_by_agent, agent_id)
+            proof = {} if voucher_id is None else {"proof": voucher_proof(voucher_id)}
+            await conn.execute(
+                Q.insert_oauth_client,
+                client_id,
+                identity_id,
+                secret_hash,
+                " ".join(AGENT_SCOPES),
+                {**metadata, **proof},
+            )
 
     async def ensure_signing_key(self, rotate: bool) -> tuple[str, bool]:
         async with self._pool.acquire() as conn, conn.transaction():

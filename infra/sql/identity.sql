@@ -95,6 +95,10 @@ RETURNING id
 -- name: voucher_redeemed_by
 SELECT redeemed_by FROM agent_vouchers WHERE code = $1
 
+-- name: voucher_redeemed_by_agent
+-- the voucher an agent's registration redeemed (its latest, should it have registered again)
+SELECT id FROM agent_vouchers WHERE redeemed_by = $1 ORDER BY redeemed_at DESC LIMIT 1
+
 -- name: insert_oauth_client
 INSERT INTO oauth_clients (client_id, identity_id, secret_hash, scope, metadata)
 VALUES ($1, $2, $3, $4, $5)

@@ -103,7 +103,7 @@ SELECT CASE $1::text
        END
 
 -- name: task_read_messages
-SELECT seq, ts, kind, payload
+SELECT id, seq, ts, kind, payload
 FROM task_messages
 WHERE attempt_id = $1 AND seq > $2
 ORDER BY seq

@@ -113,6 +113,8 @@ async def test_register_returns_the_spec_fields_and_writes_every_row(stack, http
     assert client["metadata"]["identity_id"] == str(identity_id)
     assert client["metadata"]["fingerprint"] == body["fingerprint"]
     assert client["metadata"]["public_key"] == public_key
+    voucher_id = await db_pool.fetchval("SELECT id FROM agent_vouchers WHERE code = $1", voucher)
+    assert client["metadata"]["proof"] == {"kind": "voucher", "voucherId": str(voucher_id)}
 
     self_tuples = await db_pool.fetch(
         "SELECT subject_ns, subject_id FROM relation_tuples "

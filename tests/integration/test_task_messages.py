@@ -124,6 +124,14 @@ async def test_single_and_batch_appends_number_messages_in_order(crew: Crew, db_
     assert page["lastSeq"] == 5
     first = page["items"][0]
     assert first["taskId"] == task_id and first["attemptN"] == 1 and first["timestamp"]
+    stored_ids = await db_pool.fetch(
+        "SELECT m.id FROM task_messages m JOIN task_attempts a ON a.id = m.attempt_id"
+        " WHERE a.task_id = $1 ORDER BY m.seq",
+        uuid.UUID(task_id),
+    )
+    # each message carries its own id (SPEC 2.6), the row's, beside its seq
+    assert [m["id"] for m in page["items"]] == [str(r["id"]) for r in stored_ids]
+    assert len(set(m["id"] for m in page["items"])) == 5
 
     status, page = await crew.owner.call(
         "GET", f"/tasks/{task_id}/attempts/1/messages", params={"afterSeq": "2", "limit": "2"}

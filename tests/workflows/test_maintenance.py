@@ -1,0 +1,264 @@
+"""The maintenance workflows on the time-skipping server with the real activities (Postgres):
+`ExpiredRowsPurge` deletes expired signing requests, used recovery nonces and unredeemed vouchers
+once Temporal's clock has passed their expiry (and keeps what is still live, completed or
+redeemed); `StaleTaskReconcile` settles the non-terminal tasks whose workflow no longer runs and
+leaves live ones alone. Both report what they did; the worker's schedules exist after start."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+
+import asyncpg
+import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from test_task_workflow import Run, new_worker, register_search_attributes
+
+from infra.db import create_pool
+from schemas import limits
+from schemas.maintenance import (
+    PurgeInput,
+    PurgeResult,
+    SettledTask,
+    StaleTaskInput,
+    StaleTaskResult,
+)
+from workflows.maintenance import (
+    PURGE_WORKFLOW_ID,
+    STALE_TASKS_WORKFLOW_ID,
+    ExpiredRowsPurgeWorkflow,
+    StaleTaskReconcileWorkflow,
+    ensure_maintenance_schedules,
+    purge_schedule_id,
+    stale_tasks_schedule_id,
+)
+
+RETENTION = timedelta(seconds=limits.SIGNING_REQUEST_RETENTION_SEC)
+MARGIN = timedelta(seconds=limits.MAINTENANCE_EXPIRY_MARGIN_SEC)
+
+
+@pytest.fixture(scope="module")
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    opened = await create_pool(database_url, read_only=False)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture(scope="module")
+async def queue(time_skipping_env: WorkflowEnvironment, pool: asyncpg.Pool) -> AsyncIterator[str]:
+    await register_search_attributes(time_skipping_env)
+    name = f"wf-{uuid.uuid4().hex[:8]}"
+    async with new_worker(time_skipping_env, name, pool):
+        yield name
+
+
+async def purge(
+    env: WorkflowEnvironment, queue: str, batch_max: int = limits.MAINTENANCE_BATCH_MAX
+) -> PurgeResult:
+    """One run with Temporal's clock held (waiting on the result would let it skip ahead)."""
+    with env.auto_time_skipping_disabled():
+        return await env.client.execute_workflow(
+            ExpiredRowsPurgeWorkflow.run,
+            PurgeInput(batch_max=batch_max),
+            id=f"{PURGE_WORKFLOW_ID}/{uuid.uuid4()}",
+            task_queue=queue,
+        )
+
+
+async def reconcile(env: WorkflowEnvironment, queue: str, page: int = 2) -> StaleTaskResult:
+    with env.auto_time_skipping_disabled():
+        return await env.client.execute_workflow(
+            StaleTaskReconcileWorkflow.run,
+            StaleTaskInput(page=page),
+            id=f"{STALE_TASKS_WORKFLOW_ID}/{uuid.uuid4()}",
+            task_queue=queue,
+        )
+
+
+class Rows:
+    """Expiring rows, each dated relative to Temporal's clock."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def agent(self) -> uuid.UUID:
+        agent_id = uuid.uuid4()
+        await self.pool.execute(
+            "INSERT INTO agents (id, public_key, fingerprint) VALUES ($1, $2, $3)",
+            agent_id,
+            f"ed25519:{agent_id.hex}",
+            agent_id.hex[:19],
+        )
+        return agent_id
+
+    async def signing_request(self, agent: uuid.UUID, status: str, expires: datetime) -> uuid.UUID:
+        request_id = uuid.uuid4()
+        await self.pool.execute(
+            "INSERT INTO signing_requests (id, agent_id, message, nonce, status, workflow_id,"
+            " expires_at) VALUES ($1, $2, 'm', $3, $4, $5, $6)",
+            request_id,
+            agent,
+            uuid.uuid4(),
+            status,
+            f"signing/{request_id}",
+            expires,
+        )
+        return request_id
+
+    async def nonce(self, expires: datetime) -> str:
+        nonce = uuid.uuid4().hex
+        await self.pool.execute(
+            "INSERT INTO used_recovery_nonces (nonce, expires_at) VALUES ($1, $2)", nonce, expires
+        )
+        return nonce
+
+    async def voucher(self, expires: datetime, redeemed_by: uuid.UUID | None = None) -> uuid.UUID:
+        voucher_id = uuid.uuid4()
+        await self.pool.execute(
+            "INSERT INTO agent_vouchers (id, code, expires_at, redeemed_by, redeemed_at)"
+            " VALUES ($1, $2, $3, $4, CASE WHEN $4::uuid IS NULL THEN NULL ELSE now() END)",
+            voucher_id,
+            (voucher_id.hex * 2)[:64],
+            expires,
+            redeemed_by,
+        )
+        return voucher_id
+
+    async def exists(self, table: str, column: str, key: object) -> bool:
+        found = await self.pool.fetchval(f"SELECT 1 FROM {table} WHERE {column} = $1", key)
+        return found is not None
+
+
+async def test_the_purge_deletes_what_expired_and_keeps_the_rest(
+    time_skipping_env: WorkflowEnvironment, queue: str, pool: asyncpg.Pool
+) -> None:
+    env, rows = time_skipping_env, Rows(pool)
+    now = await env.get_current_time()
+    agent = await rows.agent()
+    in_five = now + timedelta(minutes=5)
+    expiring_request = await rows.signing_request(agent, "expired", now + timedelta(hours=2))
+    completed_request = await rows.signing_request(agent, "completed", in_five)
+    nonce = await rows.nonce(in_five)
+    open_voucher = await rows.voucher(now + timedelta(hours=24))
+    redeemed_voucher = await rows.voucher(now + timedelta(hours=24), redeemed_by=agent)
+
+    assert await purge(env, queue) == PurgeResult(
+        signing_requests_deleted=0, recovery_nonces_deleted=0, vouchers_deleted=0
+    )
+
+    await env.sleep(timedelta(hours=24, minutes=1))  # the nonce and the voucher expired...
+    assert await purge(env, queue) == PurgeResult(
+        signing_requests_deleted=0, recovery_nonces_deleted=1, vouchers_deleted=0
+    )  # ...the voucher a minute ago: it waits out the margin for clock skew
+    assert await rows.exists("agent_vouchers", "id", open_voucher)
+    await env.sleep(MARGIN)
+    assert await purge(env, queue) == PurgeResult(
+        signing_requests_deleted=0, recovery_nonces_deleted=0, vouchers_deleted=1
+    )
+    assert not await rows.exists("used_recovery_nonces", "nonce", nonce)
+    assert not await rows.exists("agent_vouchers", "id", open_voucher)
+    assert await rows.exists("agent_vouchers", "id", redeemed_voucher)  # a proof names it
+    assert await rows.exists("signing_requests", "id", expiring_request)  # still readable
+
+    await env.sleep(RETENTION)
+    assert await purge(env, queue) == PurgeResult(
+        signing_requests_deleted=1, recovery_nonces_deleted=0, vouchers_deleted=0
+    )
+    assert not await rows.exists("signing_requests", "id", expiring_request)
+    assert await rows.exists("signing_requests", "id", completed_request)
+
+
+async def test_one_purge_run_deletes_at_most_its_batch_of_each_kind(
+    time_skipping_env: WorkflowEnvironment, queue: str, pool: asyncpg.Pool
+) -> None:
+    env, rows = time_skipping_env, Rows(pool)
+    long_ago = await env.get_current_time() - timedelta(days=3)
+    nonces = [await rows.nonce(long_ago) for _ in range(3)]
+    assert (await purge(env, queue, batch_max=2)).recovery_nonces_deleted == 2
+    assert (await purge(env, queue, batch_max=2)).recovery_nonces_deleted == 1
+    assert [await rows.exists("used_recovery_nonces", "nonce", n) for n in nonces] == [False] * 3
+
+
+async def test_the_reconciler_settles_tasks_whose_workflow_is_gone(
+    time_skipping_env: WorkflowEnvironment, queue: str, pool: asyncpg.Pool
+) -> None:
+    env = time_skipping_env
+    live = await Run(env, queue, pool).create()
+    running = await Run(env, queue, pool).create()
+    await running.claim()
+    await running.heartbeat()
+    queued = await Run(env, queue, pool).create()
+    finished = await Run(env, queue, pool).create()
+    await finished.claim()
+    await finished.heartbeat()
+    await finished.complete()
+    assert await running.claimants() == [str(running.agent)]
+
+    await running.handle.terminate("lost in an operator's clean-up")
+    await queued.handle.terminate("lost in an operator's clean-up")
+    # a row whose workflow Temporal never heard of (restored from a backup, say)
+    orphan = uuid.uuid4()
+    await pool.execute(
+        "INSERT INTO tasks (id, team_id, diary_id, task_type, input, input_cid,"
+        " input_schema_cid, output_kind, dispatch_timeout_sec, running_timeout_sec,"
+        " proposed_by_agent_id, workflow_id, expires_at)"
+        " SELECT $1, team_id, diary_id, task_type, input, input_cid, input_schema_cid,"
+        " output_kind, 300, 7200, proposed_by_agent_id, $2, now() - interval '1 hour'"
+        " FROM tasks WHERE id = $3",
+        orphan,
+        f"task/{orphan}",
+        live.task_id,
+    )
+
+    # every row so far was last written two hours ago on Temporal's clock; one more stale task
+    # was written just now, within the grace period: it is left for a later run
+    now = await env.get_current_time()
+    await pool.execute("UPDATE tasks SET updated_at = $1", now - timedelta(hours=2))
+    recent = await Run(env, queue, pool).create()
+    await recent.handle.terminate("lost in an operator's clean-up")
+    await pool.execute("UPDATE tasks SET updated_at = $1 WHERE id = $2", now, recent.task_id)
+
+    result = await reconcile(env, queue)  # pages of two: the scan goes on past the first page
+    assert result.checked == 4  # live, running, queued, orphan; the finished one is terminal
+    assert result.stale == 3
+    assert sorted(result.settled, key=lambda s: str(s.task_id)) == sorted(
+        [
+            SettledTask(task_id=running.task_id, status="failed"),
+            SettledTask(task_id=queued.task_id, status="failed"),
+            SettledTask(task_id=orphan, status="expired"),  # queued past its expiry
+        ],
+        key=lambda s: str(s.task_id),
+    )
+    task = await running.task()
+    assert (task["status"], task["claim_agent_id"], task["completed_at"] is not None) == (
+        "failed",
+        None,
+        True,
+    )
+    [attempt] = await running.attempts()
+    assert attempt["status"] == "failed"
+    assert attempt["error"]["code"] == "task-workflow-gone"
+    assert "terminated" in attempt["error"]["message"]
+    assert await running.claimants() == []
+    assert (await live.task())["status"] == "queued"  # its workflow runs: untouched
+    assert (await finished.task())["status"] == "completed"
+    assert (await recent.task())["status"] == "queued"  # written within the grace period
+
+    again = await reconcile(env, queue)
+    assert again == StaleTaskResult(checked=1, stale=0, settled=[])
+
+
+async def test_the_worker_makes_the_schedules_once(temporal_address: str) -> None:
+    """On the dev server (the time-skipping one has no schedules), as the worker does at start."""
+    client = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+    queue = f"wf-{uuid.uuid4().hex[:8]}"
+    made = await ensure_maintenance_schedules(client, queue)
+    assert made == [purge_schedule_id(queue), stale_tasks_schedule_id(queue)]
+    assert await ensure_maintenance_schedules(client, queue) == made  # again: updated, no error
+    for schedule_id in made:
+        described = await client.get_schedule_handle(schedule_id).describe()
+        assert described.schedule.action.task_queue == queue  # type: ignore[attr-defined]
+        await client.get_schedule_handle(schedule_id).delete()

@@ -1,0 +1,212 @@
+"""Maintenance workflows (SPEC 6: "clean up expired signing requests, stale tasks and expired
+packs on a schedule"), each on a Temporal Schedule the worker makes at start-up
+(`ensure_maintenance_schedules`, idempotent; visible, pausable and triggerable in the Temporal UI
+or with `temporal schedule trigger`). Each run returns what it did; the cutoffs follow
+`workflow.now()`, so Temporal's clock (and the time-skipping test server's) decides what is old.
+
+- `ExpiredRowsPurge` deletes, at most a batch of each per run: signing requests not completed
+  whose expiry is more than `SIGNING_REQUEST_RETENTION_SEC` ago (until then `GET` still shows
+  them `expired`; completed ones stay, they record a signature), used recovery nonces past their
+  expiry (their challenge is too old to verify by then, so nothing can replay them), and
+  unredeemed vouchers past their expiry (a redeemed voucher stays: an agent's `proof` names it);
+  the last two an hour after expiry (`MAINTENANCE_EXPIRY_MARGIN_SEC`), so that a clock skew
+  between the API's host and Temporal's cannot make a purged nonce replayable.
+- `StaleTaskReconcile` finds task rows in a non-terminal status (`queued`, `dispatched`,
+  `running`) whose workflow (`task/<taskId>`) no longer runs: terminated by an operator, failed,
+  or gone from Temporal altogether. Such a task can never move again, since every transition of
+  SPEC 3.1 is a message to that workflow, so a claimant's heartbeats and results would be
+  refused forever while the row still looks live. The reconciler settles it the way the workflow
+  ends an attempt that cannot finish: the attempt in flight becomes `failed` with an error
+  (`task-workflow-gone`, naming the workflow's status), the claim is cleared and the claimant
+  tuple deleted, and the task becomes `failed` (terminal, as for an attempt that ends with no
+  attempts left: nothing can run another attempt without its workflow), or `expired` if it was
+  waiting in the queue past its `expires_at`, as its workflow would have done. The settled tasks
+  are listed in the run's result and logged by the worker. Rows written in the last hour
+  (`STALE_TASK_GRACE_SEC`) are not looked at, and a row the workflow finishes while the
+  reconciler looks is left as the workflow wrote it (re-read under a row lock).
+
+Expired packs are swept by the packs' own maintenance.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Final
+
+from temporalio import workflow
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+)
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.maintenance import MaintenanceActivities
+    from schemas import limits
+    from schemas.maintenance import (
+        Purge,
+        PurgeInput,
+        PurgeResult,
+        SettledTask,
+        StaleTaskInput,
+        StaleTaskPage,
+        StaleTaskResult,
+    )
+    from workflows.common import run_activity
+
+PURGE_WORKFLOW_ID: Final = "maintenance/purge"
+STALE_TASKS_WORKFLOW_ID: Final = "maintenance/stale-tasks"
+# A step is a batched delete or a page of describes: give it time, and keep retrying it through
+# an outage (the next scheduled run would start over anyway).
+STEP_TIMEOUT: Final = timedelta(minutes=5)
+STEP_RETRY: Final = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=1),
+    maximum_attempts=10,
+)
+
+
+def purge_schedule_id(task_queue: str) -> str:
+    """One schedule per deployment (its task queue), even when several share a namespace."""
+    return f"maintenance-purge/{task_queue}"
+
+
+def stale_tasks_schedule_id(task_queue: str) -> str:
+    return f"maintenance-stale-tasks/{task_queue}"
+
+
+@workflow.defn(name="ExpiredRowsPurge")
+class ExpiredRowsPurgeWorkflow:
+    @workflow.run
+    async def run(self, inp: PurgeInput) -> PurgeResult:
+        now = workflow.now()
+        signing_cutoff = now - timedelta(seconds=inp.signing_retention_sec)
+        expired_cutoff = now - timedelta(seconds=inp.expiry_margin_sec)
+        signing = await run_activity(
+            MaintenanceActivities.purge_signing_requests,
+            Purge(before=signing_cutoff, limit=inp.batch_max),
+            start_to_close=STEP_TIMEOUT,
+            retry=STEP_RETRY,
+        )
+        nonces = await run_activity(
+            MaintenanceActivities.purge_recovery_nonces,
+            Purge(before=expired_cutoff, limit=inp.batch_max),
+            start_to_close=STEP_TIMEOUT,
+            retry=STEP_RETRY,
+        )
+        vouchers = await run_activity(
+            MaintenanceActivities.purge_vouchers,
+            Purge(before=expired_cutoff, limit=inp.batch_max),
+            start_to_close=STEP_TIMEOUT,
+            retry=STEP_RETRY,
+        )
+        return PurgeResult(
+            signing_requests_deleted=signing.deleted,
+            recovery_nonces_deleted=nonces.deleted,
+            vouchers_deleted=vouchers.deleted,
+        )
+
+
+@workflow.defn(name="StaleTaskReconcile")
+class StaleTaskReconcileWorkflow:
+    @workflow.run
+    async def run(self, inp: StaleTaskInput) -> StaleTaskResult:
+        checked, stale = 0, 0
+        settled: list[SettledTask] = []
+        before = workflow.now() - timedelta(seconds=inp.grace_sec)
+        page = StaleTaskPage(before=before, after=None, limit=inp.page)
+        while checked < inp.scan_max:
+            scan = await run_activity(
+                MaintenanceActivities.find_stale_tasks,
+                page,
+                start_to_close=STEP_TIMEOUT,
+                retry=STEP_RETRY,
+            )
+            checked += scan.checked
+            stale += len(scan.stale)
+            for task in scan.stale:
+                outcome = await run_activity(
+                    MaintenanceActivities.settle_stale_task,
+                    task,
+                    start_to_close=STEP_TIMEOUT,
+                    retry=STEP_RETRY,
+                )
+                if outcome.status is not None:
+                    settled.append(outcome)
+            if scan.checked < inp.page or scan.last_id is None:
+                break
+            page = StaleTaskPage(before=before, after=scan.last_id, limit=inp.page)
+        return StaleTaskResult(checked=checked, stale=stale, settled=settled)
+
+
+def purge_schedule(
+    task_queue: str,
+    every: timedelta = timedelta(seconds=limits.MAINTENANCE_PURGE_INTERVAL_SEC),
+) -> Schedule:
+    """Run `ExpiredRowsPurge` every `every`; a run still going when the next is due skips it."""
+    return _every(ExpiredRowsPurgeWorkflow.run, PurgeInput(), PURGE_WORKFLOW_ID, task_queue, every)
+
+
+def stale_tasks_schedule(
+    task_queue: str,
+    every: timedelta = timedelta(seconds=limits.STALE_TASK_SCAN_INTERVAL_SEC),
+) -> Schedule:
+    """Run `StaleTaskReconcile` every `every`, skipping a run while one is still going."""
+    return _every(
+        StaleTaskReconcileWorkflow.run, StaleTaskInput(), STALE_TASKS_WORKFLOW_ID, task_queue, every
+    )
+
+
+def _every(
+    run: object, arg: object, workflow_id: str, task_queue: str, every: timedelta
+) -> Schedule:
+    return Schedule(
+        action=ScheduleActionStartWorkflow(
+            run,  # type: ignore[arg-type]
+            arg,
+            id=workflow_id,
+            task_queue=task_queue,
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+
+
+async def ensure_schedule(client: Client, schedule_id: str, schedule: Schedule) -> str:
+    """Create the schedule, or bring an existing one to this action, spec and policy while
+    keeping its state (an operator's pause and notes). Returns its id."""
+    try:
+        await client.create_schedule(schedule_id, schedule)
+    except ScheduleAlreadyRunningError:
+
+        def keep_state(current: ScheduleUpdateInput) -> ScheduleUpdate:
+            return ScheduleUpdate(
+                Schedule(
+                    action=schedule.action,
+                    spec=schedule.spec,
+                    policy=schedule.policy,
+                    state=current.description.schedule.state,
+                )
+            )
+
+        await client.get_schedule_handle(schedule_id).update(keep_state)
+    return schedule_id
+
+
+async def ensure_maintenance_schedules(client: Client, task_queue: str) -> list[str]:
+    """The maintenance schedules of this deployment, made or updated at worker start."""
+    return [
+        await ensure_schedule(client, purge_schedule_id(task_queue), purge_schedule(task_queue)),
+        await ensure_schedule(
+            client, stale_tasks_schedule_id(task_queue), stale_tasks_schedule(task_queue)
+        ),
+    ]
