@@ -28,6 +28,7 @@ from schemas.identity import SigningKeyEnsure
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities, embedding_activities
 from workflows.artifacts import ensure_artifact_sweep_schedule
+from workflows.packs import ensure_pack_sweep_schedule
 from workflows.signing_keys import SIGNING_KEYS_WORKFLOW_ID, SigningKeysWorkflow
 
 log = logging.getLogger("cairn.worker")
@@ -105,6 +106,7 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
         await ensure_artifact_sweep_schedule(
             client, settings.temporal_task_queue, settings.task_artifact_orphan_grace_sec
         )
+        await ensure_pack_sweep_schedule(client, settings.temporal_task_queue)
         yield worker
     finally:
         await embedding.stop()

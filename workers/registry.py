@@ -12,6 +12,7 @@ from activities.artifacts import ArtifactActivities
 from activities.embedding import EmbeddingActivities
 from activities.identity import IdentityActivities
 from activities.memory import MemoryActivities
+from activities.packs import PackActivities
 from activities.permissions import PermissionActivities
 from activities.signing import SigningActivities
 from activities.tasks import TaskActivities
@@ -21,6 +22,7 @@ from infra.permissions import TupleRepository
 from infra.repos.artifacts import ArtifactRepo
 from infra.repos.identity import IdentityRepo
 from infra.repos.memory import MemoryRepo
+from infra.repos.packs import PackRepo
 from infra.repos.signing import SigningRepo
 from infra.repos.tasks import TaskRepo
 from infra.repos.teams import TeamRepo
@@ -52,6 +54,7 @@ from workflows.humans import (
     SessionCloseWorkflow,
     SessionOpenWorkflow,
 )
+from workflows.packs import PACK_WORKFLOWS
 from workflows.recovery import RecoveryRedeemWorkflow, RecoveryVerifyWorkflow
 from workflows.registration import RegistrationWorkflow
 from workflows.signing import SigningRequestWorkflow
@@ -91,6 +94,7 @@ WORKFLOWS: Sequence[type] = (
     RelationCreateWorkflow,
     RelationUpdateWorkflow,
     RelationDeleteWorkflow,
+    *PACK_WORKFLOWS,
 )
 
 
@@ -113,6 +117,7 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
     tasks = TaskActivities(TaskRepo(deps.pool))
     artifacts = ArtifactActivities(ArtifactRepo(deps.pool), deps.blobs)
     memory = MemoryActivities(MemoryRepo(deps.pool))
+    packs = PackActivities(PackRepo(deps.pool))
     return [
         identity.check_voucher,
         identity.create_identity,
@@ -173,6 +178,12 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
         memory.create_relation,
         memory.set_relation_status,
         memory.delete_relation,
+        packs.create_pack,
+        packs.update_pack,
+        packs.render,
+        packs.update_rendered,
+        packs.delete_expired_rendered,
+        packs.delete_expired_packs,
     ]
 
 
