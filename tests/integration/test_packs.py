@@ -5,6 +5,7 @@ pin/expiry rules, provenance, diffs, renderings, privacy, scopes and bad input."
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,6 +22,7 @@ from schemas.kernel.cids import (
 )
 from schemas.kernel.compression import estimate_tokens
 from schemas.kernel.pack_render import RenderEntry, render_pack_to_docs_v1
+from workflows.packs import sweep_schedule_id
 
 LONG = (
     "Blue-green deploys halve our rollback time. We keep two fleets warm at all times. "
@@ -592,3 +594,29 @@ async def test_deleting_a_diary_removes_its_packs_and_their_tuples(owner, db_poo
         made["packId"],
     )
     assert tuples == 0
+
+
+async def test_the_worker_schedules_the_sweep_and_a_triggered_run_deletes_expired_packs(
+    owner, diary, notes, db_pool, stack
+) -> None:
+    handle = stack.temporal.get_schedule_handle(
+        sweep_schedule_id(stack.settings.temporal_task_queue)
+    )
+    description = await handle.describe()
+    [interval] = description.schedule.spec.intervals
+    assert interval.every == timedelta(hours=1)
+    status, made = await create(
+        owner, diary["id"], entries=selection(notes[1]), params={"sweep": True}
+    )
+    assert status == 201
+    await db_pool.execute(
+        "UPDATE context_packs SET expires_at = now() - interval '1 minute' WHERE id = $1",
+        uuid.UUID(made["packId"]),
+    )
+    await handle.trigger()
+    for _ in range(200):
+        status, _ = await owner.call("GET", f"/packs/{made['packId']}")
+        if status == 404:
+            break
+        await asyncio.sleep(0.05)
+    assert status == 404
