@@ -66,7 +66,7 @@ def verify_pack(pack: Mapping[str, Any]) -> bool:
     """Whether a pack as `GET /packs/{id}` returns it hashes to its `packCid`, and its payload
     names its diary, type and params."""
     payload = pack["payload"]
-    return (
+    return bool(
         pack_cid_of_payload(payload) == pack["packCid"]
         and payload["diaryId"] == pack["diaryId"]
         and payload["packType"] == pack["packType"]
@@ -76,8 +76,8 @@ def verify_pack(pack: Mapping[str, Any]) -> bool:
 
 def verify_rendered_pack(rendered: Mapping[str, Any]) -> bool:
     """Whether a rendered pack with its `content` hashes to its `contentHash` and `packCid`."""
-    markdown = rendered["content"]
-    return (
+    markdown = str(rendered["content"])
+    return bool(
         content_hash(markdown) == rendered["contentHash"]
         and rendered_pack_cid(markdown, rendered["renderMethod"], rendered["sourcePackCid"])
         == rendered["packCid"]
