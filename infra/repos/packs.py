@@ -555,3 +555,9 @@ async def _insert_entries(
         [e.packedTokens for e in entries],
         [e.rank for e in entries],
     )
+
+
+async def task_diary(db: Db, task_id: UUID) -> UUID | None:
+    """The provenance diary of a task."""
+    diary_id: UUID | None = await db.fetchval(Q.pack_task_diary, task_id)
+    return diary_id

@@ -222,3 +222,7 @@ SELECT count(*) FROM deleted
 -- name: pack_judge_task
 -- A task as the verification of a rendered pack needs it: its type, status and references.
 SELECT id, task_type, status, "references" FROM tasks WHERE id = $1
+
+-- name: pack_task_diary
+-- The provenance diary of a task (what a curate_pack output's pack must belong to).
+SELECT diary_id FROM tasks WHERE id = $1
