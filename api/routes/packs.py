@@ -503,7 +503,7 @@ async def render_pack(request: web.Request, parsed: Parsed) -> web.StreamRespons
     principal = require_principal(request)
     pack = await _writable_pack(request, parsed.path.id)
     # the cheap refusals before a workflow starts (the step decides them again)
-    await repo.rendering(_pool(request), pack, body.renderMethod, body.renderedMarkdown)
+    repo.check_render_request(body.renderMethod, body.renderedMarkdown)
     workflow_id = render_workflow_id(pack.id, _request_cid(body))
     created = await execute(
         request,

@@ -331,11 +331,8 @@ async def render_entries(db: Db, pack_id: UUID) -> list[RenderEntry] | None:
     ]
 
 
-async def rendering(
-    db: Db, pack: ContextPack, render_method: str, markdown: str | None
-) -> RenderedPack:
-    """The rendered pack `render_method` makes of `pack` (nothing stored): the server method
-    renders here; an agent-defined one must bring its Markdown. 400 otherwise."""
+def check_render_request(render_method: str, markdown: str | None) -> None:
+    """400 unless a server method comes without Markdown and any other method with it."""
     if is_server_method(render_method):
         if markdown is not None:
             raise ValidationFailed(
@@ -348,6 +345,20 @@ async def rendering(
                 + ", ".join(sorted(SERVER_RENDER_METHODS)),
                 code="unknown-render-method",
             )
+    elif markdown is None:
+        raise ValidationFailed(
+            "An agent-defined render method needs renderedMarkdown",
+            code="rendered-markdown-required",
+        )
+
+
+async def rendering(
+    db: Db, pack: ContextPack, render_method: str, markdown: str | None
+) -> RenderedPack:
+    """The rendered pack `render_method` makes of `pack` (nothing stored): the server method
+    renders here; an agent-defined one must bring its Markdown. 400 otherwise."""
+    check_render_request(render_method, markdown)
+    if is_server_method(render_method):
         entries = await render_entries(db, pack.id)
         if entries is None:
             raise Conflict(
@@ -355,11 +366,7 @@ async def rendering(
                 code="pack-entry-deleted",
             )
         markdown = render_pack_to_docs_v1(pack.id, pack.createdAt, entries)
-    elif markdown is None:
-        raise ValidationFailed(
-            "An agent-defined render method needs renderedMarkdown",
-            code="rendered-markdown-required",
-        )
+    assert markdown is not None
     digest = content_hash(markdown)
     return RenderedPack(
         packCid=rendered_pack_cid_from_hash(digest, render_method, pack.packCid),

@@ -256,3 +256,37 @@ def test_provenance_is_a_dag_of_supersedes_and_includes() -> None:
     ]
     assert len([e for e in graph.edges if e.kind == "includes"]) == 3
     assert graph.metadata.format == "service.provenance-graph/v1"
+
+
+def test_the_fast_links_encode_exactly_as_multiformats_cids() -> None:
+    """`pack_envelope` builds its links without multiformats (for speed); the bytes are those
+    of `dag_cbor` over real `CID` objects, for every codec Cairn writes."""
+    import random
+
+    import dag_cbor
+    from multiformats import CID
+
+    rng = random.Random(7)
+    made = [
+        server_cids.bytes_cid(rng.randbytes(16)),
+        server_cids.json_cid({"n": rng.random()}),
+        *ENTRY_CIDS,
+        PACK_CID,
+    ]
+    entries = [server_cids.PackEntry(cid, "full", rank) for rank, cid in enumerate(made, 1)]
+    expected = dag_cbor.encode(
+        {
+            "v": "service:pack:v1",
+            "diaryId": str(DIARY),
+            "packType": "custom",
+            "params": {"k": 3, "ratio": 0.5},
+            "entries": [
+                {"cid": CID.decode(e.cid), "compressionLevel": "full", "rank": e.rank}
+                for e in entries
+            ],
+        }
+    )
+    assert server_cids.pack_envelope(DIARY, "custom", {"k": 3.0, "ratio": 0.5}, entries) == expected
+    for bad in ("bafy" + "a" * 55, PACK_CID.upper(), PACK_CID + "a", "zdj7W"):
+        with pytest.raises(ValueError):
+            server_cids.pack_cid(DIARY, "custom", {}, [server_cids.PackEntry(bad, "full", 1)])
