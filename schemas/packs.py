@@ -12,6 +12,7 @@ addressed by the CID of its content hash, render method and source pack CID.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
@@ -76,9 +77,33 @@ class PackCreateRequest(RequestBody):
     @field_validator("params")
     @classmethod
     def _bounded_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        _check_addressable(params, "params")
         if len(json.dumps(params, ensure_ascii=False)) > limits.PACK_PARAMS_MAX_BYTES:
             raise ValueError(f"params exceed {limits.PACK_PARAMS_MAX_BYTES} bytes of JSON")
         return params
+
+
+# JavaScript's exact integers: a pack CID must come out the same in every language
+_SAFE_INTEGER: Final = 2**53 - 1
+
+
+def _check_addressable(value: Any, path: str) -> None:
+    """Refuse what a content address cannot carry the same way everywhere: NaN, infinities
+    and integers beyond 2**53 (JSON would also turn NaN into null on its way to the worker)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, int):
+        if abs(value) > _SAFE_INTEGER:
+            raise ValueError(f"{path}: integers beyond 2**53 cannot be content-addressed")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{path}: NaN and infinities cannot be content-addressed")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_addressable(item, f"{path}/{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_addressable(item, f"{path}/{i}")
 
 
 class PackPath(RequestBody):
@@ -341,7 +366,8 @@ class RenderedPackList(ResponseBody):
 
 
 class PackCreateInput(Payload):
-    pack_id: UUID
+    # None from the API: the workflow picks it (`workflow.uuid4()`, stable under replay)
+    pack_id: UUID | None = None
     diary_id: UUID
     pack_type: PackType = "custom"
     params: dict[str, Any] = Field(default_factory=dict)
@@ -366,7 +392,7 @@ class PackUpdateInput(Payload):
 
 
 class RenderInput(Payload):
-    rendered_id: UUID
+    rendered_id: UUID | None = None  # as PackCreateInput.pack_id
     pack_id: UUID
     render_method: str
     # only for an agent-defined method: the server renders `server:*` methods itself

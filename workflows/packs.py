@@ -86,6 +86,8 @@ def sweep_schedule_id(task_queue: str) -> str:
 class PackCreateWorkflow:
     @workflow.run
     async def run(self, inp: PackCreateInput) -> PackCreated:
+        if inp.pack_id is None:
+            inp = inp.model_copy(update={"pack_id": workflow.uuid4()})
         return await run_local_step(PackActivities.create_pack, inp, start_to_close=CREATE_TIMEOUT)
 
 
@@ -100,6 +102,8 @@ class PackUpdateWorkflow:
 class PackRenderWorkflow:
     @workflow.run
     async def run(self, inp: RenderInput) -> RenderCreated:
+        if inp.rendered_id is None:
+            inp = inp.model_copy(update={"rendered_id": workflow.uuid4()})
         return await run_local_step(PackActivities.render, inp, start_to_close=CREATE_TIMEOUT)
 
 

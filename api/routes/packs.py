@@ -6,9 +6,11 @@ the caller can read but not write). Creating and rendering run as workflows; pre
 the same result from the read pool and store nothing.
 
 Choices where the spec is terse:
-- Creating a selection that is already a pack answers that pack with 200 (201 when new); the
-  same request retried answers as the first time. A repeat that differs only in
-  `supersedesPackId` is a 409 (`pack-supersedes-conflict`): the CID cannot carry both links.
+- Creating a selection that is already a pack answers that pack with 200 (201 when new). The
+  workflow id is the diary and the request's CID, so concurrent retries meet one run; the pack
+  id is the run's, so an entry edited since makes a new pack, never a clash. A repeat that
+  differs only in `supersedesPackId` is a 409 (`pack-supersedes-conflict`): the CID cannot
+  carry both links.
 - `supersedesPackId` names a pack of the same diary, so a provenance graph never leaves it.
 - Only `server:pack-to-docs-v1` is a server render method; another `server:` name is a 400.
 - A pack whose entry was deleted since can still be read, diffed and rendered by an agent, but
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
-from uuid import NAMESPACE_URL, UUID, uuid5
+from uuid import UUID
 
 import asyncpg
 from aiohttp import web
@@ -91,7 +93,12 @@ def _pool(request: web.Request) -> asyncpg.Pool:
 
 
 def _request_cid(body: Any) -> str:
-    return json_cid(body.model_dump(mode="json", exclude_unset=True))
+    """The natural key of a request: the CID of its canonical JSON (400 for values JSON
+    cannot carry exactly, such as NaN or integers beyond 2**53)."""
+    try:
+        return json_cid(body.model_dump(mode="json", exclude_unset=True))
+    except ValueError as exc:
+        raise ValidationFailed(f"The body cannot be canonicalised: {exc}") from None
 
 
 # --- who may see and change a pack ---------------------------------------------------------
@@ -212,7 +219,6 @@ async def create_pack(request: web.Request, parsed: Parsed) -> web.StreamRespons
         request,
         PackCreateWorkflow.run,
         PackCreateInput(
-            pack_id=uuid5(NAMESPACE_URL, workflow_id),
             diary_id=diary_id,
             pack_type=body.packType,
             params=body.params,
@@ -509,7 +515,6 @@ async def render_pack(request: web.Request, parsed: Parsed) -> web.StreamRespons
         request,
         PackRenderWorkflow.run,
         RenderInput(
-            rendered_id=uuid5(NAMESPACE_URL, workflow_id),
             pack_id=pack.id,
             render_method=body.renderMethod,
             markdown=body.renderedMarkdown,

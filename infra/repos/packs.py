@@ -432,6 +432,7 @@ class PackRepo:
         """Read the selected entries, fit them to the budget, address the pack and insert it
         with its entries and parent tuple, all in one transaction. The same selection again
         finds the existing pack; the same one superseding another pack is a 409."""
+        pack_id = _chosen(inp.pack_id)
         async with self._pool.acquire() as conn, conn.transaction():
             found = await selected_entries(conn, [i for i, _ in inp.selection])
             sources = checked_selection(inp.diary_id, inp.selection, found, force=inp.force)
@@ -442,7 +443,7 @@ class PackRepo:
             await _check_supersedes(conn, inp)
             inserted = await conn.fetchval(
                 Q.pack_insert,
-                inp.pack_id,
+                pack_id,
                 inp.diary_id,
                 pack.pack_cid,
                 inp.pack_type,
@@ -459,9 +460,9 @@ class PackRepo:
                 raced = await get_pack_by_cid(conn, pack.pack_cid)
                 assert raced is not None
                 return _existing(raced, inp)
-            await _insert_entries(conn, inp.pack_id, pack.entries)
-            await tuples.write_tuples(conn, [_pack_parent(inp.pack_id, inp.diary_id)])
-            return PackCreated(pack_id=inp.pack_id, created=True)
+            await _insert_entries(conn, pack_id, pack.entries)
+            await tuples.write_tuples(conn, [_pack_parent(pack_id, inp.diary_id)])
+            return PackCreated(pack_id=pack_id, created=True)
 
     async def update_pack(self, inp: PackUpdateInput) -> None:
         async with self._pool.acquire() as conn, conn.transaction():
@@ -471,6 +472,7 @@ class PackRepo:
     async def render(self, inp: RenderInput) -> RenderCreated:
         """Render (or take the agent's Markdown), address and insert a rendered pack; the same
         rendering again finds the existing one."""
+        rendered_id = _chosen(inp.rendered_id)
         async with self._pool.acquire() as conn, conn.transaction():
             pack = await get_pack(conn, inp.pack_id)
             if pack is None:
@@ -479,7 +481,7 @@ class PackRepo:
             assert made.content is not None
             inserted = await conn.fetchval(
                 Q.rendered_insert,
-                inp.rendered_id,
+                rendered_id,
                 made.packCid,
                 pack.id,
                 pack.diaryId,
@@ -495,8 +497,8 @@ class PackRepo:
             )
             if inserted is None:
                 existing: UUID = await conn.fetchval(Q.rendered_id_by_cid, made.packCid)
-                return RenderCreated(rendered_id=existing, created=existing == inp.rendered_id)
-            return RenderCreated(rendered_id=inp.rendered_id, created=True)
+                return RenderCreated(rendered_id=existing, created=existing == rendered_id)
+            return RenderCreated(rendered_id=rendered_id, created=True)
 
     async def update_rendered(self, inp: RenderedPackUpdateInput) -> None:
         async with self._pool.acquire() as conn, conn.transaction():
@@ -525,6 +527,13 @@ class PackRepo:
                 await tuples.delete_object(conn, "ContextPack", pack_id)
             await conn.execute(Q.pack_delete_many, ids)
             return len(ids)
+
+
+def _chosen(row_id: UUID | None) -> UUID:
+    """The id the workflow chose for a new row (it always sets one before the step)."""
+    if row_id is None:
+        raise ValueError("the workflow chooses the new row's id")
+    return row_id
 
 
 def _existing(pack: ContextPack, inp: PackCreateInput) -> PackCreated:

@@ -496,12 +496,9 @@ async def test_the_server_renders_the_reference_markdown(owner, diary, notes, db
     )
     assert rendered["totalTokens"] == estimate_tokens(expected)
     assert rendered["sourcePackCid"] == made["packCid"]
-    status, again = await owner.call("POST", f"/packs/{made['packId']}/render", json=body)
-    assert status == 201 and again["id"] == rendered["id"]  # a retry answers as the first time
-    status, again = await owner.call(
-        "POST", f"/packs/{made['packId']}/render", json={**body, "description": "same content"}
-    )
-    assert status == 200 and again["id"] == rendered["id"]  # another request, the same CID
+    for repeat in (body, {**body, "description": "same content"}):  # the same CID
+        status, again = await owner.call("POST", f"/packs/{made['packId']}/render", json=repeat)
+        assert status == 200 and again["id"] == rendered["id"] and again["created"] is False
     status, latest = await owner.call("GET", f"/packs/{made['packId']}/rendered")
     assert status == 200 and latest["id"] == rendered["id"]
     with pytest.raises(asyncpg.PostgresError):
@@ -620,3 +617,35 @@ async def test_the_worker_schedules_the_sweep_and_a_triggered_run_deletes_expire
             break
         await asyncio.sleep(0.05)
     assert status == 404
+
+
+async def test_params_json_cannot_carry_exactly_are_400(owner, diary, notes, db_pool) -> None:
+    before = await pack_rows(db_pool, diary["id"])
+    for raw in (
+        '{"entries": [{"entryId": "%s", "rank": 1}], "params": {"x": NaN}}',
+        '{"entries": [{"entryId": "%s", "rank": 1}], "params": {"x": 18446744073709551616}}',
+    ):
+        status, problem = await owner.call(
+            "POST",
+            f"/diaries/{diary['id']}/packs",
+            data=(raw % notes[0]["id"]).encode(),
+            headers={"content-type": "application/json"},
+        )
+        assert status == 400, problem
+    assert await pack_rows(db_pool, diary["id"]) == before
+
+
+async def test_the_same_request_after_an_entry_changed_makes_a_new_pack(owner, diary) -> None:
+    entry = await new_entry(owner, diary["id"], "First wording of the note.")
+    body = {"entries": selection(entry), "params": {"edited": True}}
+    status, first = await create(owner, diary["id"], **body)
+    assert status == 201
+    status, again = await create(owner, diary["id"], **body)
+    assert status == 200 and again["packId"] == first["packId"]
+    status, _ = await owner.call(
+        "PATCH", f"/entries/{entry['id']}", json={"content": "Second wording of the note."}
+    )
+    assert status == 200
+    status, second = await create(owner, diary["id"], **body)
+    assert status == 201, second
+    assert second["packId"] != first["packId"] and second["packCid"] != first["packCid"]
