@@ -34,7 +34,7 @@ from api.access import allowed, require, require_team_header
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
-from api.routes.diaries import changeable_diary, readable_diary
+from api.routes.diaries import readable_diary
 from infra.repos import packs as repo
 from schemas.errors import Conflict, FieldError, Forbidden, NotFound, ValidationFailed
 from schemas.kernel.cids import json_cid
@@ -126,9 +126,23 @@ async def _readable_pack_by_cid(
     return await _visible(request, await repo.get_pack_by_cid(_pool(request), cid, entries=entries))
 
 
+async def _writable_diary(request: web.Request, diary_id: UUID) -> None:
+    """Diary `write`, asked first: it implies `read` (SPEC 5), so a writer costs one check;
+    only a refusal asks whether the caller may read (403) or not (404)."""
+    if await allowed(request, "Diary", diary_id, "write"):
+        return
+    await readable_diary(request, diary_id)  # 404 (or 401) for who cannot read it
+    raise Forbidden("You lack 'write' on this Diary")
+
+
 async def _writable_pack(request: web.Request, pack_id: UUID) -> ContextPack:
-    pack = await readable_pack(request, pack_id)
-    await require(request, "Diary", pack.diaryId, "write")
+    pack = await repo.get_pack(_pool(request), pack_id)
+    if pack is None:
+        raise NotFound(NO_SUCH_PACK, code="pack-not-found")
+    try:
+        await _writable_diary(request, pack.diaryId)
+    except NotFound:
+        raise NotFound(NO_SUCH_PACK, code="pack-not-found") from None
     return pack
 
 
@@ -177,7 +191,7 @@ async def preview_pack(request: web.Request, parsed: Parsed) -> PackCompiled:
     """Compile a selection as `POST /diaries/{id}/packs` would, and store nothing."""
     diary_id: UUID = parsed.path.diaryId
     body: PackCreateRequest = parsed.body
-    await changeable_diary(request, diary_id, "write")
+    await _writable_diary(request, diary_id)
     await _check_supersedes(request, diary_id, body.supersedesPackId)
     selection = [(e.entryId, e.rank) for e in body.entries]
     found = await repo.selected_entries(_pool(request), [i for i, _ in selection])
@@ -213,7 +227,7 @@ async def create_pack(request: web.Request, parsed: Parsed) -> web.StreamRespons
     diary_id: UUID = parsed.path.diaryId
     body: PackCreateRequest = parsed.body
     principal = require_principal(request)
-    await changeable_diary(request, diary_id, "write")
+    await _writable_diary(request, diary_id)
     workflow_id = pack_workflow_id(diary_id, _request_cid(body))
     created = await execute(
         request,
