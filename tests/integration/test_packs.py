@@ -527,6 +527,11 @@ async def test_render_method_rules(owner, pack) -> None:
     assert rendered["content"] == markdown and rendered["pinned"] is True
     assert rendered.get("expiresAt") is None
     assert rendered["packCid"] == rendered_pack_cid(markdown, "agent:summary-v1", pack["packCid"])
+    longest = "# Long\n" + "x" * (500_000 - 8) + "\n"
+    body = {"renderMethod": "agent:long-v1", "renderedMarkdown": longest}
+    status, rendered = await owner.call("POST", path, json=body)
+    assert status == 201, rendered
+    assert len(rendered["content"]) == 500_000 and rendered["contentHash"] == content_hash(longest)
 
 
 async def test_rendered_packs_are_listed_filtered_and_read(owner, outsider, diary, pack) -> None:
