@@ -45,8 +45,14 @@ class PackActivities:
 
     @activity.defn(name="packs.delete_expired_rendered")
     async def delete_expired_rendered(self, inp: PackSweepStep) -> SweepDeleted:
-        return SweepDeleted(deleted=await self._repo.delete_expired_rendered(inp.before, inp.limit))
+        deleted = await self._repo.delete_expired_rendered(inp.before, inp.limit)
+        if deleted:
+            activity.logger.info("deleted %d expired rendered pack(s)", deleted)
+        return SweepDeleted(deleted=deleted)
 
     @activity.defn(name="packs.delete_expired_packs")
     async def delete_expired_packs(self, inp: PackSweepStep) -> SweepDeleted:
-        return SweepDeleted(deleted=await self._repo.delete_expired_packs(inp.before, inp.limit))
+        deleted = await self._repo.delete_expired_packs(inp.before, inp.limit)
+        if deleted:
+            activity.logger.info("deleted %d expired pack(s)", deleted)
+        return SweepDeleted(deleted=deleted)
