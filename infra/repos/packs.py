@@ -146,8 +146,10 @@ async def list_team_packs(
     return packs, int(total)
 
 
-async def _rendered_summaries(db: Db, pack_ids: Sequence[UUID]) -> dict[UUID, list[Any]]:
-    grouped: dict[UUID, list[Any]] = defaultdict(list)
+async def _rendered_summaries(
+    db: Db, pack_ids: Sequence[UUID]
+) -> dict[UUID, list[RenderedSummary]]:
+    grouped: dict[UUID, list[RenderedSummary]] = defaultdict(list)
     for row in await db.fetch(Q.rendered_summaries_of, list(pack_ids)):
         grouped[row["source_pack_id"]].append(
             RenderedSummary(
