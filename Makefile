@@ -63,6 +63,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/tasks.py
 	$(BIN)/python bench/tasks_artifacts.py
 	$(BIN)/python bench/daemon.py
+	$(BIN)/python bench/packs.py
 
 openapi: $(STAMP)
 	@$(BIN)/cairn openapi

@@ -163,6 +163,18 @@ TASK_WORKFLOW_HISTORY_MAX_EVENTS: Final = 2000
 
 # --- packs (SPEC 2.5, 8) ------------------------------------------------------------------------
 PACK_TTL_SEC: Final = 7 * DAY_SEC  # default expires_at = now + 7 days unless pinned
+PACK_ENTRIES_MIN: Final = 1  # reference: a pack selects 1..500 entries
+PACK_ENTRIES_MAX: Final = 500
+PACK_TOKEN_BUDGET_MIN: Final = 1  # reference: tokenBudget 1..100 000
+PACK_TOKEN_BUDGET_MAX: Final = 100_000
+PACK_PARAMS_MAX_BYTES: Final = 16_384  # ours: free-form params, bounded like any travelling value
+PACK_PROVENANCE_DEPTH_MAX: Final = 10  # supersedes hops a provenance graph follows (0..10)
+PACK_PROVENANCE_DEPTH_DEFAULT: Final = 3  # ours
+RENDER_METHOD_MAX_CHARS: Final = 100  # reference: renderMethod 1..100
+RENDERED_MARKDOWN_MAX_CHARS: Final = 500_000  # reference: agent-rendered Markdown
+RENDERED_PACK_DESCRIPTION_MAX_CHARS: Final = 256  # reference
+PACK_SWEEP_BATCH_MAX: Final = 100  # reference: packs (and rendered packs) deleted per sweep run
+PACK_SWEEP_INTERVAL_SEC: Final = HOUR_SEC  # reference: PACK_GC_CRON hourly
 
 # --- teams, groups, projects, invites (SPEC 2.2, 3.2; reference where marked) -------------------
 TEAM_NAME_MAX_CHARS: Final = 255  # teams, groups and projects alike (varchar)

@@ -29,6 +29,7 @@ from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities, embedding_activities
 from workflows.artifacts import ensure_artifact_sweep_schedule
 from workflows.maintenance import ensure_maintenance_schedules
+from workflows.packs import ensure_pack_sweep_schedule
 from workflows.signing_keys import SIGNING_KEYS_WORKFLOW_ID, SigningKeysWorkflow
 
 log = logging.getLogger("cairn.worker")
@@ -107,6 +108,7 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
             client, settings.temporal_task_queue, settings.task_artifact_orphan_grace_sec
         )
         await ensure_maintenance_schedules(client, settings.temporal_task_queue)
+        await ensure_pack_sweep_schedule(client, settings.temporal_task_queue)
         yield worker
     finally:
         await embedding.stop()

@@ -14,6 +14,7 @@ from activities.embedding import EmbeddingActivities
 from activities.identity import IdentityActivities
 from activities.maintenance import MaintenanceActivities
 from activities.memory import MemoryActivities
+from activities.packs import PackActivities
 from activities.permissions import PermissionActivities
 from activities.signing import SigningActivities
 from activities.tasks import TaskActivities
@@ -25,6 +26,7 @@ from infra.repos.artifacts import ArtifactRepo
 from infra.repos.identity import IdentityRepo
 from infra.repos.maintenance import MaintenanceRepo
 from infra.repos.memory import MemoryRepo
+from infra.repos.packs import PackRepo
 from infra.repos.signing import SigningRepo
 from infra.repos.tasks import TaskRepo
 from infra.repos.teams import TeamRepo
@@ -58,6 +60,7 @@ from workflows.humans import (
     SessionOpenWorkflow,
 )
 from workflows.maintenance import ExpiredRowsPurgeWorkflow, StaleTaskReconcileWorkflow
+from workflows.packs import PACK_WORKFLOWS
 from workflows.recovery import RecoveryRedeemWorkflow, RecoveryVerifyWorkflow
 from workflows.registration import RegistrationWorkflow
 from workflows.signing import SigningRequestWorkflow
@@ -100,6 +103,7 @@ WORKFLOWS: Sequence[type] = (
     *AGENT_KEY_WORKFLOWS,
     ExpiredRowsPurgeWorkflow,
     StaleTaskReconcileWorkflow,
+    *PACK_WORKFLOWS,
 )
 
 
@@ -124,6 +128,7 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
     memory = MemoryActivities(MemoryRepo(deps.pool))
     agent_keys = AgentKeyActivities(AgentKeyRepo(deps.pool))
     maintenance = MaintenanceActivities(MaintenanceRepo(deps.pool))
+    packs = PackActivities(PackRepo(deps.pool))
     return [
         identity.check_voucher,
         identity.create_identity,
@@ -193,6 +198,12 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
         maintenance.purge_vouchers,
         maintenance.find_stale_tasks,
         maintenance.settle_stale_task,
+        packs.create_pack,
+        packs.update_pack,
+        packs.render,
+        packs.update_rendered,
+        packs.delete_expired_rendered,
+        packs.delete_expired_packs,
     ]
 
 

@@ -38,6 +38,7 @@ from api import keys
 from api.access import TEAM_HEADER, allowed, team_header
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
+from api.pack_tasks import check_pack_output
 from api.routes.tasks import can_view_task
 from api.task_flows import TaskClosed, task_signal, task_update
 from infra.db import Q
@@ -318,6 +319,7 @@ async def complete_attempt(request: web.Request, parsed: Parsed) -> Task:
     body: CompleteRequest = parsed.body
     target = await _attempt_target(request, path, with_input=True)
     _check_output(target, body)
+    await check_pack_output(request, path.id, target["task_type"], target["input"], body.output)
     await _check_signature(request, target["claimed_by_agent_id"], body)
     _refuse_report(target, path.n)
     command = CompleteCommand(

@@ -56,6 +56,11 @@ from api.access import allowed, require_team_header, team_header
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
+from api.pack_tasks import (
+    check_judge_pack_input,
+    names_rendered_pack,
+    rendered_pack_reference,
+)
 from api.routes.diaries import can_read, load_diary
 from api.task_flows import start_task
 from infra.repos import task_reads
@@ -232,6 +237,8 @@ async def create_task(request: web.Request, parsed: Parsed) -> web.StreamRespons
     project_id, continuation_condition = await _continuation(request, body)
     await _check_project(request, body.teamId, project_id)
     references = await _bound_references(request, body)
+    if task_type.name == "judge_pack":
+        await check_judge_pack_input(request, body.input, body.references)
     claim_condition = await _claim_condition(request, body, continuation_condition)
 
     start = TaskStart(
@@ -338,6 +345,13 @@ def _check_input(task_type: TaskType, body: CreateTaskRequest) -> None:
             code="references-required",
             errors=[FieldError(pointer="/references", message="at least one is required")],
         )
+    role = task_type.required_reference_role
+    if role is not None and not any(ref.role == role for ref in body.references):
+        raise ValidationFailed(
+            f"A {task_type.name} task needs a {role} reference",
+            code="references-required",
+            errors=[FieldError(pointer="/references", message=f"a {role} reference is required")],
+        )
     for i, ref in enumerate(body.references):
         if ref.artifact is None and ref.taskId is None:
             raise ValidationFailed(
@@ -399,7 +413,11 @@ async def _check_project(request: web.Request, team_id: UUID, project_id: UUID |
 async def _bound_references(request: web.Request, body: CreateTaskRequest) -> list[dict[str, Any]]:
     """The references as stored: artifact CIDs checked against the team's staged artifacts,
     `kind` defaulting to `input`, `title` to the CID (SPEC 2.6), tasks checked readable."""
-    cids = [ref.artifact.cid for ref in body.references if ref.artifact is not None]
+    cids = [
+        ref.artifact.cid
+        for ref in body.references
+        if ref.artifact is not None and not names_rendered_pack(ref)
+    ]
     staged = await task_reads.staged_artifacts(_pool(request), body.teamId, cids) if cids else {}
     seen: set[str] = set()
     bound: list[dict[str, Any]] = []
@@ -410,7 +428,9 @@ async def _bound_references(request: web.Request, body: CreateTaskRequest) -> li
             if task is None or not await can_view_task(request, task):
                 raise _invalid(f"/references/{i}/taskId", "No such task", "reference-not-found")
             stored["taskId"] = str(ref.taskId)
-        if ref.artifact is not None:
+        if names_rendered_pack(ref):
+            stored["artifact"] = await rendered_pack_reference(request, ref, f"/references/{i}")
+        elif ref.artifact is not None:
             cid = ref.artifact.cid
             pointer = f"/references/{i}/artifact/cid"
             if cid not in staged:

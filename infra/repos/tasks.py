@@ -18,6 +18,7 @@ from infra import permissions as tuples
 from infra.db import Q
 from schemas.errors import FieldError, NotFound, ValidationFailed
 from schemas.kernel.permissions import Namespace, RelationTuple, Subject
+from schemas.packs import is_pack_cid
 from schemas.task_attempts import TaskProjection, task_workflow_id
 from schemas.tasks import TaskStart
 
@@ -158,7 +159,12 @@ def _projection_args(projection: TaskProjection) -> list[Any]:
 async def _bind_inputs(conn: asyncpg.Connection, start: TaskStart) -> None:
     """Bind the references' staged artifacts to the task (SPEC 2.6), all or nothing: a CID no
     longer staged by the team (swept since the API checked) refuses the task."""
-    refs = [ref for ref in start.references if ref.get("artifact")]
+    # a judged_work reference may carry a rendered pack's CID: no bytes to bind
+    refs = [
+        ref
+        for ref in start.references
+        if ref.get("artifact") and not is_pack_cid(str(ref["artifact"]["cid"]))
+    ]
     if not refs:
         return
     artifacts = [ref["artifact"] for ref in refs]

@@ -677,6 +677,8 @@ class TaskType:
     input_schema: Schema
     output_schema: Schema
     requires_references: bool = False
+    # a reference of this role must be among them (judge_pack: its `judged_work`)
+    required_reference_role: str | None = None
     input_checks: tuple[Check, ...] = ()
     output_checks: tuple[Check, ...] = ()
     _input_validator: Draft202012Validator = field(init=False, repr=False, compare=False)
@@ -700,6 +702,7 @@ def _type(
     output_schema: Schema,
     *,
     requires_references: bool = False,
+    required_reference_role: str | None = None,
     input_checks: Sequence[Check] = (),
     output_checks: Sequence[Check] = (),
 ) -> TaskType:
@@ -713,6 +716,7 @@ def _type(
         input_schema=titled(input_schema, "input"),
         output_schema=titled(output_schema, "output"),
         requires_references=requires_references,
+        required_reference_role=required_reference_role,
         input_checks=tuple(input_checks),
         output_checks=tuple(output_checks),
     )
@@ -778,6 +782,8 @@ TASK_TYPES: Final[tuple[TaskType, ...]] = (
         "score a rendered pack",
         JUDGE_PACK_INPUT,
         JUDGE_PACK_OUTPUT,
+        requires_references=True,
+        required_reference_role="judged_work",
         input_checks=_JUDGE_INPUT_CHECKS,
         output_checks=(_scores_agree_with_assertions,),
     ),

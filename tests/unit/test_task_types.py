@@ -385,7 +385,8 @@ def test_output_kinds_and_references_policy() -> None:
         "judge_pack",
         "judge_eval_attempt",
     }
-    assert [t.name for t in TASK_TYPES if t.requires_references] == ["assess_brief"]
+    assert [t.name for t in TASK_TYPES if t.requires_references] == ["assess_brief", "judge_pack"]
+    assert get_task_type("judge_pack").required_reference_role == "judged_work"
 
 
 def test_unknown_type() -> None:

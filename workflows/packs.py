@@ -1,0 +1,182 @@
+"""Pack workflows: create, update, render, update a rendering, and the scheduled sweep.
+
+- `PackCreate` (`packs/<diaryId>/<request CID>`): one step reads the selected entries, fits
+  them to the budget, addresses the pack and inserts it with its entries and parent tuple in
+  one transaction. Entry content never enters the history (500 entries of 10 000 characters
+  would pass Temporal's payload cap); the pack id is the workflow's, stable under retry.
+- `PackRender` (`packs/<packId>/render/<request CID>`): the server method renders inside the
+  step, from the rows; an agent-defined method's Markdown (at most 500 000 characters) is the
+  one body that travels through the history.
+- `PackSweep` runs on a Temporal Schedule (`ensure_pack_sweep_schedule`, made at worker start):
+  rendered packs first, then packs, each expired, unpinned and at most a batch per run. The
+  cutoff is `workflow.now()`, so the sweep follows Temporal's clock (and the test server's).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Final
+from uuid import UUID
+
+from temporalio import workflow
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+)
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.packs import PackActivities
+    from schemas import limits
+    from schemas.packs import (
+        PackCreated,
+        PackCreateInput,
+        PackSweepInput,
+        PackSweepResult,
+        PackSweepStep,
+        PackUpdateInput,
+        RenderCreated,
+        RenderedPackUpdateInput,
+        RenderInput,
+    )
+    from workflows.common import run_activity, run_local_step
+
+SWEEP_WORKFLOW_ID: Final = "packs/sweep"
+SWEEP_STEP_TIMEOUT: Final = timedelta(minutes=2)
+SWEEP_RETRY: Final = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=1),
+    maximum_attempts=10,
+)
+# Compiling 500 entries (compression of each) is more than a quick row write.
+CREATE_TIMEOUT: Final = timedelta(seconds=30)
+
+
+def pack_workflow_id(diary_id: UUID, request_cid: str) -> str:
+    """One create per diary and canonical request body: a retried request meets the same id."""
+    return f"packs/{diary_id}/{request_cid}"
+
+
+def pack_update_workflow_id(pack_id: UUID, request_cid: str) -> str:
+    return f"packs/{pack_id}/update/{request_cid}"
+
+
+def render_workflow_id(pack_id: UUID, request_cid: str) -> str:
+    return f"packs/{pack_id}/render/{request_cid}"
+
+
+def rendered_update_workflow_id(rendered_id: UUID, request_cid: str) -> str:
+    return f"rendered-packs/{rendered_id}/update/{request_cid}"
+
+
+def sweep_schedule_id(task_queue: str) -> str:
+    return f"packs-sweep/{task_queue}"
+
+
+@workflow.defn(name="PackCreate")
+class PackCreateWorkflow:
+    @workflow.run
+    async def run(self, inp: PackCreateInput) -> PackCreated:
+        if inp.pack_id is None:
+            inp = inp.model_copy(update={"pack_id": workflow.uuid4()})
+        return await run_local_step(PackActivities.create_pack, inp, start_to_close=CREATE_TIMEOUT)
+
+
+@workflow.defn(name="PackUpdate")
+class PackUpdateWorkflow:
+    @workflow.run
+    async def run(self, inp: PackUpdateInput) -> None:
+        await run_local_step(PackActivities.update_pack, inp)
+
+
+@workflow.defn(name="PackRender")
+class PackRenderWorkflow:
+    @workflow.run
+    async def run(self, inp: RenderInput) -> RenderCreated:
+        if inp.rendered_id is None:
+            inp = inp.model_copy(update={"rendered_id": workflow.uuid4()})
+        return await run_local_step(PackActivities.render, inp, start_to_close=CREATE_TIMEOUT)
+
+
+@workflow.defn(name="RenderedPackUpdate")
+class RenderedPackUpdateWorkflow:
+    @workflow.run
+    async def run(self, inp: RenderedPackUpdateInput) -> None:
+        await run_local_step(PackActivities.update_rendered, inp)
+
+
+@workflow.defn(name="PackSweep")
+class PackSweepWorkflow:
+    @workflow.run
+    async def run(self, inp: PackSweepInput) -> PackSweepResult:
+        step = PackSweepStep(before=workflow.now(), limit=inp.batch_max)
+        rendered = await run_activity(
+            PackActivities.delete_expired_rendered,
+            step,
+            start_to_close=SWEEP_STEP_TIMEOUT,
+            retry=SWEEP_RETRY,
+        )
+        packs = await run_activity(
+            PackActivities.delete_expired_packs,
+            step,
+            start_to_close=SWEEP_STEP_TIMEOUT,
+            retry=SWEEP_RETRY,
+        )
+        return PackSweepResult(packs_deleted=packs.deleted, rendered_deleted=rendered.deleted)
+
+
+PACK_WORKFLOWS: Final = (
+    PackCreateWorkflow,
+    PackUpdateWorkflow,
+    PackRenderWorkflow,
+    RenderedPackUpdateWorkflow,
+    PackSweepWorkflow,
+)
+
+
+def pack_sweep_schedule(
+    task_queue: str, every: timedelta = timedelta(seconds=limits.PACK_SWEEP_INTERVAL_SEC)
+) -> Schedule:
+    """Run `PackSweep` every `every`; a run still going when the next is due skips it."""
+    return Schedule(
+        action=ScheduleActionStartWorkflow(
+            PackSweepWorkflow.run,
+            PackSweepInput(),
+            id=SWEEP_WORKFLOW_ID,
+            task_queue=task_queue,
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+
+
+async def ensure_pack_sweep_schedule(client: Client, task_queue: str) -> str:
+    """Create the sweep's schedule, or bring an existing one to this code's settings (keeping
+    what an operator set, such as a pause). Returns its id."""
+    schedule_id = sweep_schedule_id(task_queue)
+    schedule = pack_sweep_schedule(task_queue)
+    try:
+        await client.create_schedule(schedule_id, schedule)
+    except ScheduleAlreadyRunningError:
+
+        def keep_state(current: ScheduleUpdateInput) -> ScheduleUpdate:
+            return ScheduleUpdate(
+                Schedule(
+                    action=schedule.action,
+                    spec=schedule.spec,
+                    policy=schedule.policy,
+                    state=current.description.schedule.state,
+                )
+            )
+
+        await client.get_schedule_handle(schedule_id).update(keep_state)
+    return schedule_id
