@@ -181,16 +181,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             log("render")
 
             async def render(i: int) -> None:
+                # warm-up runs (i < 0) render the warm-up packs, measured runs the others
+                pack_id = packs[i + 3] if i >= 0 else packs[-i - 1]
                 rendered = await call(
                     session,
                     "POST",
-                    f"{base}/packs/{packs[i]}/render",
+                    f"{base}/packs/{pack_id}/render",
                     agent,
                     json={"renderMethod": "server:pack-to-docs-v1"},
                 )
                 assert rendered["created"] is True
 
-            render_c1 = summary(await timed(render, args.runs, warmup=0))
+            render_c1 = summary(await timed(render, args.runs))
 
     noop_p50 = noop_c1["p50_ms"]
     result["baselines"] = {"noop_workflow_c1": noop_c1, "whoami_c1": whoami_c1}
