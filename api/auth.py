@@ -11,8 +11,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from api import keys
-from api.endpoint import EndpointSpec
 from api.ratelimit import Quota
+from api.spec import EndpointSpec
 from infra.db import Q
 from schemas.errors import MissingScope, RateLimited, Unauthorized
 from schemas.kernel.crypto import hash_secret

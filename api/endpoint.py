@@ -9,43 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from api import keys
-from schemas.errors import DomainError, FieldError, UnsupportedMediaType, ValidationFailed
+from api.auth import authorize
+from api.spec import EndpointSpec
+from schemas.errors import FieldError, UnsupportedMediaType, ValidationFailed
 
-AuthMode = Literal["none", "optional", "required"]
 Handler = Callable[..., Awaitable[Any]]
 
 ENDPOINTS: list[EndpointSpec] = []
-
-
-@dataclass(frozen=True)
-class EndpointSpec:
-    method: str
-    path: str
-    operation_id: str
-    summary: str
-    tag: str
-    status: int = 200
-    body: type[BaseModel] | None = None
-    body_form: bool = False
-    # The handler parses the body itself (the token endpoint answers RFC 6749 errors, not problems)
-    manual_body: bool = False
-    query: type[BaseModel] | None = None
-    path_params: type[BaseModel] | None = None
-    response: type[BaseModel] | None = None
-    auth: AuthMode = "required"
-    scopes: tuple[str, ...] = ()
-    errors: tuple[type[DomainError], ...] = ()
-    rate_bucket: str | None = None
-    headers: tuple[str, ...] = ()
-    raw_response: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -71,8 +48,6 @@ def endpoint(
         ENDPOINTS.append(spec)
 
         async def run(request: web.Request) -> web.StreamResponse:
-            from api.auth import authorize  # auth reads EndpointSpec: import late
-
             request[keys.ENDPOINT] = spec
 
             await authorize(request, spec)

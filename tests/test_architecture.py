@@ -87,6 +87,65 @@ def test_rules_catch_a_violation(tmp_path: Path) -> None:
     assert ("asyncpg", True) in _imports(guarded)
 
 
+def _imported_modules(path: Path) -> set[str]:
+    """Every module the file imports, late (inside a function) or not."""
+    return {module for module, _ in _imports(ast.parse(path.read_text()))}
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def _route_imports_of_routes(paths: list[Path]) -> list[str]:
+    return [
+        f"{_module_name(path)} imports {module}"
+        for path in paths
+        for module in sorted(_imported_modules(path))
+        if module.startswith("api.routes.")
+    ]
+
+
+def test_routes_are_leaves() -> None:
+    """A route module imports no other route module: what two routes share (loaders,
+    permission helpers) lives in `api/access.py` or another module of `api/`."""
+    routes = [p for p in _modules("api") if p.parent.name == "routes"]
+    assert routes
+    assert _route_imports_of_routes(routes) == []
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of a module graph (each found once from its first module)."""
+    found: list[list[str]] = []
+
+    def walk(module: str, trail: list[str]) -> None:
+        for target in sorted(graph.get(module, ())):
+            if target == trail[0]:
+                found.append([*trail, target])
+            elif target not in trail and target > trail[0]:
+                walk(target, [*trail, target])
+
+    for start in sorted(graph):
+        walk(start, [start])
+    return found
+
+
+def test_api_modules_import_no_cycle() -> None:
+    """No two modules of `api/` import each other, directly or around a loop, even late."""
+    paths = _modules("api")
+    names = {_module_name(p) for p in paths}
+    graph = {_module_name(p): _imported_modules(p) & names for p in paths}
+    assert _cycles(graph) == []
+
+
+def test_the_route_and_cycle_checks_can_fail(tmp_path: Path) -> None:
+    route = tmp_path / "api" / "routes" / "packs.py"
+    route.parent.mkdir(parents=True)
+    route.write_text("def f() -> None:\n    from api.routes.diaries import can_read\n")
+    assert _imported_modules(route) == {"api.routes.diaries"}
+    assert _cycles({"api.a": {"api.b"}, "api.b": {"api.a"}}) == [["api.a", "api.b", "api.a"]]
+    assert _cycles({"api.a": {"api.b"}, "api.b": set()}) == []
+
+
 def test_no_package_named_mcp() -> None:
     """A local package named `mcp` would shadow the MCP SDK."""
     assert not (ROOT / "mcp").exists()

@@ -18,8 +18,17 @@ from aiohttp import web
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed, require, require_team_header, subject_of, team_header
-from api.auth import optional_principal, require_principal
+from api.access import (
+    allowed,
+    changeable_diary,
+    load_diary,
+    readable_diary,
+    require,
+    require_team_header,
+    subject_of,
+    team_header,
+)
+from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
 from infra.db import Q
@@ -59,46 +68,6 @@ from workflows.diaries import (
 
 routes = web.RouteTableDef()
 TAG = "diaries"
-NO_SUCH_DIARY = "No such diary"
-
-
-# --- shared by every route that touches a diary (entries, search, packs) -------------------
-
-
-async def load_diary(request: web.Request, diary_id: UUID) -> asyncpg.Record:
-    row = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_diary, diary_id)
-    if row is None:
-        raise NotFound(NO_SUCH_DIARY, code="diary-not-found")
-    return row
-
-
-async def can_read(request: web.Request, diary: asyncpg.Record) -> bool:
-    """The visibility rule, for callers that filter rather than fail (lists)."""
-    if diary["visibility"] == "public":
-        return True
-    principal = optional_principal(request)
-    if principal is None:
-        return False
-    return diary["visibility"] == "moltnet" or await allowed(request, "Diary", diary["id"], "read")
-
-
-async def readable_diary(request: web.Request, diary_id: UUID) -> asyncpg.Record:
-    """The diary if the caller may read it: 401 for an anonymous read of a `moltnet` diary,
-    404 for a private one the caller may not read (or that does not exist)."""
-    diary = await load_diary(request, diary_id)
-    if diary["visibility"] == "moltnet" and optional_principal(request) is None:
-        raise Unauthorized("This diary is visible to authenticated principals only")
-    if not await can_read(request, diary):
-        raise NotFound(NO_SUCH_DIARY, code="diary-not-found")
-    return diary
-
-
-async def changeable_diary(request: web.Request, diary_id: UUID, permission: str) -> asyncpg.Record:
-    """The diary if the caller holds `permission` (write, manage); 404 when the caller cannot
-    even read it, 403 when they can read but not change it."""
-    diary = await readable_diary(request, diary_id)
-    await require(request, "Diary", diary_id, permission)
-    return diary
 
 
 # --- diaries ----------------------------------------------------------------------------

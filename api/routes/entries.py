@@ -16,11 +16,10 @@ from aiohttp import web
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed, require
+from api.access import allowed, changeable_diary, readable_diary, require
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
-from api.routes.diaries import changeable_diary, readable_diary
 from infra.db import Q
 from schemas.errors import Conflict, Forbidden, NotFound, Unauthorized, ValidationFailed
 from schemas.identity import Done

@@ -27,10 +27,9 @@ from aiohttp import web
 from numpy.typing import NDArray
 
 from api import keys
-from api.access import subject_of
+from api.access import readable_diary, subject_of
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
-from api.routes.diaries import readable_diary
 from infra.repos.search import SearchRepo
 from schemas import limits
 from schemas.embedding import (

@@ -59,11 +59,10 @@ from temporalio.common import (
 )
 
 from api import keys
-from api.access import TEAM_HEADER, allowed, require_team_header
+from api.access import TEAM_HEADER, allowed, require_team_header, visible_task
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.middleware import REQUEST_ID_HEADER
-from api.routes.tasks import visible_task
 from infra.db import Q
 from infra.repos import artifacts as artifact_reads
 from infra.s3 import BlobReader, artifact_key

@@ -35,10 +35,9 @@ import asyncpg
 from aiohttp import web
 
 from api import keys
-from api.access import TEAM_HEADER, allowed, team_header
+from api.access import TEAM_HEADER, allowed, can_view_task, team_header
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
-from api.routes.tasks import can_view_task
 from api.task_flows import TaskClosed, task_signal, task_update
 from infra.db import Q
 from schemas.base import Payload
@@ -50,6 +49,7 @@ from schemas.errors import (
     NotFound,
     ValidationFailed,
 )
+from schemas.kernel.attempts import is_claimant, state_refusal
 from schemas.kernel.cids import json_cid
 from schemas.kernel.crypto import parse_public_key, verify_signature
 from schemas.kernel.task_types import validate_output
@@ -64,9 +64,7 @@ from schemas.task_attempts import (
     FAIL_UPDATE,
     HEARTBEAT_UPDATE,
     LIVENESS_SIGNAL,
-    NOT_CLAIMANT_CODE,
     NOT_QUEUED_CODE,
-    NOT_STARTED_CODE,
     OUTPUT_CID_MISMATCH_CODE,
     AbortCommand,
     AbortRequest,
@@ -87,6 +85,8 @@ from schemas.task_attempts import (
     Settled,
     attempt_finished,
     claim_condition_met,
+    not_claimant,
+    report_refused,
     task_finished,
 )
 from schemas.tasks import TERMINAL_ATTEMPT_STATUSES, TERMINAL_TASK_STATUSES
@@ -131,11 +131,9 @@ async def _attempt_target(
         raise NotFound("No such task")
     _in_team_context(request, row["team_id"])
     principal = require_principal(request)
-    claimant = row["claimed_by_agent_id"]
-    if claimant is not None and claimant == principal.agent_id:
+    if is_claimant(row["claimed_by_agent_id"], principal.agent_id):
         return row
-    refusal = Forbidden("Only the attempt's claimant reports on it", code=NOT_CLAIMANT_CODE)
-    denied = await _denied(request, row, refusal)
+    denied = await _denied(request, row, not_claimant(path.n))
     if isinstance(denied, Forbidden) and row["attempt_status"] is None:
         raise NotFound(f"Task has no attempt {path.n}")
     raise denied
@@ -430,12 +428,9 @@ def _refuse_report(target: asyncpg.Record, attempt_n: int) -> None:
     """SPEC 3.1 guards, answered from the rows when they already decide (the workflow's
     validator answers the races)."""
     status = target["attempt_status"]
-    if status == "claimed":
-        raise Conflict(
-            f"Attempt {attempt_n} has not started: send a heartbeat first", code=NOT_STARTED_CODE
-        )
-    if status in TERMINAL_ATTEMPT_STATUSES:
-        raise attempt_finished(attempt_n, status)
+    refusal = state_refusal(status)
+    if refusal is not None:
+        raise report_refused(refusal, attempt_n, status)
 
 
 async def _report(request: web.Request, path: AttemptPath, update: str, command: Payload) -> Task:

@@ -52,11 +52,18 @@ from opentelemetry.propagate import inject
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed, require_team_header, team_header
+from api.access import (
+    allowed,
+    can_read,
+    can_view_task,
+    load_diary,
+    require_team_header,
+    team_header,
+    visible_task,
+)
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
-from api.routes.diaries import can_read, load_diary
 from api.task_flows import start_task
 from infra.repos import task_reads
 from infra.repos.task_messages import AppendRefused, append_messages
@@ -107,7 +114,7 @@ from schemas.task_api import (
     message_from_row,
     task_from_row,
 )
-from schemas.task_attempts import ATTEMPT_FINISHED_CODE, NOT_CLAIMANT_CODE, NOT_STARTED_CODE
+from schemas.task_attempts import report_refused
 from schemas.tasks import TaskStart
 from workflows.common import TASK_TYPE, TEAM_ID
 from workflows.task_grants import TaskGrantRevokeWorkflow, TaskGrantWriteWorkflow
@@ -123,33 +130,6 @@ IDEMPOTENT_TASK_IDS: Final = uuid.UUID("6f0c2a52-52d4-5b8e-9a55-3c1f1e0a7b10")
 
 def _pool(request: web.Request) -> asyncpg.Pool:
     return request.app[keys.READ_POOL]
-
-
-def _no_such_task() -> NotFound:
-    return NotFound("No such task", code="task-not-found")
-
-
-# --- who may see a task -----------------------------------------------------------------------
-
-
-async def can_view_task(request: web.Request, task: asyncpg.Record) -> bool:
-    """Members of the owning team (any role) and explicit grantees (Task `view`)."""
-    return await allowed(request, "Team", task["team_id"], "verify_claim") or await allowed(
-        request, "Task", task["id"], "view"
-    )
-
-
-async def visible_task(request: web.Request, task_id: UUID) -> asyncpg.Record:
-    """The task row if the caller may see it; 404 otherwise (and for another team's header)."""
-    task = await task_reads.get_task(_pool(request), task_id)
-    if task is None:
-        raise _no_such_task()
-    header = team_header(request)
-    if header is not None and header != task["team_id"]:
-        raise _no_such_task()
-    if not await can_view_task(request, task):
-        raise _no_such_task()
-    return task
 
 
 # --- the type registry ------------------------------------------------------------------------
@@ -727,13 +707,7 @@ async def _append_refusal(
     await visible_task(request, path.id)
     if refused.reason == "no-attempt":
         return NotFound("No such attempt", code="attempt-not-found")
-    if refused.reason == "not-claimant":
-        return Forbidden("Only the attempt's claimant posts messages", code=NOT_CLAIMANT_CODE)
-    if refused.reason == "not-started":
-        return Conflict(
-            "The attempt has not started: send a heartbeat first", code=NOT_STARTED_CODE
-        )
-    return Conflict(f"The attempt is {refused.status}", code=ATTEMPT_FINISHED_CODE)
+    return report_refused(refused.reason, path.n, refused.status or "", "posts messages")
 
 
 @endpoint(

@@ -30,10 +30,9 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.service import RPCError, RPCStatusCode
 
 from api import keys
-from api.access import allowed, require, subject_of
+from api.access import allowed, can_read, readable_diary, require, subject_of
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
-from api.routes.diaries import can_read, readable_diary
 from infra.db import Q
 from infra.repos.transfers import (
     check_destination,
