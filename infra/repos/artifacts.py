@@ -27,12 +27,9 @@ from schemas.artifacts import (
     ArtifactStageInput,
     AttachedArtifact,
 )
-from schemas.errors import Conflict, Forbidden, NotFound
-from schemas.task_attempts import (  # the attempt routes' codes: one guard, one answer
-    ATTEMPT_FINISHED_CODE,
-    NOT_CLAIMANT_CODE,
-    NOT_STARTED_CODE,
-)
+from schemas.errors import Conflict, NotFound
+from schemas.kernel.attempts import report_refusal
+from schemas.task_attempts import report_refused  # the attempt routes' answer, one wording
 
 Db: TypeAlias = asyncpg.Pool | asyncpg.Connection
 DeleteObjects: TypeAlias = Callable[[Sequence[str]], Awaitable[None]]
@@ -50,19 +47,10 @@ def attempt_guard(attempt: asyncpg.Record | None, attempt_n: int, agent_id: UUID
     """
     if attempt is None:
         raise NotFound(f"The task has no attempt {attempt_n}", code=ATTEMPT_NOT_FOUND_CODE)
-    if agent_id is None or attempt["claimed_by_agent_id"] != agent_id:
-        raise Forbidden(
-            f"Only the claimant of attempt {attempt_n} uploads its artifacts",
-            code=NOT_CLAIMANT_CODE,
-        )
     status = attempt["status"]
-    if status == "claimed":
-        raise Conflict(
-            f"Attempt {attempt_n} has not started: send a heartbeat first",
-            code=NOT_STARTED_CODE,
-        )
-    if status != "running":
-        raise Conflict(f"Attempt {attempt_n} is {status}", code=ATTEMPT_FINISHED_CODE)
+    refusal = report_refusal(status, attempt["claimed_by_agent_id"], agent_id)
+    if refusal is not None:
+        raise report_refused(refusal, attempt_n, status, "uploads its artifacts")
 
 
 def metadata_conflict(cid: str, attempt_n: int) -> Conflict:
