@@ -9,16 +9,16 @@ from __future__ import annotations
 import uuid
 from uuid import UUID
 
-import asyncpg
 from aiohttp import web
 
 from api import keys
 from api.auth import optional_principal, require_principal
-from infra.db import Q
-from infra.repos import task_reads
+from infra.repos import memory_reads, task_reads
 from schemas.errors import DomainError, Forbidden, NotFound, Unauthorized, ValidationFailed
 from schemas.kernel.permissions import Subject
+from schemas.memory import Diary
 from schemas.principals import Principal
+from schemas.task_api import Task
 
 TEAM_HEADER = "x-service-team-id"
 NO_SUCH_DIARY = "No such diary"
@@ -81,35 +81,35 @@ async def require_visible(
 # --- diaries: the visibility rule of SPEC 5, for every route that touches a diary ------------
 
 
-async def load_diary(request: web.Request, diary_id: UUID) -> asyncpg.Record:
-    row = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_diary, diary_id)
-    if row is None:
+async def load_diary(request: web.Request, diary_id: UUID) -> Diary:
+    diary = await memory_reads.get_diary(request.app[keys.READ_POOL], diary_id)
+    if diary is None:
         raise NotFound(NO_SUCH_DIARY, code="diary-not-found")
-    return row
+    return diary
 
 
-async def can_read(request: web.Request, diary: asyncpg.Record) -> bool:
+async def can_read(request: web.Request, diary: Diary) -> bool:
     """The visibility rule, for callers that filter rather than fail (lists)."""
-    if diary["visibility"] == "public":
+    if diary.visibility == "public":
         return True
     principal = optional_principal(request)
     if principal is None:
         return False
-    return diary["visibility"] == "moltnet" or await allowed(request, "Diary", diary["id"], "read")
+    return diary.visibility == "moltnet" or await allowed(request, "Diary", diary.id, "read")
 
 
-async def readable_diary(request: web.Request, diary_id: UUID) -> asyncpg.Record:
+async def readable_diary(request: web.Request, diary_id: UUID) -> Diary:
     """The diary if the caller may read it: 401 for an anonymous read of a `moltnet` diary,
     404 for a private one the caller may not read (or that does not exist)."""
     diary = await load_diary(request, diary_id)
-    if diary["visibility"] == "moltnet" and optional_principal(request) is None:
+    if diary.visibility == "moltnet" and optional_principal(request) is None:
         raise Unauthorized("This diary is visible to authenticated principals only")
     if not await can_read(request, diary):
         raise NotFound(NO_SUCH_DIARY, code="diary-not-found")
     return diary
 
 
-async def changeable_diary(request: web.Request, diary_id: UUID, permission: str) -> asyncpg.Record:
+async def changeable_diary(request: web.Request, diary_id: UUID, permission: str) -> Diary:
     """The diary if the caller holds `permission` (write, manage); 404 when the caller cannot
     even read it, 403 when they can read but not change it."""
     diary = await readable_diary(request, diary_id)
@@ -124,21 +124,21 @@ def _no_such_task() -> NotFound:
     return NotFound("No such task", code="task-not-found")
 
 
-async def can_view_task(request: web.Request, task: asyncpg.Record) -> bool:
+async def can_view_task(request: web.Request, team_id: UUID, task_id: UUID) -> bool:
     """Members of the owning team (any role) and explicit grantees (Task `view`)."""
-    return await allowed(request, "Team", task["team_id"], "verify_claim") or await allowed(
-        request, "Task", task["id"], "view"
+    return await allowed(request, "Team", team_id, "verify_claim") or await allowed(
+        request, "Task", task_id, "view"
     )
 
 
-async def visible_task(request: web.Request, task_id: UUID) -> asyncpg.Record:
-    """The task row if the caller may see it; 404 otherwise (and for another team's header)."""
+async def visible_task(request: web.Request, task_id: UUID) -> Task:
+    """The task if the caller may see it; 404 otherwise (and for another team's header)."""
     task = await task_reads.get_task(request.app[keys.READ_POOL], task_id)
     if task is None:
         raise _no_such_task()
     header = team_header(request)
-    if header is not None and header != task["team_id"]:
+    if header is not None and header != task.teamId:
         raise _no_such_task()
-    if not await can_view_task(request, task):
+    if not await can_view_task(request, task.teamId, task.id):
         raise _no_such_task()
     return task

@@ -13,7 +13,7 @@ from aiohttp import web
 from api import keys
 from api.ratelimit import Quota
 from api.spec import EndpointSpec
-from infra.db import Q
+from infra.repos import identity_reads
 from schemas.errors import MissingScope, RateLimited, Unauthorized
 from schemas.kernel.crypto import hash_secret
 from schemas.principals import AGENT_SCOPES, Principal
@@ -43,16 +43,16 @@ async def authenticate(request: web.Request) -> Principal | None:
 async def human_session(request: web.Request, token: str) -> Principal:
     settings = request.app[keys.SETTINGS]
     token_hash = hash_secret(token, settings.secret_bytes)
-    row = await request.app[keys.READ_POOL].fetchrow(Q.get_session_by_hash, token_hash)
-    if row is None:
+    session = await identity_reads.open_session(request.app[keys.READ_POOL], token_hash)
+    if session is None:
         raise Unauthorized("The session is unknown, expired or logged out")
     # A human acts through the permission engine; scopes gate only what agents delegate.
     return Principal(
         subject_type="human",
-        identity_id=row["identity_id"],
+        identity_id=session.identity_id,
         credential="session",
         scopes=frozenset(AGENT_SCOPES),
-        human_id=row["human_id"],
+        human_id=session.human_id,
     )
 
 

@@ -146,6 +146,29 @@ def test_the_route_and_cycle_checks_can_fail(tmp_path: Path) -> None:
     assert _cycles({"api.a": {"api.b"}, "api.b": set()}) == []
 
 
+def _imports_named_sql(path: Path) -> bool:
+    """Whether the module imports the named SQL (`infra.db.Q`): it would read rows itself."""
+    return any(
+        isinstance(node, ast.ImportFrom)
+        and node.module == "infra.db"
+        and any(alias.name == "Q" for alias in node.names)
+        for node in ast.walk(ast.parse(path.read_text()))
+    )
+
+
+def test_the_api_never_sees_a_row() -> None:
+    """Every API read is a typed function of `infra/repos/` returning models: no `Q` in api/."""
+    offenders = [str(p.relative_to(ROOT)) for p in _modules("api") if _imports_named_sql(p)]
+    assert offenders == []
+
+
+def test_the_named_sql_check_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "route.py").write_text("from infra.db import Q, create_pool\n")
+    (tmp_path / "app.py").write_text("from infra.db import create_pool\n")
+    assert _imports_named_sql(tmp_path / "route.py")
+    assert not _imports_named_sql(tmp_path / "app.py")
+
+
 def test_no_package_named_mcp() -> None:
     """A local package named `mcp` would shadow the MCP SDK."""
     assert not (ROOT / "mcp").exists()

@@ -24,7 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from api import keys
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
-from infra.db import Q
+from infra.repos import identity_reads
 from infra.repos.signing import get_signing_request, list_signing_requests
 from schemas.errors import (
     Conflict,
@@ -124,10 +124,12 @@ async def create_signing_request(request: web.Request, parsed: Parsed) -> Signin
 
 async def _public_key_of(request: web.Request, principal: Principal) -> str:
     """The agent's key from its row, for a credential that did not carry it."""
-    row = await request.app[keys.READ_POOL].fetchrow(Q.get_agent_by_identity, principal.identity_id)
-    if row is None:
+    agent = await identity_reads.agent_by_identity(
+        request.app[keys.READ_POOL], principal.identity_id
+    )
+    if agent is None:
         raise NotFound("The calling agent is unknown")
-    return str(row["public_key"])
+    return agent.public_key
 
 
 @endpoint(
@@ -268,9 +270,9 @@ async def verify(request: web.Request, parsed: Parsed) -> VerifyResult:
 
 
 async def _key_by_fingerprint(request: web.Request, value: str) -> str:
-    row = await request.app[keys.READ_POOL].fetchrow(
-        Q.get_agent_by_fingerprint, normalize_fingerprint(value)
+    agent = await identity_reads.agent_by_fingerprint(
+        request.app[keys.READ_POOL], normalize_fingerprint(value)
     )
-    if row is None:
+    if agent is None:
         raise NotFound("No agent has this fingerprint", code="agent-not-found")
-    return str(row["public_key"])
+    return agent.public_key

@@ -10,7 +10,6 @@ caller who can read but not change it gets 403.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 from uuid import UUID
 
 import asyncpg
@@ -31,7 +30,7 @@ from api.access import (
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
-from infra.db import Q
+from infra.repos import memory_reads, team_reads
 from schemas.errors import Conflict, Forbidden, NotFound, Unauthorized
 from schemas.identity import Done
 from schemas.kernel.cids import entry_cid
@@ -46,16 +45,15 @@ from schemas.memory import (
     DiaryRef,
     DiaryUpdateInput,
     DiaryUpdateRequest,
+    Entry,
     EntryVerification,
     Grant,
     GrantChange,
     GrantList,
     GrantPath,
     GrantRequest,
-    TagCount,
     TagHistogram,
     TagQuery,
-    diary_from_row,
 )
 from workflows.common import DIARY_ID, TEAM_ID
 from workflows.diaries import (
@@ -90,11 +88,11 @@ async def create_diary(request: web.Request, parsed: Parsed) -> Diary:
     body: DiaryCreateRequest = parsed.body
     principal = require_principal(request)
     team_id = require_team_header(request)
-    team = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_team, team_id)
+    team = await team_reads.team_state(request.app[keys.READ_POOL], team_id)
     if team is None or not await allowed(request, "Team", team_id, "access"):
         raise NotFound("No such team", code="team-not-found")
     await require(request, "Team", team_id, "write")
-    if team["status"] != "active":
+    if team.status != "active":
         raise Conflict("The team is not active", code="team-not-active")
     diary_id = uuid.uuid4()
     await execute(
@@ -116,7 +114,7 @@ async def create_diary(request: web.Request, parsed: Parsed) -> Diary:
             SearchAttributePair(TEAM_ID, str(team_id)),
         ],
     )
-    return diary_from_row(await load_diary(request, diary_id))
+    return await load_diary(request, diary_id)
 
 
 @endpoint(
@@ -132,10 +130,10 @@ async def list_diaries(request: web.Request, parsed: Parsed) -> DiaryList:
     """The diaries the caller can read through its teams and grants (one team with the header)."""
     principal = require_principal(request)
     ids = await request.app[keys.PERMISSIONS].lookup("Diary", "read", subject_of(principal))
-    rows = await request.app[keys.READ_POOL].fetch(
-        Q.memory_list_diaries, [UUID(i) for i in ids], team_header(request)
+    diaries = await memory_reads.list_diaries(
+        request.app[keys.READ_POOL], [UUID(i) for i in ids], team_header(request)
     )
-    return DiaryList(items=[diary_from_row(row) for row in rows])
+    return DiaryList(items=diaries)
 
 
 @endpoint(
@@ -151,7 +149,7 @@ async def list_diaries(request: web.Request, parsed: Parsed) -> DiaryList:
 )
 async def get_diary(request: web.Request, parsed: Parsed) -> Diary:
     """One diary, by its visibility rule."""
-    return diary_from_row(await readable_diary(request, parsed.path.diaryId))
+    return await readable_diary(request, parsed.path.diaryId)
 
 
 @endpoint(
@@ -177,7 +175,7 @@ async def update_diary(request: web.Request, parsed: Parsed) -> Diary:
         workflow_id=f"diaries/{diary_id}/update/{uuid.uuid4()}",
         on_duplicate=Conflict("This diary is being updated"),
     )
-    return diary_from_row(await load_diary(request, diary_id))
+    return await load_diary(request, diary_id)
 
 
 @endpoint(
@@ -214,13 +212,6 @@ def _grant_change(diary_id: UUID, body: GrantRequest) -> GrantChange:
     )
 
 
-async def _subject_exists(request: web.Request, body: GrantRequest) -> bool:
-    query = {"Agent": Q.memory_agent_exists, "Human": Q.memory_human_exists}.get(
-        body.subjectNs, Q.memory_group_exists
-    )
-    return await request.app[keys.READ_POOL].fetchval(query, body.subjectId) is not None
-
-
 @endpoint(
     routes,
     "POST",
@@ -238,7 +229,9 @@ async def create_grant(request: web.Request, parsed: Parsed) -> Grant:
     diary_id: UUID = parsed.path.diaryId
     body: GrantRequest = parsed.body
     await changeable_diary(request, diary_id, "manage")
-    if not await _subject_exists(request, body):
+    if not await memory_reads.subject_exists(
+        request.app[keys.READ_POOL], body.subjectNs, body.subjectId
+    ):
         raise NotFound(f"No such {body.subjectNs}", code="subject-not-found")
     await execute(
         request,
@@ -266,18 +259,7 @@ async def list_grants(request: web.Request, parsed: Parsed) -> GrantList:
     """Who holds writer or manager grants on the diary (needs Diary `manage`)."""
     diary_id: UUID = parsed.path.diaryId
     await changeable_diary(request, diary_id, "manage")
-    rows = await request.app[keys.READ_POOL].fetch(Q.memory_list_grants, str(diary_id))
-    return GrantList(items=[_grant_from_tuple(diary_id, row) for row in rows])
-
-
-def _grant_from_tuple(diary_id: UUID, row: asyncpg.Record) -> Grant:
-    return Grant(
-        diaryId=diary_id,
-        subjectId=UUID(row["subject_id"]),
-        subjectNs=row["subject_ns"],
-        role="writer" if row["relation"] == "writers" else "manager",
-        createdAt=row["created_at"],
-    )
+    return GrantList(items=await memory_reads.list_grants(request.app[keys.READ_POOL], diary_id))
 
 
 @endpoint(
@@ -325,12 +307,10 @@ async def tag_histogram(request: web.Request, parsed: Parsed) -> TagHistogram:
     diary_id: UUID = parsed.path.diaryId
     await readable_diary(request, diary_id)
     query: TagQuery = parsed.query
-    rows = await request.app[keys.READ_POOL].fetch(
-        Q.memory_tag_histogram, diary_id, query.prefix, query.minCount, query.entryType
+    tags = await memory_reads.tag_histogram(
+        request.app[keys.READ_POOL], diary_id, query.prefix, query.minCount, query.entryType
     )
-    return TagHistogram(
-        tags=[TagCount(tag=r["tag"], count=r["count"]) for r in rows], total=len(rows)
-    )
+    return TagHistogram(tags=tags, total=len(tags))
 
 
 @endpoint(
@@ -347,56 +327,54 @@ async def tag_histogram(request: web.Request, parsed: Parsed) -> TagHistogram:
 async def verify_entry(request: web.Request, parsed: Parsed) -> EntryVerification:
     """Recompute a signed entry's CID, check its signature and its link in the diary's chain."""
     path: DiaryEntryPath = parsed.path
-    await readable_diary(request, path.diaryId)
+    diary = await readable_diary(request, path.diaryId)
     pool = request.app[keys.READ_POOL]
-    entry = await pool.fetchrow(Q.memory_get_entry, path.entryId)
-    if entry is None or entry["diary_id"] != path.diaryId:
+    entry = await memory_reads.get_entry(pool, path.entryId)
+    if entry is None or entry.diaryId != path.diaryId:
         raise NotFound("No such entry", code="entry-not-found")
-    return await _verification(pool, entry)
+    return await _verification(pool, entry, diary.signed)
 
 
-async def _verification(pool: asyncpg.Pool, entry: asyncpg.Record) -> EntryVerification:
-    prev = entry["prev_cid"] if entry["diary_signed"] else None
-    recomputed = entry_cid(
-        entry["content"], entry["title"], entry["tags"], entry["entry_type"], prev
-    )
-    cid_matches = recomputed == entry["cid"]
-    if entry["signing_request_id"] is None:
+async def _verification(pool: asyncpg.Pool, entry: Entry, chained: bool) -> EntryVerification:
+    """`chained`: the entry's diary is signed, so its entries link to their predecessors."""
+    prev = entry.prevCid if chained else None
+    recomputed = entry_cid(entry.content, entry.title, entry.tags, entry.entryType, prev)
+    cid_matches = recomputed == entry.cid
+    if entry.signingRequestId is None:
         return EntryVerification(
             signed=False,
             cidMatches=cid_matches,
             signatureValid=False,
             chainValid=False,
             valid=False,
-            cid=entry["cid"],
+            cid=entry.cid,
         )
-    signer: dict[str, Any] = dict(
-        await pool.fetchrow(Q.memory_entry_signer, entry["signing_request_id"]) or {}
-    )
+    signer = await memory_reads.entry_signer(pool, entry.signingRequestId)
     signature_valid = (
-        bool(signer)
+        signer is not None
         and verify_signature(
-            parse_public_key(signer["public_key"]),
-            signing_payload(entry["cid"], signer["nonce"]).encode(),
-            entry["content_signature"] or "",
+            parse_public_key(signer.public_key),
+            signing_payload(entry.cid, signer.nonce).encode(),
+            entry.contentSignature or "",
         )
-        and signer["message"] == entry["cid"]
+        and signer.message == entry.cid
     )
-    chain_valid = not entry["diary_signed"] or await _links_to_chain(pool, entry)
+    chain_valid = not chained or await _links_to_chain(pool, entry)
     return EntryVerification(
         signed=True,
         cidMatches=cid_matches,
         signatureValid=signature_valid,
         chainValid=chain_valid,
         valid=cid_matches and signature_valid and chain_valid,
-        cid=entry["cid"],
-        agentFingerprint=signer.get("fingerprint"),
+        cid=entry.cid,
+        agentFingerprint=None if signer is None else signer.fingerprint,
     )
 
 
-async def _links_to_chain(pool: asyncpg.Pool, entry: asyncpg.Record) -> bool:
+async def _links_to_chain(pool: asyncpg.Pool, entry: Entry) -> bool:
     """The predecessor exists in the same diary ('' only for the diary's first entry)."""
-    if entry["prev_cid"] == "":
+    if entry.prevCid == "":
         return True
-    found = await pool.fetchval(Q.memory_entry_by_cid, entry["diary_id"], entry["prev_cid"])
-    return found is not None
+    return entry.prevCid is not None and await memory_reads.diary_has_cid(
+        pool, entry.diaryId, entry.prevCid
+    )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import uuid
 from uuid import UUID
 
-import asyncpg
 from aiohttp import web
 from temporalio.common import SearchAttributePair
 
@@ -20,7 +19,8 @@ from api.access import allowed, changeable_diary, readable_diary, require
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
-from infra.db import Q
+from infra.repos import memory_reads
+from infra.repos.memory_reads import LocatedRelation
 from schemas.errors import Conflict, Forbidden, NotFound, Unauthorized, ValidationFailed
 from schemas.identity import Done
 from schemas.memory import (
@@ -46,8 +46,6 @@ from schemas.memory import (
     RelationRef,
     RelationStatusChange,
     RelationUpdateRequest,
-    entry_from_row,
-    relation_from_row,
 )
 from workflows.common import DIARY_ID
 from workflows.entries import (
@@ -64,25 +62,25 @@ TAG = "entries"
 NO_SUCH_ENTRY = "No such entry"
 
 
-async def load_entry(request: web.Request, entry_id: UUID) -> asyncpg.Record:
-    row = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_entry, entry_id)
-    if row is None:
+async def load_entry(request: web.Request, entry_id: UUID) -> Entry:
+    entry = await memory_reads.get_entry(request.app[keys.READ_POOL], entry_id)
+    if entry is None:
         raise NotFound(NO_SUCH_ENTRY, code="entry-not-found")
-    return row
+    return entry
 
 
-async def readable_entry(request: web.Request, entry_id: UUID) -> asyncpg.Record:
+async def readable_entry(request: web.Request, entry_id: UUID) -> Entry:
     entry = await load_entry(request, entry_id)
     try:
-        await readable_diary(request, entry["diary_id"])
+        await readable_diary(request, entry.diaryId)
     except NotFound:
         raise NotFound(NO_SUCH_ENTRY, code="entry-not-found") from None
     return entry
 
 
-async def writable_entry(request: web.Request, entry_id: UUID) -> asyncpg.Record:
+async def writable_entry(request: web.Request, entry_id: UUID) -> Entry:
     entry = await readable_entry(request, entry_id)
-    await require(request, "Diary", entry["diary_id"], "write")
+    await require(request, "Diary", entry.diaryId, "write")
     return entry
 
 
@@ -114,7 +112,7 @@ async def create_entry(request: web.Request, parsed: Parsed) -> Entry:
     diary_id: UUID = parsed.path.diaryId
     principal = require_principal(request)
     diary = await changeable_diary(request, diary_id, "write")
-    if diary["signed"] and body.signingRequestId is None:
+    if diary.signed and body.signingRequestId is None:
         raise ValidationFailed(
             "Entries of a signed diary need a signingRequestId", code="signature-required"
         )
@@ -135,13 +133,13 @@ async def create_entry(request: web.Request, parsed: Parsed) -> Entry:
             signing_request_id=body.signingRequestId,
             created_by=principal.subject_id,
             created_by_ns=principal.subject_ns,
-            signed_diary=diary["signed"],
+            signed_diary=diary.signed,
         ),
         workflow_id=f"entries/{entry_id}/create",
         on_duplicate=Conflict("This entry is being created"),
         search=[SearchAttributePair(DIARY_ID, str(diary_id))],
     )
-    return entry_from_row(await load_entry(request, entry_id))
+    return await load_entry(request, entry_id)
 
 
 @endpoint(
@@ -161,12 +159,17 @@ async def list_entries(request: web.Request, parsed: Parsed) -> EntryList:
     diary_id: UUID = parsed.path.diaryId
     await readable_diary(request, diary_id)
     query: EntryListQuery = parsed.query
-    filters = (diary_id, _split(query.tags), _split(query.excludeTags), query.entryType)
-    pool = request.app[keys.READ_POOL]
-    rows = await pool.fetch(Q.memory_list_entries, *filters, query.limit, query.offset)
-    total = rows[0]["total"] if rows else await pool.fetchval(Q.memory_count_entries, *filters)
+    where = memory_reads.EntryFilter(
+        diary_id=diary_id,
+        tags=_split(query.tags),
+        exclude_tags=_split(query.excludeTags),
+        entry_type=query.entryType,
+    )
+    entries, total = await memory_reads.list_entries(
+        request.app[keys.READ_POOL], where, query.limit, query.offset
+    )
     return EntryList(
-        items=[entry_from_row(row) for row in rows],
+        items=entries,
         total=total,
         limit=query.limit,
         offset=query.offset,
@@ -186,7 +189,7 @@ async def list_entries(request: web.Request, parsed: Parsed) -> EntryList:
 )
 async def get_entry(request: web.Request, parsed: Parsed) -> Entry:
     """One entry, by its diary's visibility rule."""
-    return entry_from_row(await readable_entry(request, parsed.path.entryId))
+    return await readable_entry(request, parsed.path.entryId)
 
 
 @endpoint(
@@ -204,7 +207,7 @@ async def update_entry(request: web.Request, parsed: Parsed) -> Entry:
     """Change an unsigned entry; its CID, scan and (when the text changed) vector follow."""
     entry_id: UUID = parsed.path.entryId
     entry = await writable_entry(request, entry_id)
-    if entry["signing_request_id"] is not None:
+    if entry.signingRequestId is not None:
         raise Conflict("Signed entries are immutable", code="entry-immutable")
     body: EntryUpdateRequest = parsed.body
     await execute(
@@ -214,14 +217,14 @@ async def update_entry(request: web.Request, parsed: Parsed) -> Entry:
         workflow_id=f"entries/{entry_id}/update",
         on_duplicate=Conflict("Another update of this entry is running", code="entry-busy"),
     )
-    return entry_from_row(await load_entry(request, entry_id))
+    return await load_entry(request, entry_id)
 
 
-def _update_input(entry: asyncpg.Record, body: EntryUpdateRequest) -> EntryUpdateInput:
+def _update_input(entry: Entry, body: EntryUpdateRequest) -> EntryUpdateInput:
     fields = body.model_fields_set
     clear_title = "title" in fields and body.title is None
     change = EntryChange(
-        entry_id=entry["id"],
+        entry_id=entry.id,
         content=body.content,
         title=body.title,
         clear_title=clear_title,
@@ -230,19 +233,19 @@ def _update_input(entry: asyncpg.Record, body: EntryUpdateRequest) -> EntryUpdat
         entry_type=body.entryType,
     )
     merged = EntryDraft(
-        entry_id=entry["id"],
-        diary_id=entry["diary_id"],
-        content=body.content if body.content is not None else entry["content"],
-        title=None if clear_title else (body.title if body.title is not None else entry["title"]),
-        tags=body.tags if body.tags is not None else list(entry["tags"]),
-        importance=body.importance if body.importance is not None else entry["importance"],
-        entry_type=body.entryType if body.entryType is not None else entry["entry_type"],
-        created_by=entry["created_by"],
+        entry_id=entry.id,
+        diary_id=entry.diaryId,
+        content=body.content if body.content is not None else entry.content,
+        title=None if clear_title else (body.title if body.title is not None else entry.title),
+        tags=body.tags if body.tags is not None else list(entry.tags),
+        importance=body.importance if body.importance is not None else entry.importance,
+        entry_type=body.entryType if body.entryType is not None else entry.entryType,
+        created_by=entry.createdBy,
     )
     text_changed = (merged.content, merged.title, merged.tags) != (
-        entry["content"],
-        entry["title"],
-        list(entry["tags"]),
+        entry.content,
+        entry.title,
+        list(entry.tags),
     )
     return EntryUpdateInput(change=change, merged=merged, text_changed=text_changed)
 
@@ -261,7 +264,7 @@ async def delete_entry(request: web.Request, parsed: Parsed) -> Done:
     """Delete an unsigned entry and its parent tuple."""
     entry_id: UUID = parsed.path.entryId
     entry = await writable_entry(request, entry_id)
-    if entry["signing_request_id"] is not None:
+    if entry.signingRequestId is not None:
         raise Conflict("Signed entries cannot be deleted", code="entry-immutable")
     await _delete(request, [entry_id])
     return Done()
@@ -280,12 +283,11 @@ async def delete_entries(request: web.Request, parsed: Parsed) -> BatchDeleted:
     """Delete several entries; those the caller cannot delete, signed ones and unknown ids are
     reported as skipped (without saying which reason, so ids cannot be probed)."""
     ids: list[UUID] = list(dict.fromkeys(parsed.body.ids))
-    rows = await request.app[keys.READ_POOL].fetch(Q.memory_get_entries_for_change, ids)
+    refs = await memory_reads.entry_refs(request.app[keys.READ_POOL], ids)
     deletable = [
-        row["id"]
-        for row in rows
-        if row["signing_request_id"] is None
-        and await allowed(request, "Diary", row["diary_id"], "write")
+        ref.id
+        for ref in refs
+        if ref.signing_request_id is None and await allowed(request, "Diary", ref.diary_id, "write")
     ]
     deleted = await _delete(request, deletable) if deletable else []
     return BatchDeleted(deleted=deleted, skipped=[i for i in ids if i not in deleted])
@@ -322,12 +324,12 @@ async def create_relation(request: web.Request, parsed: Parsed) -> web.StreamRes
     snapshotted. An existing relation of the same type is returned with 200."""
     source = await writable_entry(request, parsed.path.entryId)
     body: RelationCreateRequest = parsed.body
-    target = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_entry, body.targetId)
-    if target is None or target["diary_id"] != source["diary_id"]:
+    target = await memory_reads.get_entry(request.app[keys.READ_POOL], body.targetId)
+    if target is None or target.diaryId != source.diaryId:
         raise ValidationFailed(
             "The target must be an entry of the same diary", code="cross-diary-relation"
         )
-    if target["id"] == source["id"]:
+    if target.id == source.id:
         raise ValidationFailed("An entry cannot relate to itself", code="self-relation")
     relation_id = uuid.uuid4()
     workflow_id = f"relations/{relation_id}/create"
@@ -336,8 +338,8 @@ async def create_relation(request: web.Request, parsed: Parsed) -> web.StreamRes
         RelationCreateWorkflow.run,
         RelationCreateInput(
             relation_id=relation_id,
-            source_id=source["id"],
-            target_id=target["id"],
+            source_id=source.id,
+            target_id=target.id,
             relation=body.relation,
             status=body.status,
             metadata=body.metadata.model_dump(exclude_none=True) if body.metadata else {},
@@ -346,27 +348,27 @@ async def create_relation(request: web.Request, parsed: Parsed) -> web.StreamRes
         workflow_id=workflow_id,
         on_duplicate=Conflict("This relation is being created"),
     )
-    relation = await _load_relation(request, written.relation_id)
+    located = await _load_relation(request, written.relation_id)
     if not written.created:
-        return render(relation_from_row(relation), 200)
-    return relation_from_row(relation)
+        return render(located.relation, 200)
+    return located.relation
 
 
-async def _load_relation(request: web.Request, relation_id: UUID) -> asyncpg.Record:
-    row = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_relation, relation_id)
-    if row is None:
+async def _load_relation(request: web.Request, relation_id: UUID) -> LocatedRelation:
+    located = await memory_reads.get_relation(request.app[keys.READ_POOL], relation_id)
+    if located is None:
         raise NotFound("No such relation", code="relation-not-found")
-    return row
+    return located
 
 
-async def _writable_relation(request: web.Request, relation_id: UUID) -> asyncpg.Record:
-    relation = await _load_relation(request, relation_id)
+async def _writable_relation(request: web.Request, relation_id: UUID) -> LocatedRelation:
+    located = await _load_relation(request, relation_id)
     try:
-        await readable_diary(request, relation["diary_id"])
+        await readable_diary(request, located.diary_id)
     except NotFound:
         raise NotFound("No such relation", code="relation-not-found") from None
-    await require(request, "Diary", relation["diary_id"], "write")
-    return relation
+    await require(request, "Diary", located.diary_id, "write")
+    return located
 
 
 @endpoint(
@@ -385,17 +387,16 @@ async def list_relations(request: web.Request, parsed: Parsed) -> RelationList:
     """Relations of an entry, as source, target or both."""
     entry = await readable_entry(request, parsed.path.entryId)
     query: RelationListQuery = parsed.query
-    rows = await request.app[keys.READ_POOL].fetch(
-        Q.memory_list_relations,
-        entry["id"],
+    relations, total = await memory_reads.list_relations(
+        request.app[keys.READ_POOL],
+        entry.id,
         query.direction,
         query.relation,
         query.status,
         query.limit,
         query.offset,
     )
-    total = rows[0]["total"] if rows else 0
-    return RelationList(items=[relation_from_row(r) for r in rows], total=total)
+    return RelationList(items=relations, total=total)
 
 
 @endpoint(
@@ -420,7 +421,7 @@ async def update_relation(request: web.Request, parsed: Parsed) -> Relation:
         workflow_id=f"relations/{relation_id}/update/{uuid.uuid4()}",
         on_duplicate=Conflict("This relation is being updated"),
     )
-    return relation_from_row(await _load_relation(request, relation_id))
+    return (await _load_relation(request, relation_id)).relation
 
 
 @endpoint(

@@ -13,7 +13,7 @@ from api import keys
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
-from infra.db import Q
+from infra.repos import identity_reads
 from schemas import limits
 from schemas.errors import (
     Conflict,
@@ -109,14 +109,11 @@ async def create_voucher(request: web.Request, parsed: Parsed) -> Voucher:
 async def list_vouchers(request: web.Request, parsed: Parsed) -> VoucherList:
     """The caller's unredeemed, unexpired vouchers."""
     principal = require_principal(request)
-    rows = await request.app[keys.READ_POOL].fetch(
-        Q.list_open_vouchers_for_issuer, principal.agent_id
+    vouchers = await identity_reads.open_vouchers_of(
+        request.app[keys.READ_POOL], principal.agent_id
     )
     return VoucherList(
-        items=[
-            Voucher(code=r["code"], expiresAt=r["expires_at"], issuedBy=r["issuer_id"])
-            for r in rows
-        ]
+        items=[Voucher(code=v.code, expiresAt=v.expires_at, issuedBy=v.issuer_id) for v in vouchers]
     )
 
 
@@ -305,14 +302,14 @@ async def whoami(request: web.Request, parsed: Parsed) -> Whoami:
 async def agent_profile(request: web.Request, parsed: Parsed) -> AgentProfile:
     """Public lookup of an agent by fingerprint."""
     path: FingerprintPath = parsed.path
-    row = await request.app[keys.READ_POOL].fetchrow(
-        Q.get_agent_by_fingerprint, normalize_fingerprint(path.fingerprint)
+    agent = await identity_reads.agent_by_fingerprint(
+        request.app[keys.READ_POOL], normalize_fingerprint(path.fingerprint)
     )
-    if row is None:
+    if agent is None:
         raise NotFound("No agent has this fingerprint")
     return AgentProfile(
-        fingerprint=row["fingerprint"],
-        publicKey=row["public_key"],
-        agentId=row["id"],
-        createdAt=row["created_at"],
+        fingerprint=agent.fingerprint,
+        publicKey=agent.public_key,
+        agentId=agent.id,
+        createdAt=agent.created_at,
     )

@@ -15,7 +15,7 @@ from pydantic import ConfigDict, ValidationError
 
 from api import keys
 from api.endpoint import Parsed, endpoint
-from infra.db import Q
+from infra.repos import identity_reads
 from schemas.base import RequestBody
 from schemas.errors import Forbidden, Unauthorized, ValidationFailed, VoucherRejected
 from schemas.identity import TokenRequest, TokenResponse
@@ -147,13 +147,13 @@ async def token_exchange_hook(request: web.Request, parsed: Parsed) -> dict[str,
     _require_hook_secret(request)
     body: TokenExchangeHook = parsed.body
     client_id = body.client_id or str((body.request or {}).get("client_id", ""))
-    row = await request.app[keys.READ_POOL].fetchrow(Q.get_client_for_token, client_id)
-    if row is None:
+    client = await identity_reads.client_for_token(request.app[keys.READ_POOL], client_id)
+    if client is None:
         raise Forbidden("Unknown client", code="unknown-client")
     claims = {
-        "identity_id": str(row["identity_id"]),
-        "fingerprint": row["fingerprint"],
-        "public_key": row["public_key"],
+        "identity_id": str(client.identity_id),
+        "fingerprint": client.fingerprint,
+        "public_key": client.public_key,
         "subject_type": "agent",
     }
     return {"session": {"access_token": claims}}
@@ -191,8 +191,8 @@ async def after_registration_hook(request: web.Request, parsed: Parsed) -> dict[
         parse_public_key(str(traits.get("public_key", "")))
     except ValueError as exc:
         raise ValidationFailed(str(exc)) from None
-    voucher = await request.app[keys.READ_POOL].fetchrow(
-        Q.get_open_voucher, str(traits.get("voucher_code", ""))
+    voucher = await identity_reads.open_voucher(
+        request.app[keys.READ_POOL], str(traits.get("voucher_code", ""))
     )
     if voucher is None:
         raise VoucherRejected("The voucher is unknown, already redeemed or expired")
@@ -214,11 +214,10 @@ async def after_settings_hook(request: web.Request, parsed: Parsed) -> dict[str,
     identity_id = str(parsed.body.identity.get("id", ""))
     traits = _hook_traits(parsed.body)
     try:
-        agent = await request.app[keys.READ_POOL].fetchrow(
-            Q.get_agent_by_identity, uuid.UUID(identity_id)
-        )
+        agent_identity = uuid.UUID(identity_id)
     except ValueError:
         raise ValidationFailed("identity.id must be a uuid") from None
-    if agent is not None and traits.get("public_key") not in (None, agent["public_key"]):
+    agent = await identity_reads.agent_by_identity(request.app[keys.READ_POOL], agent_identity)
+    if agent is not None and traits.get("public_key") not in (None, agent.public_key):
         raise Forbidden("An agent's public key cannot change", code="public-key-immutable")
     return {"accepted": True}

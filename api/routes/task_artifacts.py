@@ -49,7 +49,6 @@ from datetime import datetime
 from typing import IO, Any, Final, TypeVar
 from uuid import UUID
 
-import asyncpg
 from aiohttp import web
 from temporalio.common import (
     SearchAttributePair,
@@ -63,8 +62,9 @@ from api.access import TEAM_HEADER, allowed, require_team_header, visible_task
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.middleware import REQUEST_ID_HEADER
-from infra.db import Q
 from infra.repos import artifacts as artifact_reads
+from infra.repos import team_reads
+from infra.repos.artifacts import ArtifactBlob
 from infra.s3 import BlobReader, artifact_key
 from schemas import limits
 from schemas.artifacts import (
@@ -213,14 +213,14 @@ async def run_upload_workflow(
 
 async def _proposing_team(request: web.Request, team_id: UUID) -> None:
     """The team of the header, if the caller may create tasks in it (and so stage for them)."""
-    team = await request.app[keys.READ_POOL].fetchrow(Q.team_get, team_id)
+    team = await team_reads.get_team(request.app[keys.READ_POOL], team_id)
     if team is None or not await allowed(request, "Team", team_id, "verify_claim"):
         raise NotFound("No such team", code="team-not-found")
     if not await allowed(request, "Team", team_id, "propose_tasks"):
         raise Forbidden(
             "Staging artifacts needs 'propose_tasks' on the team", code="task-propose-forbidden"
         )
-    if team["status"] != "active":
+    if team.status != "active":
         raise Conflict("The team is not active", code="team-not-active")
 
 
@@ -294,7 +294,7 @@ async def upload_task_artifact(request: web.Request, parsed: Parsed) -> TaskArti
             ArtifactAttachWorkflow.run,
             ArtifactAttachInput(
                 artifact_id=uuid.uuid4(),
-                team_id=task["team_id"],
+                team_id=task.teamId,
                 task_id=path.id,
                 attempt_n=path.n,
                 agent_id=principal.agent_id,
@@ -306,7 +306,7 @@ async def upload_task_artifact(request: web.Request, parsed: Parsed) -> TaskArti
                 content_encoding=query.contentEncoding,
             ),
             workflow_id=attach_workflow_id(path.id, path.n, body.cid),
-            team_id=task["team_id"],
+            team_id=task.teamId,
         )
         await store_bytes(request, body)
     return artifact_from_row(attached.model_dump())
@@ -339,22 +339,20 @@ async def list_task_artifacts(request: web.Request, parsed: Parsed) -> web.Strea
         after = _position(
             decode_cursor(query.cursor, secret=secret, scope=LIST_CURSOR_SCOPE, binding=binding)
         )
-    rows = await artifact_reads.list_page(
+    artifacts = await artifact_reads.list_page(
         request.app[keys.READ_POOL], path.id, after, query.limit + 1
     )
-    page = rows[: query.limit]
+    page = artifacts[: query.limit]
     next_cursor = None
-    if len(rows) > query.limit:
+    if len(artifacts) > query.limit:
         last = page[-1]
         next_cursor = encode_cursor(
-            {"c": last["created_at"].isoformat(), "i": str(last["id"])},
+            {"c": last.createdAt.isoformat(), "i": str(last.id)},
             secret=secret,
             scope=LIST_CURSOR_SCOPE,
             binding=binding,
         )
-    listing = TaskArtifactList(
-        artifacts=[artifact_from_row(row) for row in page], nextCursor=next_cursor
-    )
+    listing = TaskArtifactList(artifacts=page, nextCursor=next_cursor)
     payload = listing.model_dump(mode="json", exclude_none=True)
     for artifact in payload["artifacts"]:
         artifact.setdefault("attemptN", None)  # null for an input, not absent
@@ -376,9 +374,9 @@ def _no_such_artifact() -> NotFound:
     return NotFound("No such artifact on this task", code="artifact-not-found")
 
 
-async def _stream(request: web.Request, artifact: asyncpg.Record) -> web.StreamResponse:
+async def _stream(request: web.Request, artifact: ArtifactBlob) -> web.StreamResponse:
     """Send the artifact's bytes as they come from S3, with its metadata in headers."""
-    reader: BlobReader | None = await request.app[keys.BLOBS].open(artifact_key(artifact["cid"]))
+    reader: BlobReader | None = await request.app[keys.BLOBS].open(artifact_key(artifact.cid))
     if reader is None:  # its upload has not stored the bytes (yet)
         raise NotFound(
             "The artifact's bytes are not stored (yet): retry shortly",
@@ -397,7 +395,7 @@ async def _stream(request: web.Request, artifact: asyncpg.Record) -> web.StreamR
     except Exception as exc:
         # Headers are gone: a problem body can no longer be sent, and anything written now
         # would be taken for content. Cut the connection so the client sees a short body.
-        log.warning("artifact download of %s cut short: %r", artifact["cid"], exc)
+        log.warning("artifact download of %s cut short: %r", artifact.cid, exc)
         if request.transport is not None:
             request.transport.close()
     finally:
@@ -417,14 +415,14 @@ def _middleware_headers(request: web.Request) -> dict[str, str]:
     return headers
 
 
-def _metadata_headers(artifact: asyncpg.Record) -> dict[str, str]:
+def _metadata_headers(artifact: ArtifactBlob) -> dict[str, str]:
     headers = {
-        ARTIFACT_ID_HEADER: str(artifact["id"]),
-        ARTIFACT_CID_HEADER: artifact["cid"],
-        ARTIFACT_TYPE_HEADER: artifact["content_type"] or DEFAULT_CONTENT_TYPE,
+        ARTIFACT_ID_HEADER: str(artifact.id),
+        ARTIFACT_CID_HEADER: artifact.cid,
+        ARTIFACT_TYPE_HEADER: artifact.content_type or DEFAULT_CONTENT_TYPE,
     }
-    if artifact["content_encoding"]:
-        headers[ARTIFACT_ENCODING_HEADER] = artifact["content_encoding"]
+    if artifact.content_encoding:
+        headers[ARTIFACT_ENCODING_HEADER] = artifact.content_encoding
     return headers
 
 

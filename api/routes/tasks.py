@@ -92,7 +92,6 @@ from schemas.principals import Principal
 from schemas.task_api import (
     NO_PROJECT,
     TASK_GRANT_RELATIONS,
-    TASK_GRANT_ROLES,
     AppendMessagesRequest,
     AttemptPath,
     CreateTaskRequest,
@@ -110,9 +109,6 @@ from schemas.task_api import (
     TaskPath,
     TaskSchema,
     TaskSchemaList,
-    attempt_from_row,
-    message_from_row,
-    task_from_row,
 )
 from schemas.task_attempts import report_refused
 from schemas.tasks import TaskStart
@@ -241,8 +237,8 @@ async def create_task(request: web.Request, parsed: Parsed) -> web.StreamRespons
         traceparent=_traceparent(),
     )
     await start_task(request, start)
-    row = await task_reads.get_task(_pool(request), task_id)
-    if row is None:
+    task = await task_reads.get_task(_pool(request), task_id)
+    if task is None:
         # `start_task` returns once the row is committed, or at once when a workflow under this
         # id already ended: with a key, an earlier request's creation that failed (its run is
         # closed without a row), so this key cannot name a task any more.
@@ -252,9 +248,14 @@ async def create_task(request: web.Request, parsed: Parsed) -> web.StreamRespons
                 code="idempotency-key-failed",
             )
         raise InternalError("The task was started but its row is not readable")
-    if key is not None and row["idempotency_cid"] != request_cid:
-        raise _key_reused()  # a concurrent first use of the key with another body won
-    return render(task_from_row(row), 201)
+    if key is not None:
+        # a concurrent first use of the key with another body may have won
+        stored = await task_reads.task_for_idempotency_key(
+            _pool(request), body.teamId, principal.subject_id, key
+        )
+        if stored is None or stored.idempotency_cid != request_cid:
+            raise _key_reused()
+    return render(task, 201)
 
 
 def _idempotency_key(request: web.Request) -> str | None:
@@ -290,10 +291,9 @@ async def _replay(
     )
     if found is None:
         return None
-    if found["idempotency_cid"] != request_cid:
+    if found.idempotency_cid != request_cid:
         raise _key_reused()
-    row = await task_reads.get_task(_pool(request), found["id"])
-    return None if row is None else task_from_row(row)
+    return await task_reads.get_task(_pool(request), found.id)
 
 
 def _check_team_header(request: web.Request, team_id: UUID) -> None:
@@ -343,22 +343,22 @@ async def _continuation(
     pointer = "/input/continueFrom"
     source_id = UUID(str(source_ref["taskId"]))
     source = await task_reads.get_task(_pool(request), source_id)
-    if source is None or not await can_view_task(request, source):
+    if source is None or not await can_view_task(request, source.teamId, source.id):
         raise _invalid(f"{pointer}/taskId", "No such task", "continuation-source-not-found")
-    if source["team_id"] != body.teamId:
+    if source.teamId != body.teamId:
         raise _invalid(f"{pointer}/taskId", "The source task belongs to another team")
-    if source["task_type"] != "freeform":
+    if source.taskType != "freeform":
         raise _invalid(f"{pointer}/taskId", "Only a freeform task can be continued")
     attempt_n = source_ref.get("attemptN")
     completed = await task_reads.completed_attempt_n(_pool(request), source_id, attempt_n)
-    if source["status"] != "completed" or completed is None:
+    if source.status != "completed" or completed is None:
         what = f"attempt {attempt_n}" if attempt_n is not None else "task"
         raise _invalid(
             f"{pointer}/{'attemptN' if attempt_n is not None else 'taskId'}",
             f"The source {what} is not completed",
             "continuation-source-not-completed",
         )
-    inherited: UUID | None = source["project_id"]
+    inherited = source.projectId
     if "projectId" in body.model_fields_set and body.projectId != inherited:
         raise _invalid(
             "/projectId",
@@ -387,7 +387,7 @@ async def _bound_references(request: web.Request, body: CreateTaskRequest) -> li
         stored: dict[str, Any] = {"role": ref.role, "taskId": None}
         if ref.taskId is not None:
             task = await task_reads.get_task(_pool(request), ref.taskId)
-            if task is None or not await can_view_task(request, task):
+            if task is None or not await can_view_task(request, task.teamId, task.id):
                 raise _invalid(f"/references/{i}/taskId", "No such task", "reference-not-found")
             stored["taskId"] = str(ref.taskId)
         if ref.artifact is not None:
@@ -416,7 +416,7 @@ async def _claim_condition(
     if body.claimCondition is None:
         return automatic
     gate = await task_reads.get_task(_pool(request), body.claimCondition.taskId)
-    if gate is None or not await can_view_task(request, gate):
+    if gate is None or not await can_view_task(request, gate.teamId, gate.id):
         raise _invalid("/claimCondition/taskId", "No such task", "claim-condition-task-not-found")
     return body.claimCondition.model_dump(mode="json")
 
@@ -466,18 +466,18 @@ async def list_tasks(request: web.Request, parsed: Parsed) -> web.StreamResponse
             query.cursor, secret=secret, scope=LIST_CURSOR_SCOPE, binding=binding
         )
         after = _position(position)
-    rows = await task_reads.list_tasks(_pool(request), where, after, query.limit + 1)
-    page = rows[: query.limit]
+    tasks = await task_reads.list_tasks(_pool(request), where, after, query.limit + 1)
+    page = tasks[: query.limit]
     next_cursor = None
-    if len(rows) > query.limit:
+    if len(tasks) > query.limit:
         last = page[-1]
         next_cursor = encode_cursor(
-            {"c": last["created_at"].isoformat(), "i": str(last["id"])},
+            {"c": last.createdAt.isoformat(), "i": str(last.id)},
             secret=secret,
             scope=LIST_CURSOR_SCOPE,
             binding=binding,
         )
-    listed = TaskList(items=[task_from_row(row) for row in page])
+    listed = TaskList(items=page)
     payload = listed.model_dump(mode="json", exclude_none=True)
     payload["nextCursor"] = next_cursor  # null on the last page, not absent
     return render(payload)
@@ -517,7 +517,7 @@ def _position(position: dict[str, Any]) -> tuple[datetime, UUID]:
 )
 async def get_task(request: web.Request, parsed: Parsed) -> Task:
     """One task (owning-team members and explicit grantees; 404 for anyone else)."""
-    return task_from_row(await visible_task(request, parsed.path.id))
+    return await visible_task(request, parsed.path.id)
 
 
 @endpoint(
@@ -534,18 +534,17 @@ async def get_task(request: web.Request, parsed: Parsed) -> Task:
 async def list_task_attempts(request: web.Request, parsed: Parsed) -> TaskAttemptList:
     """The task's attempts, first to last."""
     task = await visible_task(request, parsed.path.id)
-    rows = await task_reads.list_attempts(_pool(request), task["id"])
-    return TaskAttemptList(items=[attempt_from_row(row) for row in rows])
+    return TaskAttemptList(items=await task_reads.list_attempts(_pool(request), task.id))
 
 
 # --- grants ------------------------------------------------------------------------------------
 
 
-async def _managed_task(request: web.Request, task_id: UUID) -> asyncpg.Record:
+async def _managed_task(request: web.Request, task_id: UUID) -> Task:
     """The task if the caller may share it: owning team owners/managers or a task manager."""
     task = await visible_task(request, task_id)
     if not (
-        await allowed(request, "Team", task["team_id"], "write")
+        await allowed(request, "Team", task.teamId, "write")
         or await allowed(request, "Task", task_id, "cancel")
     ):
         raise Forbidden(
@@ -617,19 +616,7 @@ async def list_task_grants(request: web.Request, parsed: Parsed) -> TaskGrantLis
     """Who holds explicit grants on the task (same authority as granting)."""
     task_id: UUID = parsed.path.id
     await _managed_task(request, task_id)
-    rows = await task_reads.list_grants(_pool(request), task_id)
-    return TaskGrantList(
-        items=[
-            TaskGrant(
-                taskId=task_id,
-                subjectId=UUID(row["subject_id"]),
-                subjectNs=row["subject_ns"],
-                role=TASK_GRANT_ROLES[row["relation"]],
-                createdAt=row["created_at"],
-            )
-            for row in rows
-        ]
-    )
+    return TaskGrantList(items=await task_reads.list_grants(_pool(request), task_id))
 
 
 @endpoint(
@@ -660,10 +647,10 @@ async def revoke_task_grant(request: web.Request, parsed: Parsed) -> TaskGrantRe
     return TaskGrantRevoked(revoked=result.deleted > 0)
 
 
-def _search(task: asyncpg.Record) -> list[SearchAttributePair[Any]]:
+def _search(task: Task) -> list[SearchAttributePair[Any]]:
     return [
-        SearchAttributePair(TEAM_ID, str(task["team_id"])),
-        SearchAttributePair(TASK_TYPE, task["task_type"]),
+        SearchAttributePair(TEAM_ID, str(task.teamId)),
+        SearchAttributePair(TASK_TYPE, task.taskType),
     ]
 
 
@@ -730,9 +717,6 @@ async def list_task_messages(request: web.Request, parsed: Parsed) -> web.Stream
     attempt = await task_reads.get_attempt(_pool(request), path.id, path.n)
     if attempt is None:
         raise NotFound("No such attempt", code="attempt-not-found")
-    rows = await task_reads.list_messages(
-        _pool(request), attempt["id"], query.afterSeq, query.limit
-    )
-    items = [message_from_row(path.id, path.n, row) for row in rows]
+    items = await task_reads.list_messages(_pool(request), attempt, query.afterSeq, query.limit)
     listing = TaskMessageList(items=items, lastSeq=items[-1].seq if items else None)
     return render(listing.model_dump(mode="json"))  # a null payload stays in the JSON

@@ -41,8 +41,8 @@ from api.access import allowed
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
-from infra.db import Q
-from infra.repos.teams import group_from_row, invite_from_row, project_from_row
+from infra.repos import team_reads
+from infra.repos.team_reads import MemberRow, MembershipRow, TeamRow
 from schemas import limits
 from schemas.errors import (
     Conflict,
@@ -155,8 +155,8 @@ async def _run(
 # --- who the caller is in a team --------------------------------------------------------------
 
 
-async def _team_row(request: web.Request, team_id: uuid.UUID) -> asyncpg.Record:
-    row = await _pool(request).fetchrow(Q.team_get, team_id)
+async def _team_row(request: web.Request, team_id: uuid.UUID) -> TeamRow:
+    row = await team_reads.get_team(_pool(request), team_id)
     if row is None:
         raise NotFound("No such team")
     return row
@@ -165,21 +165,19 @@ async def _team_row(request: web.Request, team_id: uuid.UUID) -> asyncpg.Record:
 async def _role_in(
     request: web.Request, team_id: uuid.UUID, subject_id: uuid.UUID
 ) -> TeamRole | None:
-    rows = await _pool(request).fetch(Q.team_subject_relations, str(team_id), str(subject_id))
-    return strongest([RELATION_ROLES[row["relation"]] for row in rows])
+    relations = await team_reads.subject_relations(_pool(request), team_id, subject_id)
+    return strongest([RELATION_ROLES[relation] for relation in relations])
 
 
-async def _visible_team(
-    request: web.Request, team_id: uuid.UUID
-) -> tuple[asyncpg.Record, TeamRole]:
+async def _visible_team(request: web.Request, team_id: uuid.UUID) -> tuple[TeamRow, TeamRole]:
     """The team and the caller's role in it; 404 unless the caller holds a role, or holds a
     founding seat of a team that never became active (its role-to-be is shown)."""
     principal = require_principal(request)
     team = await _team_row(request, team_id)
     role = await _role_in(request, team_id, principal.subject_id)
-    if role is None and team["status"] != "active":
-        seat = await _pool(request).fetchrow(Q.founding_of, team_id, principal.subject_id)
-        role = None if seat is None else seat["role"]
+    if role is None and team.status != "active":
+        seat = await team_reads.founding_seat(_pool(request), team_id, principal.subject_id)
+        role = None if seat is None else seat.role
     if role is None:
         raise NotFound("No such team")
     return team, role
@@ -202,28 +200,28 @@ async def _require_membership(request: web.Request, team_id: uuid.UUID) -> None:
 # --- views --------------------------------------------------------------------------------------
 
 
-def _team_view(row: asyncpg.Record, role: TeamRole | None, **extra: Any) -> Team:
+def _team_view(row: TeamRow, role: TeamRole | None, **extra: Any) -> Team:
     return Team(
-        id=row["id"],
-        name=row["name"],
-        personal=row["personal"],
-        status=row["status"],
-        createdBy=row["created_by"],
-        createdAt=row["created_at"],
-        updatedAt=row["updated_at"],
+        id=row.id,
+        name=row.name,
+        personal=row.personal,
+        status=row.status,
+        createdBy=row.created_by,
+        createdAt=row.created_at,
+        updatedAt=row.updated_at,
         role=role,
-        workflowId=row["workflow_id"],
+        workflowId=row.workflow_id,
         **extra,
     )
 
 
 async def _members(request: web.Request, team_id: uuid.UUID) -> list[TeamMember]:
-    rows = await _pool(request).fetch(Q.team_members, str(team_id))
+    rows = await team_reads.member_roles(_pool(request), team_id)
     roles: dict[uuid.UUID, list[TeamRole]] = {}
-    first: dict[uuid.UUID, asyncpg.Record] = {}
+    first: dict[uuid.UUID, MemberRow] = {}
     for row in rows:
-        roles.setdefault(row["subject_id"], []).append(RELATION_ROLES[row["relation"]])
-        first.setdefault(row["subject_id"], row)
+        roles.setdefault(row.subject_id, []).append(RELATION_ROLES[row.relation])
+        first.setdefault(row.subject_id, row)
     members = []
     for subject_id, row in first.items():
         role = strongest(roles[subject_id])
@@ -231,25 +229,24 @@ async def _members(request: web.Request, team_id: uuid.UUID) -> list[TeamMember]
         members.append(
             TeamMember(
                 subjectId=subject_id,
-                subjectNs=row["subject_ns"],
+                subjectNs=row.subject_ns,
                 role=role,
-                fingerprint=row["fingerprint"],
+                fingerprint=row.fingerprint,
             )
         )
     return members
 
 
 async def _acceptances(request: web.Request, team_id: uuid.UUID) -> list[FoundingAcceptanceView]:
-    rows = await _pool(request).fetch(Q.founding_list, team_id)
     return [
         FoundingAcceptanceView(
-            subjectId=row["subject_id"],
-            subjectNs=row["subject_ns"],
-            role=row["role"],
-            status=row["status"],
-            acceptedAt=row["accepted_at"],
+            subjectId=seat.subject_id,
+            subjectNs=seat.subject_ns,
+            role=seat.role,
+            status=seat.status,
+            acceptedAt=seat.accepted_at,
         )
-        for row in rows
+        for seat in await team_reads.founding_seats(_pool(request), team_id)
     ]
 
 
@@ -260,27 +257,25 @@ async def _acceptances(request: web.Request, team_id: uuid.UUID) -> list[Foundin
 async def list_teams(request: web.Request, parsed: Parsed) -> TeamList:
     """Teams the caller belongs to, and teams it was asked to found (status founding/archived)."""
     principal = require_principal(request)
-    rows = await _pool(request).fetch(
-        Q.team_list_for_subject, principal.subject_ns, str(principal.subject_id)
-    )
+    rows = await team_reads.memberships(_pool(request), principal.subject_ns, principal.subject_id)
     roles: dict[uuid.UUID, list[TeamRole]] = {}
     seats: dict[uuid.UUID, TeamRole] = {}
-    teams: dict[uuid.UUID, asyncpg.Record] = {}
+    teams: dict[uuid.UUID, MembershipRow] = {}
     for row in rows:
-        teams.setdefault(row["id"], row)
-        if row["relation"] is not None:
-            roles.setdefault(row["id"], []).append(RELATION_ROLES[row["relation"]])
-        else:
-            seats[row["id"]] = row["founding_role"]
+        teams.setdefault(row.id, row)
+        if row.relation is not None:
+            roles.setdefault(row.id, []).append(RELATION_ROLES[row.relation])
+        elif row.founding_role is not None:
+            seats[row.id] = row.founding_role
     items = []
     for team_id, row in teams.items():
         role = strongest(roles.get(team_id, [])) or seats[team_id]
         items.append(
             TeamSummary(
                 id=team_id,
-                name=row["name"],
-                personal=row["personal"],
-                status=row["status"],
+                name=row.name,
+                personal=row.personal,
+                status=row.status,
                 role=role,
             )
         )
@@ -367,7 +362,7 @@ async def get_team(request: web.Request, parsed: Parsed) -> Team:
     """A team with its members (and, before it is active, its founding acceptances)."""
     path: TeamPath = parsed.path
     team, role = await _visible_team(request, path.id)
-    acceptances = None if team["status"] == "active" else await _acceptances(request, path.id)
+    acceptances = None if team.status == "active" else await _acceptances(request, path.id)
     return _team_view(
         team, role, members=await _members(request, path.id), foundingAcceptances=acceptances
     )
@@ -405,14 +400,14 @@ async def accept_founding(request: web.Request, parsed: Parsed) -> FoundingAccep
     path: TeamPath = parsed.path
     principal = require_principal(request)
     team = await _team_row(request, path.id)
-    seat = await _pool(request).fetchrow(Q.founding_of, path.id, principal.subject_id)
+    seat = await team_reads.founding_seat(_pool(request), path.id, principal.subject_id)
     if seat is None:
         raise NotFound("No such team")
-    if seat["status"] == "accepted":
-        return FoundingAccepted(accepted=True, teamStatus=team["status"])
-    if team["status"] != "founding":
-        raise _not_founding(team["status"])
-    handle = request.app[keys.TEMPORAL].get_workflow_handle(team["workflow_id"])
+    if seat.status == "accepted":
+        return FoundingAccepted(accepted=True, teamStatus=team.status)
+    if team.status != "founding" or team.workflow_id is None:
+        raise _not_founding(team.status)
+    handle = request.app[keys.TEMPORAL].get_workflow_handle(team.workflow_id)
     try:
         accepted: FoundingAccepted = await handle.execute_update(
             FOUNDING_ACCEPT_EVENT,
@@ -431,10 +426,10 @@ async def _accepted_after_end(
     request: web.Request, team_id: uuid.UUID, principal: Principal
 ) -> FoundingAccepted:
     team = await _team_row(request, team_id)
-    seat = await _pool(request).fetchrow(Q.founding_of, team_id, principal.subject_id)
-    if seat is not None and seat["status"] == "accepted":
-        return FoundingAccepted(accepted=True, teamStatus=team["status"])
-    raise _not_founding(team["status"])
+    seat = await team_reads.founding_seat(_pool(request), team_id, principal.subject_id)
+    if seat is not None and seat.status == "accepted":
+        return FoundingAccepted(accepted=True, teamStatus=team.status)
+    raise _not_founding(team.status)
 
 
 def _not_founding(status: str) -> DomainError:
@@ -566,8 +561,7 @@ async def list_team_invites(request: web.Request, parsed: Parsed) -> InviteList:
     """The team's invites with their codes (owners and managers only: a code admits its holder)."""
     path: TeamPath = parsed.path
     await _require_team(request, path.id, "manage_members")
-    rows = await _pool(request).fetch(Q.invite_list, path.id)
-    return InviteList(items=[invite_from_row(row) for row in rows])
+    return InviteList(items=await team_reads.list_invites(_pool(request), path.id))
 
 
 @endpoint(
@@ -604,7 +598,7 @@ async def join_team(request: web.Request, parsed: Parsed) -> Joined:
     (`invite-expired`, `invite-exhausted`); unknown → 404; already a member → 409."""
     body: JoinRequest = parsed.body
     principal = require_principal(request)
-    team_id = await _pool(request).fetchval(Q.invite_team_of_code, body.code)
+    team_id = await team_reads.invite_team(_pool(request), body.code)
     if team_id is None:
         raise NotFound("No such invite")
     join = TeamJoin(
@@ -616,22 +610,21 @@ async def join_team(request: web.Request, parsed: Parsed) -> Joined:
 # --- groups -------------------------------------------------------------------------------------
 
 
-async def _group_row(request: web.Request, group_id: uuid.UUID) -> asyncpg.Record:
+async def _group_row(request: web.Request, group_id: uuid.UUID) -> Group:
     """The group, visible to members of its team only (404 otherwise)."""
-    row = await _pool(request).fetchrow(Q.group_get, group_id)
-    if row is None or not await allowed(request, "Team", row["team_id"], "verify_claim"):
+    group = await team_reads.get_group(_pool(request), group_id)
+    if group is None or not await allowed(request, "Team", group.teamId, "verify_claim"):
         raise NotFound("No such group")
-    return row
+    return group
 
 
-async def _require_group_manager(request: web.Request, group: asyncpg.Record) -> None:
-    if not await allowed(request, "Group", group["id"], "manage"):
+async def _require_group_manager(request: web.Request, group: Group) -> None:
+    if not await allowed(request, "Group", group.id, "manage"):
         raise Forbidden("Managing groups needs an owner or manager of the team")
 
 
 async def _group_members(request: web.Request, group_id: uuid.UUID) -> list[GroupMember]:
-    rows = await _pool(request).fetch(Q.group_members, str(group_id))
-    return [GroupMember(subjectId=row["subject_id"], subjectNs=row["subject_ns"]) for row in rows]
+    return await team_reads.group_members(_pool(request), group_id)
 
 
 @endpoint(
@@ -669,8 +662,7 @@ async def list_groups(request: web.Request, parsed: Parsed) -> GroupList:
     """The team's groups."""
     path: TeamPath = parsed.path
     await _require_membership(request, path.id)
-    rows = await _pool(request).fetch(Q.group_list, path.id)
-    return GroupList(items=[group_from_row(row) for row in rows])
+    return GroupList(items=await team_reads.list_groups(_pool(request), path.id))
 
 
 @endpoint(
@@ -685,7 +677,7 @@ async def list_groups(request: web.Request, parsed: Parsed) -> GroupList:
 async def get_group(request: web.Request, parsed: Parsed) -> Group:
     """A group with its members."""
     path: GroupPath = parsed.path
-    group = group_from_row(await _group_row(request, path.id))
+    group = await _group_row(request, path.id)
     return group.model_copy(update={"members": await _group_members(request, path.id)})
 
 
@@ -707,7 +699,7 @@ async def delete_group(request: web.Request, parsed: Parsed) -> Deleted:
         request,
         GroupDeleteWorkflow.run,
         GroupRef(group_id=path.id),
-        group["team_id"],
+        group.teamId,
         f"groups/{path.id}/delete",
     )
     return Deleted()
@@ -737,7 +729,7 @@ async def add_group_member(request: web.Request, parsed: Parsed) -> GroupMember:
         request,
         GroupMemberAddWorkflow.run,
         change,
-        group["team_id"],
+        group.teamId,
         f"groups/{path.id}/members/{body.subjectId}",
     )
     assert added.subject_ns is not None
@@ -781,7 +773,7 @@ async def remove_group_member(request: web.Request, parsed: Parsed) -> Deleted:
         request,
         GroupMemberRemoveWorkflow.run,
         remove,
-        group["team_id"],
+        group.teamId,
         f"groups/{path.id}/members/{path.subjectId}",
     )
     return Deleted()
@@ -827,5 +819,4 @@ async def list_projects(request: web.Request, parsed: Parsed) -> ProjectList:
     """The team's projects."""
     path: TeamPath = parsed.path
     await _require_membership(request, path.id)
-    rows = await _pool(request).fetch(Q.project_list, path.id)
-    return ProjectList(items=[project_from_row(row) for row in rows])
+    return ProjectList(items=await team_reads.list_projects(_pool(request), path.id))

@@ -33,7 +33,7 @@ from api import keys
 from api.access import allowed, can_read, readable_diary, require, subject_of
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
-from infra.db import Q
+from infra.repos import memory_reads, team_reads
 from infra.repos.transfers import (
     check_destination,
     get_transfer,
@@ -88,7 +88,7 @@ async def create_transfer(request: web.Request, parsed: Parsed) -> Transfer:
     diary_id: uuid.UUID = parsed.path.diaryId
     body: TransferCreateRequest = parsed.body
     diary = await readable_diary(request, diary_id)
-    source_team_id: uuid.UUID = diary["team_id"]
+    source_team_id = diary.teamId
     await require(
         request,
         "Team",
@@ -97,7 +97,7 @@ async def create_transfer(request: web.Request, parsed: Parsed) -> Transfer:
         denied=Forbidden("Only an owner of the diary's team transfers it", code="not-team-owner"),
     )
     pool = request.app[keys.READ_POOL]
-    destination = await pool.fetchrow(Q.transfer_team, body.destinationTeamId)
+    destination = await team_reads.team_state(pool, body.destinationTeamId)
     check_destination(destination, source_team_id, body.destinationTeamId)
     if await pending_transfer_of(pool, diary_id) is not None:
         raise Conflict("This diary already has a pending transfer", code=PENDING_CODE)
@@ -215,7 +215,7 @@ async def _visible_transfer(request: web.Request, path: TransferPath) -> Transfe
     for team_id in (record.destination_team_id, record.source_team_id):
         if await allowed(request, "Team", team_id, "access"):
             return record
-    diary = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_diary, record.diary_id)
+    diary = await memory_reads.get_diary(request.app[keys.READ_POOL], record.diary_id)
     if diary is not None and await can_read(request, diary):
         return record
     raise missing
@@ -257,7 +257,7 @@ async def list_diary_transfers(request: web.Request, parsed: Parsed) -> Transfer
     diary_id: uuid.UUID = parsed.path.diaryId
     diary = await readable_diary(request, diary_id)
     if not (
-        await allowed(request, "Team", diary["team_id"], "access")
+        await allowed(request, "Team", diary.teamId, "access")
         or await allowed(request, "Diary", diary_id, "manage")
     ):
         raise Forbidden("Only the diary's team sees its transfers")
