@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from aiohttp import web
 from temporalio.common import SearchAttributePair, WorkflowIDReusePolicy
@@ -223,7 +223,7 @@ async def recovery_verify(request: web.Request, parsed: Parsed) -> RecoveryVerif
             signature=body.signature,
             flow_id=flow_id,
             code_hash=hash_secret(code, secret),
-            flow_expires_at=now + timedelta(seconds=limits.RECOVERY_CODE_TTL_SEC),
+            flow_expires_at=now + limits.RECOVERY_CODE_LIFETIME,
         ),
         workflow_id=f"recovery/{checked.nonce}",
         # a failed try (a wrong signature) leaves the challenge usable; a success uses it up

@@ -31,7 +31,7 @@ from workflows.artifacts import (
 )
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
-GRACE = timedelta(seconds=limits.ARTIFACT_ORPHAN_GRACE_SEC)
+GRACE = limits.ARTIFACT_ORPHAN_GRACE
 
 
 class Env:
