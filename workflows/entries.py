@@ -10,6 +10,8 @@ embedding with backoff and stores the vector once it succeeds.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -80,9 +82,44 @@ async def _embed_later(entry_id: UUID, text: str, cid: str) -> None:
     await workflow.start_child_workflow(
         EntryEmbeddingWorkflow.run,
         EntryEmbedding(entry_id=entry_id, text=text, cid=cid),
-        id=f"entries/{entry_id}/embedding/{cid}",
+        id=entry_embedding_workflow_id(entry_id, cid),
         parent_close_policy=ParentClosePolicy.ABANDON,
     )
+
+
+def entry_create_workflow_id(entry_id: UUID) -> str:
+    return f"entries/{entry_id}/create"
+
+
+def entry_update_workflow_id(entry_id: UUID) -> str:
+    """Keyed by the entry: one update of an entry at a time (409 `entry-busy` otherwise)."""
+    return f"entries/{entry_id}/update"
+
+
+def entry_embedding_workflow_id(entry_id: UUID, cid: str) -> str:
+    """The late embedding of one version (CID) of an entry."""
+    return f"entries/{entry_id}/embedding/{cid}"
+
+
+def entries_delete_workflow_id(entry_ids: Sequence[UUID]) -> str:
+    """Keyed by the set of entries deleted (a digest of the sorted ids, in any order): a retried
+    batch delete hits the same id; another set runs beside it."""
+    digest = hashlib.sha256(",".join(sorted(str(i) for i in entry_ids)).encode()).hexdigest()
+    return f"entries/delete/{digest[:32]}"
+
+
+def relation_create_workflow_id(relation_id: UUID) -> str:
+    return f"relations/{relation_id}/create"
+
+
+def relation_update_workflow_id(relation_id: UUID) -> str:
+    """Keyed by the relation: a retried status change hits the same id, and two changes of one
+    relation never run at once (409 "This relation is being updated")."""
+    return f"relations/{relation_id}/update"
+
+
+def relation_delete_workflow_id(relation_id: UUID) -> str:
+    return f"relations/{relation_id}/delete"
 
 
 @workflow.defn(name="EntryCreate")

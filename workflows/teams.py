@@ -14,6 +14,7 @@ team's invariants under a lock and writes rows and tuples together.
 from __future__ import annotations
 
 from datetime import timedelta
+from uuid import UUID
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -59,6 +60,58 @@ FINISH_RETRY = RetryPolicy(
     maximum_interval=timedelta(minutes=1),
     maximum_attempts=0,
 )
+
+
+# --- workflow ids: every team write runs as `teams/<team>/<what it changes>` ------------------
+# Two writes of the same thing never run at once (the API answers 409 `team-change-running`);
+# once one has ended, the next runs under the same id. Ids of new rows (invites, groups,
+# projects) carry the id the API chose for the row.
+
+
+def team_create_workflow_id(team_id: UUID) -> str:
+    return f"teams/{team_id}/create"
+
+
+def team_founding_workflow_id(team_id: UUID) -> str:
+    return f"teams/{team_id}/founding"
+
+
+def team_delete_workflow_id(team_id: UUID) -> str:
+    return f"teams/{team_id}/delete"
+
+
+def team_member_workflow_id(team_id: UUID, subject_id: UUID) -> str:
+    """A member's role change and removal share it: they exclude each other."""
+    return f"teams/{team_id}/members/{subject_id}"
+
+
+def invite_create_workflow_id(team_id: UUID, invite_id: UUID) -> str:
+    return f"teams/{team_id}/invites/{invite_id}"
+
+
+def invite_delete_workflow_id(team_id: UUID, invite_id: UUID) -> str:
+    return f"teams/{team_id}/invites/{invite_id}/delete"
+
+
+def join_workflow_id(team_id: UUID, subject_id: UUID) -> str:
+    return f"teams/{team_id}/join/{subject_id}"
+
+
+def group_create_workflow_id(team_id: UUID, group_id: UUID) -> str:
+    return f"teams/{team_id}/groups/{group_id}"
+
+
+def group_delete_workflow_id(team_id: UUID, group_id: UUID) -> str:
+    return f"teams/{team_id}/groups/{group_id}/delete"
+
+
+def group_member_workflow_id(team_id: UUID, group_id: UUID, subject_id: UUID) -> str:
+    """Adding and removing one member of a group share it: they exclude each other."""
+    return f"teams/{team_id}/groups/{group_id}/members/{subject_id}"
+
+
+def project_create_workflow_id(team_id: UUID, project_id: UUID) -> str:
+    return f"teams/{team_id}/projects/{project_id}"
 
 
 @workflow.defn(name="TeamFounding")

@@ -55,7 +55,7 @@ from schemas.signing import (
     refusal,
 )
 from workflows.common import AGENT_ID
-from workflows.signing import SigningRequestWorkflow
+from workflows.signing import SigningRequestWorkflow, signing_workflow_id
 
 routes = web.RouteTableDef()
 TAG = "crypto"
@@ -68,10 +68,6 @@ def require_agent(request: web.Request) -> Principal:
     if principal.agent_id is None:
         raise Forbidden("Only agents sign: a human has no signing key", code="agents-only")
     return principal
-
-
-def workflow_id_of(request_id: UUID) -> str:
-    return f"signing/{request_id}"
 
 
 # --- signing requests -----------------------------------------------------------------------
@@ -105,7 +101,7 @@ async def create_signing_request(request: web.Request, parsed: Parsed) -> Signin
             message=body.message,
             nonce=uuid.uuid4(),
         ),
-        id=workflow_id_of(request_id),
+        id=signing_workflow_id(request_id),
         task_queue=request.app[keys.SETTINGS].temporal_task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
         search_attributes=TypedSearchAttributes(

@@ -62,6 +62,10 @@ from workflows.diaries import (
     DiaryGrantRevokeWorkflow,
     DiaryGrantWriteWorkflow,
     DiaryUpdateWorkflow,
+    diary_create_workflow_id,
+    diary_delete_workflow_id,
+    diary_grant_workflow_id,
+    diary_update_workflow_id,
 )
 
 routes = web.RouteTableDef()
@@ -107,7 +111,7 @@ async def create_diary(request: web.Request, parsed: Parsed) -> Diary:
             created_by=principal.subject_id,
             created_by_ns=principal.subject_ns,
         ),
-        workflow_id=f"diaries/{diary_id}/create",
+        workflow_id=diary_create_workflow_id(diary_id),
         on_duplicate=Conflict("This diary is being created"),
         search=[
             SearchAttributePair(DIARY_ID, str(diary_id)),
@@ -172,7 +176,7 @@ async def update_diary(request: web.Request, parsed: Parsed) -> Diary:
         request,
         DiaryUpdateWorkflow.run,
         DiaryUpdateInput(diary_id=diary_id, name=body.name, visibility=body.visibility),
-        workflow_id=f"diaries/{diary_id}/update/{uuid.uuid4()}",
+        workflow_id=diary_update_workflow_id(diary_id),
         on_duplicate=Conflict("This diary is being updated"),
     )
     return await load_diary(request, diary_id)
@@ -197,7 +201,7 @@ async def delete_diary(request: web.Request, parsed: Parsed) -> Done:
         request,
         DiaryDeleteWorkflow.run,
         DiaryRef(diary_id=diary_id),
-        workflow_id=f"diaries/{diary_id}/delete",
+        workflow_id=diary_delete_workflow_id(diary_id),
         on_duplicate=Conflict("This diary is being deleted"),
     )
     return Done()
@@ -233,11 +237,12 @@ async def create_grant(request: web.Request, parsed: Parsed) -> Grant:
         request.app[keys.READ_POOL], body.subjectNs, body.subjectId
     ):
         raise NotFound(f"No such {body.subjectNs}", code="subject-not-found")
+    change = _grant_change(diary_id, body)
     await execute(
         request,
         DiaryGrantWriteWorkflow.run,
-        _grant_change(diary_id, body),
-        workflow_id=f"diaries/{diary_id}/grants/{uuid.uuid4()}",
+        change,
+        workflow_id=diary_grant_workflow_id(change),
         on_duplicate=Conflict("This grant is being written"),
     )
     return Grant(
@@ -277,11 +282,12 @@ async def revoke_grant(request: web.Request, parsed: Parsed) -> Done:
     """Remove one grant; revoking a grant that does not exist is a no-op."""
     diary_id: UUID = parsed.path.diaryId
     await changeable_diary(request, diary_id, "manage")
+    change = _grant_change(diary_id, parsed.body)
     await execute(
         request,
         DiaryGrantRevokeWorkflow.run,
-        _grant_change(diary_id, parsed.body),
-        workflow_id=f"diaries/{diary_id}/grants/{uuid.uuid4()}",
+        change,
+        workflow_id=diary_grant_workflow_id(change),
         on_duplicate=Conflict("This grant is being revoked"),
     )
     return Done()

@@ -55,6 +55,12 @@ from workflows.entries import (
     RelationCreateWorkflow,
     RelationDeleteWorkflow,
     RelationUpdateWorkflow,
+    entries_delete_workflow_id,
+    entry_create_workflow_id,
+    entry_update_workflow_id,
+    relation_create_workflow_id,
+    relation_delete_workflow_id,
+    relation_update_workflow_id,
 )
 
 routes = web.RouteTableDef()
@@ -135,7 +141,7 @@ async def create_entry(request: web.Request, parsed: Parsed) -> Entry:
             created_by_ns=principal.subject_ns,
             signed_diary=diary.signed,
         ),
-        workflow_id=f"entries/{entry_id}/create",
+        workflow_id=entry_create_workflow_id(entry_id),
         on_duplicate=Conflict("This entry is being created"),
         search=[SearchAttributePair(DIARY_ID, str(diary_id))],
     )
@@ -214,7 +220,7 @@ async def update_entry(request: web.Request, parsed: Parsed) -> Entry:
         request,
         EntryUpdateWorkflow.run,
         _update_input(entry, body),
-        workflow_id=f"entries/{entry_id}/update",
+        workflow_id=entry_update_workflow_id(entry_id),
         on_duplicate=Conflict("Another update of this entry is running", code="entry-busy"),
     )
     return await load_entry(request, entry_id)
@@ -298,7 +304,7 @@ async def _delete(request: web.Request, entry_ids: list[UUID]) -> list[UUID]:
         request,
         EntryDeleteWorkflow.run,
         EntryRefs(entry_ids=entry_ids),
-        workflow_id=f"entries/delete/{uuid.uuid4()}",
+        workflow_id=entries_delete_workflow_id(entry_ids),
         on_duplicate=Conflict("These entries are being deleted"),
     )
     return result.deleted
@@ -332,7 +338,7 @@ async def create_relation(request: web.Request, parsed: Parsed) -> web.StreamRes
     if target.id == source.id:
         raise ValidationFailed("An entry cannot relate to itself", code="self-relation")
     relation_id = uuid.uuid4()
-    workflow_id = f"relations/{relation_id}/create"
+    workflow_id = relation_create_workflow_id(relation_id)
     written = await execute(
         request,
         RelationCreateWorkflow.run,
@@ -418,7 +424,7 @@ async def update_relation(request: web.Request, parsed: Parsed) -> Relation:
         request,
         RelationUpdateWorkflow.run,
         RelationStatusChange(relation_id=relation_id, status=parsed.body.status),
-        workflow_id=f"relations/{relation_id}/update/{uuid.uuid4()}",
+        workflow_id=relation_update_workflow_id(relation_id),
         on_duplicate=Conflict("This relation is being updated"),
     )
     return (await _load_relation(request, relation_id)).relation
@@ -442,7 +448,7 @@ async def delete_relation(request: web.Request, parsed: Parsed) -> web.Response:
         request,
         RelationDeleteWorkflow.run,
         RelationRef(relation_id=relation_id),
-        workflow_id=f"relations/{relation_id}/delete",
+        workflow_id=relation_delete_workflow_id(relation_id),
         on_duplicate=Conflict("This relation is being deleted"),
     )
     return web.Response(status=204)

@@ -35,6 +35,9 @@ from workflows.humans import (
     HumanRegistrationWorkflow,
     SessionCloseWorkflow,
     SessionOpenWorkflow,
+    human_registration_workflow_id,
+    session_close_workflow_id,
+    session_open_workflow_id,
 )
 
 routes = web.RouteTableDef()
@@ -74,7 +77,7 @@ async def register_human(request: web.Request, parsed: Parsed) -> HumanIdentity:
         request,
         HumanRegistrationWorkflow.run,
         HumanRegistration(identity_id=identity_id, email=body.email, password_hash=password_hash),
-        workflow_id=f"humans/register/{identity_id}",
+        workflow_id=human_registration_workflow_id(identity_id),
         on_duplicate=Conflict("This registration is already running"),
     )
     return HumanIdentity(identityId=identity_id, email=body.email, state="active")
@@ -114,7 +117,7 @@ async def login(request: web.Request, parsed: Parsed) -> web.StreamResponse:
             token_hash=hash_secret(token, request.app[keys.SETTINGS].secret_bytes),
             expires_at=expires_at,
         ),
-        workflow_id=f"sessions/{session_id}/open",
+        workflow_id=session_open_workflow_id(session_id),
         on_duplicate=Conflict("This session is already being opened"),
     )
     response = render(
@@ -153,7 +156,7 @@ async def logout(request: web.Request, parsed: Parsed) -> web.StreamResponse:
             request,
             SessionCloseWorkflow.run,
             SessionClose(session_id=session.id),
-            workflow_id=f"sessions/{session.id}/close",
+            workflow_id=session_close_workflow_id(session.id),
             on_duplicate=Conflict("This session is already being closed"),
         )
     response = render(Done())

@@ -60,9 +60,14 @@ from schemas.kernel.crypto import (
     parse_public_key,
 )
 from workflows.common import AGENT_ID
-from workflows.recovery import RecoveryRedeemWorkflow, RecoveryVerifyWorkflow
-from workflows.registration import RegistrationWorkflow
-from workflows.vouchers import VoucherIssueWorkflow
+from workflows.recovery import (
+    RecoveryRedeemWorkflow,
+    RecoveryVerifyWorkflow,
+    recovery_redeem_workflow_id,
+    recovery_verify_workflow_id,
+)
+from workflows.registration import RegistrationWorkflow, registration_workflow_id
+from workflows.vouchers import VoucherIssueWorkflow, voucher_workflow_id
 
 routes = web.RouteTableDef()
 TAG = "identity"
@@ -82,7 +87,7 @@ async def issue_voucher(request: web.Request, issuer_id: uuid.UUID | None) -> Vo
         request,
         VoucherIssueWorkflow.run,
         VoucherIssue(voucher_id=voucher_id, code=new_voucher_code(), issuer_id=issuer_id),
-        workflow_id=f"vouchers/{voucher_id}",
+        workflow_id=voucher_workflow_id(voucher_id),
         on_duplicate=Conflict("This voucher is being issued"),
     )
 
@@ -150,7 +155,7 @@ async def register(request: web.Request, parsed: Parsed) -> RegisterResponse:
             client_id=client_id,
             client_secret_hash=hash_secret(client_secret, _server_secret(request)),
         ),
-        workflow_id=f"registration/{agent_fingerprint}",
+        workflow_id=registration_workflow_id(agent_fingerprint),
         on_duplicate=Conflict("A registration for this key is already running"),
         search=[SearchAttributePair(AGENT_ID, str(agent_id))],
     )
@@ -225,7 +230,7 @@ async def recovery_verify(request: web.Request, parsed: Parsed) -> RecoveryVerif
             code_hash=hash_secret(code, secret),
             flow_expires_at=now + limits.RECOVERY_CODE_LIFETIME,
         ),
-        workflow_id=f"recovery/{checked.nonce}",
+        workflow_id=recovery_verify_workflow_id(checked.nonce),
         # a failed try (a wrong signature) leaves the challenge usable; a success uses it up
         reuse=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
         on_duplicate=InvalidChallenge("Challenge already used", code="challenge-already-used"),
@@ -262,7 +267,7 @@ async def recovery_complete(request: web.Request, parsed: Parsed) -> RecoveryCom
             code_hash=hash_secret(body.code, secret),
             new_secret_hash=hash_secret(client_secret, secret),
         ),
-        workflow_id=f"recovery-flow/{flow.flow}/{uuid.uuid4()}",
+        workflow_id=recovery_redeem_workflow_id(flow.flow),
         on_duplicate=Conflict("This recovery is already being redeemed"),
     )
     return RecoveryCompleted(clientId=redeemed.client_id, clientSecret=client_secret)

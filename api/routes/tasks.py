@@ -113,7 +113,11 @@ from schemas.task_api import (
 from schemas.task_attempts import report_refused
 from schemas.tasks import TaskStart
 from workflows.common import TASK_TYPE, TEAM_ID
-from workflows.task_grants import TaskGrantRevokeWorkflow, TaskGrantWriteWorkflow
+from workflows.task_grants import (
+    TaskGrantRevokeWorkflow,
+    TaskGrantWriteWorkflow,
+    task_grant_workflow_id,
+)
 
 routes = web.RouteTableDef()
 TAG = "tasks"
@@ -563,10 +567,6 @@ def _grant_tuple(task_id: UUID, grant: TaskGrantRequest) -> RelationTuple:
     return RelationTuple.grant("Task", task_id, TASK_GRANT_RELATIONS[grant.role], subject)
 
 
-def _grant_workflow_id(task_id: UUID, grant: TaskGrantRequest) -> str:
-    return f"task/{task_id}/grants/{grant.subjectNs}:{grant.subjectId}/{grant.role}"
-
-
 @endpoint(
     routes,
     "POST",
@@ -592,7 +592,7 @@ async def create_task_grant(request: web.Request, parsed: Parsed) -> TaskGrant:
         request,
         TaskGrantWriteWorkflow.run,
         TupleWrite(tuples=[_grant_tuple(task_id, grant)]),
-        workflow_id=_grant_workflow_id(task_id, grant),
+        workflow_id=task_grant_workflow_id(task_id, grant.subjectNs, grant.subjectId, grant.role),
         on_duplicate=Conflict("This grant is being changed", code="grant-in-progress"),
         search=_search(task),
     )
@@ -640,7 +640,7 @@ async def revoke_task_grant(request: web.Request, parsed: Parsed) -> TaskGrantRe
         request,
         TaskGrantRevokeWorkflow.run,
         TupleDelete(tuples=[_grant_tuple(task_id, grant)]),
-        workflow_id=_grant_workflow_id(task_id, grant),
+        workflow_id=task_grant_workflow_id(task_id, grant.subjectNs, grant.subjectId, grant.role),
         on_duplicate=Conflict("This grant is being changed", code="grant-in-progress"),
         search=_search(task),
     )

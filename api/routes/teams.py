@@ -121,6 +121,17 @@ from workflows.teams import (
     TeamJoinWorkflow,
     TeamMemberRemoveWorkflow,
     TeamMemberRoleWorkflow,
+    group_create_workflow_id,
+    group_delete_workflow_id,
+    group_member_workflow_id,
+    invite_create_workflow_id,
+    invite_delete_workflow_id,
+    join_workflow_id,
+    project_create_workflow_id,
+    team_create_workflow_id,
+    team_delete_workflow_id,
+    team_founding_workflow_id,
+    team_member_workflow_id,
 )
 
 routes = web.RouteTableDef()
@@ -141,12 +152,12 @@ async def _run(
     team_id: uuid.UUID,
     workflow_id: str,
 ) -> ResultT:
-    """Run one team write as a workflow `teams/<team>/...`, findable by its TeamId."""
+    """Run one team write as a workflow (its id from `workflows.teams`), findable by TeamId."""
     return await execute(
         request,
         run,
         arg,
-        workflow_id=f"teams/{team_id}/{workflow_id}",
+        workflow_id=workflow_id,
         on_duplicate=BUSY,
         search=[SearchAttributePair(TEAM_ID, str(team_id))],
     )
@@ -314,7 +325,9 @@ async def create_team(request: web.Request, parsed: Parsed) -> web.StreamRespons
             )
     if not founders:
         create = TeamCreate(team_id=team_id, name=body.name, creator=creator)
-        await _run(request, TeamCreateWorkflow.run, create, team_id, "create")
+        await _run(
+            request, TeamCreateWorkflow.run, create, team_id, team_create_workflow_id(team_id)
+        )
         team = _team_view(await _team_row(request, team_id), "owner")
         return render(team, 201)
     seats = [creator] + [
@@ -333,7 +346,7 @@ async def _start_founding(
     request: web.Request, team_id: uuid.UUID, name: str, creator: Seat, seats: list[Seat]
 ) -> None:
     """Start `TeamFounding` and wait only until its rows exist (Update-with-Start)."""
-    workflow_id = f"teams/{team_id}/founding"
+    workflow_id = team_founding_workflow_id(team_id)
     start = WithStartWorkflowOperation(
         TeamFoundingWorkflow.run,
         TeamCreate(
@@ -381,7 +394,13 @@ async def delete_team(request: web.Request, parsed: Parsed) -> Deleted:
     """Delete a team (owners only). Personal teams stay; a team that owns diaries is a 409."""
     path: TeamPath = parsed.path
     await _require_team(request, path.id, "manage")
-    await _run(request, TeamDeleteWorkflow.run, TeamRef(team_id=path.id), path.id, "delete")
+    await _run(
+        request,
+        TeamDeleteWorkflow.run,
+        TeamRef(team_id=path.id),
+        path.id,
+        team_delete_workflow_id(path.id),
+    )
     return Deleted()
 
 
@@ -477,7 +496,13 @@ async def update_team_member(request: web.Request, parsed: Parsed) -> TeamMember
         role=body.role,
         may_touch_owners=await allowed(request, "Team", path.id, "manage"),
     )
-    await _run(request, TeamMemberRoleWorkflow.run, change, path.id, f"members/{path.subjectId}")
+    await _run(
+        request,
+        TeamMemberRoleWorkflow.run,
+        change,
+        path.id,
+        team_member_workflow_id(path.id, path.subjectId),
+    )
     for member in await _members(request, path.id):
         if member.subjectId == path.subjectId:
             return member
@@ -508,7 +533,13 @@ async def remove_team_member(request: web.Request, parsed: Parsed) -> Deleted:
         subject_id=path.subjectId,
         may_touch_owners=leaving or await allowed(request, "Team", path.id, "manage"),
     )
-    await _run(request, TeamMemberRemoveWorkflow.run, remove, path.id, f"members/{path.subjectId}")
+    await _run(
+        request,
+        TeamMemberRemoveWorkflow.run,
+        remove,
+        path.id,
+        team_member_workflow_id(path.id, path.subjectId),
+    )
     return Deleted()
 
 
@@ -544,7 +575,11 @@ async def create_team_invite(request: web.Request, parsed: Parsed) -> Invite:
         created_by=principal.subject_id,
     )
     return await _run(
-        request, TeamInviteCreateWorkflow.run, create, path.id, f"invites/{invite_id}"
+        request,
+        TeamInviteCreateWorkflow.run,
+        create,
+        path.id,
+        invite_create_workflow_id(path.id, invite_id),
     )
 
 
@@ -579,7 +614,11 @@ async def delete_team_invite(request: web.Request, parsed: Parsed) -> Deleted:
     await _require_team(request, path.id, "manage_members")
     delete = InviteDelete(team_id=path.id, invite_id=path.inviteId)
     await _run(
-        request, TeamInviteDeleteWorkflow.run, delete, path.id, f"invites/{path.inviteId}/delete"
+        request,
+        TeamInviteDeleteWorkflow.run,
+        delete,
+        path.id,
+        invite_delete_workflow_id(path.id, path.inviteId),
     )
     return Deleted()
 
@@ -604,7 +643,13 @@ async def join_team(request: web.Request, parsed: Parsed) -> Joined:
     join = TeamJoin(
         code=body.code, subject_id=principal.subject_id, subject_ns=principal.subject_ns
     )
-    return await _run(request, TeamJoinWorkflow.run, join, team_id, f"join/{principal.subject_id}")
+    return await _run(
+        request,
+        TeamJoinWorkflow.run,
+        join,
+        team_id,
+        join_workflow_id(team_id, principal.subject_id),
+    )
 
 
 # --- groups -------------------------------------------------------------------------------------
@@ -645,7 +690,13 @@ async def create_group(request: web.Request, parsed: Parsed) -> Group:
     await _require_team(request, path.id, "manage_members")
     group_id = uuid.uuid4()
     create = GroupCreate(group_id=group_id, team_id=path.id, name=body.name)
-    group = await _run(request, GroupCreateWorkflow.run, create, path.id, f"groups/{group_id}")
+    group = await _run(
+        request,
+        GroupCreateWorkflow.run,
+        create,
+        path.id,
+        group_create_workflow_id(path.id, group_id),
+    )
     return group.model_copy(update={"members": []})
 
 
@@ -700,7 +751,7 @@ async def delete_group(request: web.Request, parsed: Parsed) -> Deleted:
         GroupDeleteWorkflow.run,
         GroupRef(group_id=path.id),
         group.teamId,
-        f"groups/{path.id}/delete",
+        group_delete_workflow_id(group.teamId, path.id),
     )
     return Deleted()
 
@@ -730,7 +781,7 @@ async def add_group_member(request: web.Request, parsed: Parsed) -> GroupMember:
         GroupMemberAddWorkflow.run,
         change,
         group.teamId,
-        f"groups/{path.id}/members/{body.subjectId}",
+        group_member_workflow_id(group.teamId, path.id, body.subjectId),
     )
     assert added.subject_ns is not None
     return GroupMember(subjectId=added.subject_id, subjectNs=added.subject_ns)
@@ -774,7 +825,7 @@ async def remove_group_member(request: web.Request, parsed: Parsed) -> Deleted:
         GroupMemberRemoveWorkflow.run,
         remove,
         group.teamId,
-        f"groups/{path.id}/members/{path.subjectId}",
+        group_member_workflow_id(group.teamId, path.id, path.subjectId),
     )
     return Deleted()
 
@@ -803,7 +854,13 @@ async def create_project(request: web.Request, parsed: Parsed) -> Project:
     create = ProjectCreate(
         project_id=project_id, team_id=path.id, name=body.name, created_by=principal.subject_id
     )
-    return await _run(request, ProjectCreateWorkflow.run, create, path.id, f"projects/{project_id}")
+    return await _run(
+        request,
+        ProjectCreateWorkflow.run,
+        create,
+        path.id,
+        project_create_workflow_id(path.id, project_id),
+    )
 
 
 @endpoint(

@@ -55,10 +55,9 @@ from schemas.transfers import (
     TransferPath,
     TransferRecord,
     already_resolved,
-    workflow_id_of,
 )
 from workflows.common import DIARY_ID, TEAM_ID
-from workflows.transfers import DiaryTransferWorkflow
+from workflows.transfers import DiaryTransferWorkflow, transfer_workflow_id
 
 routes = web.RouteTableDef()
 TAG = "transfers"
@@ -111,7 +110,7 @@ async def create_transfer(request: web.Request, parsed: Parsed) -> Transfer:
             destination_team_id=body.destinationTeamId,
             initiated_by=principal.subject_id,
         ),
-        id=workflow_id_of(transfer_id),
+        id=transfer_workflow_id(transfer_id),
         task_queue=request.app[keys.SETTINGS].temporal_task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
         search_attributes=TypedSearchAttributes(
