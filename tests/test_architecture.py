@@ -169,6 +169,29 @@ def test_the_named_sql_check_can_fail(tmp_path: Path) -> None:
     assert not _imports_named_sql(tmp_path / "app.py")
 
 
+def _built_workflow_ids(path: Path) -> list[str]:
+    """Workflow ids a module writes as f-strings (`workflow_id=f"..."`, `id=f"..."`) instead of
+    calling the builder beside the workflow."""
+    return [
+        f"{path.name}:{node.lineno}"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.keyword)
+        and node.arg in ("id", "workflow_id")
+        and isinstance(node.value, ast.JoinedStr)
+    ]
+
+
+def test_routes_take_workflow_ids_from_their_builders() -> None:
+    offenders = [found for path in _modules("api") for found in _built_workflow_ids(path)]
+    assert offenders == []
+
+
+def test_the_workflow_id_check_can_fail(tmp_path: Path) -> None:
+    route = tmp_path / "route.py"
+    route.write_text('start(run, workflow_id=f"diaries/{d}/update")\nstart(id=diary_id(d))\n')
+    assert _built_workflow_ids(route) == ["route.py:1"]
+
+
 def test_no_package_named_mcp() -> None:
     """A local package named `mcp` would shadow the MCP SDK."""
     assert not (ROOT / "mcp").exists()

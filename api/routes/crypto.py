@@ -85,10 +85,12 @@ def require_agent(request: web.Request) -> Principal:
     rate_bucket="signing",
     errors=(Forbidden, RateLimited),
 )
-async def create_signing_request(request: web.Request, parsed: Parsed) -> SigningRequestView:
+async def create_signing_request(
+    request: web.Request, parsed: Parsed[SigningRequestCreate]
+) -> SigningRequestView:
     """Ask to sign a message; returns the nonce and the `signing_payload` to sign (300 s)."""
     principal = require_agent(request)
-    body: SigningRequestCreate = parsed.body
+    body = parsed.body
     assert principal.agent_id is not None
     public_key = principal.public_key or await _public_key_of(request, principal)
     request_id = uuid.uuid4()
@@ -138,10 +140,12 @@ async def _public_key_of(request: web.Request, principal: Principal) -> str:
     scopes=SIGN_SCOPE,
     errors=(Forbidden,),
 )
-async def list_own_signing_requests(request: web.Request, parsed: Parsed) -> SigningRequestList:
+async def list_own_signing_requests(
+    request: web.Request, parsed: Parsed[None, SigningRequestListQuery]
+) -> SigningRequestList:
     """The caller's signing requests, newest first (`status`, `limit`, `offset`)."""
     principal = require_agent(request)
-    query: SigningRequestListQuery = parsed.query
+    query = parsed.query
     assert principal.agent_id is not None
     records, total = await list_signing_requests(
         request.app[keys.READ_POOL], principal.agent_id, query.status, query.limit, query.offset
@@ -164,10 +168,12 @@ async def list_own_signing_requests(request: web.Request, parsed: Parsed) -> Sig
     scopes=SIGN_SCOPE,
     errors=(Forbidden, NotFound),
 )
-async def get_own_signing_request(request: web.Request, parsed: Parsed) -> SigningRequestView:
+async def get_own_signing_request(
+    request: web.Request, parsed: Parsed[None, None, SigningRequestPath]
+) -> SigningRequestView:
     """One of the caller's signing requests (another agent's is 404)."""
     principal = require_agent(request)
-    path: SigningRequestPath = parsed.path
+    path = parsed.path
     assert principal.agent_id is not None
     record = await _owned(request.app[keys.READ_POOL], principal.agent_id, path.id)
     return record.view()
@@ -185,11 +191,13 @@ async def get_own_signing_request(request: web.Request, parsed: Parsed) -> Signi
     rate_bucket="signing",
     errors=(Forbidden, NotFound, Conflict, ServiceUnavailable),
 )
-async def sign_signing_request(request: web.Request, parsed: Parsed) -> SignOutcome:
+async def sign_signing_request(
+    request: web.Request, parsed: Parsed[SignatureSubmit, None, SigningRequestPath]
+) -> SignOutcome:
     """Submit the base64 Ed25519 signature over `signing_payload`; returns `status`, `valid`."""
     principal = require_agent(request)
-    path: SigningRequestPath = parsed.path
-    body: SignatureSubmit = parsed.body
+    path = parsed.path
+    body = parsed.body
     assert principal.agent_id is not None
     return await submit_signature(
         request.app[keys.TEMPORAL],
@@ -257,9 +265,9 @@ def _refuse_unless_pending(record: SigningRequestRecord) -> None:
     rate_bucket="public_verify",
     errors=(NotFound,),
 )
-async def verify(request: web.Request, parsed: Parsed) -> VerifyResult:
+async def verify(request: web.Request, parsed: Parsed[VerifyRequest]) -> VerifyResult:
     """Check an Ed25519 signature by a public key or a registered agent's fingerprint."""
-    body: VerifyRequest = parsed.body
+    body = parsed.body
     public_key = body.publicKey or await _key_by_fingerprint(request, body.fingerprint or "")
     valid = verify_signature(parse_public_key(public_key), body.signed_bytes(), body.signature)
     return VerifyResult(valid=valid)

@@ -87,9 +87,9 @@ TAG = "diaries"
     headers=("x-service-team-id",),
     errors=(NotFound, Forbidden, Conflict),
 )
-async def create_diary(request: web.Request, parsed: Parsed) -> Diary:
+async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest]) -> Diary:
     """Create a diary owned by the team of `x-service-team-id` (needs Team `write`)."""
-    body: DiaryCreateRequest = parsed.body
+    body = parsed.body
     principal = require_principal(request)
     team_id = require_team_header(request)
     team = await team_reads.team_state(request.app[keys.READ_POOL], team_id)
@@ -151,7 +151,7 @@ async def list_diaries(request: web.Request, parsed: Parsed) -> DiaryList:
     scopes=("diary:read",),
     errors=(NotFound, Unauthorized),
 )
-async def get_diary(request: web.Request, parsed: Parsed) -> Diary:
+async def get_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Diary:
     """One diary, by its visibility rule."""
     return await readable_diary(request, parsed.path.diaryId)
 
@@ -167,11 +167,13 @@ async def get_diary(request: web.Request, parsed: Parsed) -> Diary:
     scopes=("diary:write",),
     errors=(NotFound, Forbidden),
 )
-async def update_diary(request: web.Request, parsed: Parsed) -> Diary:
+async def update_diary(
+    request: web.Request, parsed: Parsed[DiaryUpdateRequest, None, DiaryPath]
+) -> Diary:
     """Rename a diary or change its visibility (needs Diary `manage`)."""
-    diary_id: UUID = parsed.path.diaryId
+    diary_id = parsed.path.diaryId
     await changeable_diary(request, diary_id, "manage")
-    body: DiaryUpdateRequest = parsed.body
+    body = parsed.body
     await execute(
         request,
         DiaryUpdateWorkflow.run,
@@ -192,10 +194,10 @@ async def update_diary(request: web.Request, parsed: Parsed) -> Diary:
     scopes=("diary:delete",),
     errors=(NotFound, Forbidden, Conflict),
 )
-async def delete_diary(request: web.Request, parsed: Parsed) -> Done:
+async def delete_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Done:
     """Delete a diary, its entries and every permission tuple naming them (needs `manage`);
     a diary holding signed entries is permanent (409)."""
-    diary_id: UUID = parsed.path.diaryId
+    diary_id = parsed.path.diaryId
     await changeable_diary(request, diary_id, "manage")
     await execute(
         request,
@@ -228,10 +230,12 @@ def _grant_change(diary_id: UUID, body: GrantRequest) -> GrantChange:
     scopes=("diary:share",),
     errors=(NotFound, Forbidden),
 )
-async def create_grant(request: web.Request, parsed: Parsed) -> Grant:
+async def create_grant(
+    request: web.Request, parsed: Parsed[GrantRequest, None, GrantPath]
+) -> Grant:
     """Make an agent, a human or a group's members writers or managers of the diary."""
-    diary_id: UUID = parsed.path.diaryId
-    body: GrantRequest = parsed.body
+    diary_id = parsed.path.diaryId
+    body = parsed.body
     await changeable_diary(request, diary_id, "manage")
     if not await memory_reads.subject_exists(
         request.app[keys.READ_POOL], body.subjectNs, body.subjectId
@@ -260,9 +264,9 @@ async def create_grant(request: web.Request, parsed: Parsed) -> Grant:
     scopes=("diary:read",),
     errors=(NotFound, Forbidden),
 )
-async def list_grants(request: web.Request, parsed: Parsed) -> GrantList:
+async def list_grants(request: web.Request, parsed: Parsed[None, None, GrantPath]) -> GrantList:
     """Who holds writer or manager grants on the diary (needs Diary `manage`)."""
-    diary_id: UUID = parsed.path.diaryId
+    diary_id = parsed.path.diaryId
     await changeable_diary(request, diary_id, "manage")
     return GrantList(items=await memory_reads.list_grants(request.app[keys.READ_POOL], diary_id))
 
@@ -278,9 +282,9 @@ async def list_grants(request: web.Request, parsed: Parsed) -> GrantList:
     scopes=("diary:share",),
     errors=(NotFound, Forbidden),
 )
-async def revoke_grant(request: web.Request, parsed: Parsed) -> Done:
+async def revoke_grant(request: web.Request, parsed: Parsed[GrantRequest, None, GrantPath]) -> Done:
     """Remove one grant; revoking a grant that does not exist is a no-op."""
-    diary_id: UUID = parsed.path.diaryId
+    diary_id = parsed.path.diaryId
     await changeable_diary(request, diary_id, "manage")
     change = _grant_change(diary_id, parsed.body)
     await execute(
@@ -308,11 +312,13 @@ async def revoke_grant(request: web.Request, parsed: Parsed) -> Done:
     scopes=("diary:read",),
     errors=(NotFound, Unauthorized),
 )
-async def tag_histogram(request: web.Request, parsed: Parsed) -> TagHistogram:
+async def tag_histogram(
+    request: web.Request, parsed: Parsed[None, TagQuery, DiaryPath]
+) -> TagHistogram:
     """How many entries carry each tag, most used first."""
-    diary_id: UUID = parsed.path.diaryId
+    diary_id = parsed.path.diaryId
     await readable_diary(request, diary_id)
-    query: TagQuery = parsed.query
+    query = parsed.query
     tags = await memory_reads.tag_histogram(
         request.app[keys.READ_POOL], diary_id, query.prefix, query.minCount, query.entryType
     )
@@ -330,9 +336,11 @@ async def tag_histogram(request: web.Request, parsed: Parsed) -> TagHistogram:
     scopes=("diary:read",),
     errors=(NotFound, Unauthorized),
 )
-async def verify_entry(request: web.Request, parsed: Parsed) -> EntryVerification:
+async def verify_entry(
+    request: web.Request, parsed: Parsed[None, None, DiaryEntryPath]
+) -> EntryVerification:
     """Recompute a signed entry's CID, check its signature and its link in the diary's chain."""
-    path: DiaryEntryPath = parsed.path
+    path = parsed.path
     diary = await readable_diary(request, path.diaryId)
     pool = request.app[keys.READ_POOL]
     entry = await memory_reads.get_entry(pool, path.entryId)

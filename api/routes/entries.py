@@ -111,11 +111,13 @@ def _split(value: str | None) -> list[str] | None:
     scopes=("diary:write",),
     errors=(NotFound, Forbidden, Conflict),
 )
-async def create_entry(request: web.Request, parsed: Parsed) -> Entry:
+async def create_entry(
+    request: web.Request, parsed: Parsed[EntryCreateRequest, None, DiaryPath]
+) -> Entry:
     """Write an entry: scanned for prompt injection, content-addressed, embedded server-side.
     In a signed diary the entry must name a completed signing request over its CID."""
-    body: EntryCreateRequest = parsed.body
-    diary_id: UUID = parsed.path.diaryId
+    body = parsed.body
+    diary_id = parsed.path.diaryId
     principal = require_principal(request)
     diary = await changeable_diary(request, diary_id, "write")
     if diary.signed and body.signingRequestId is None:
@@ -160,11 +162,13 @@ async def create_entry(request: web.Request, parsed: Parsed) -> Entry:
     scopes=("diary:read",),
     errors=(NotFound, Unauthorized),
 )
-async def list_entries(request: web.Request, parsed: Parsed) -> EntryList:
+async def list_entries(
+    request: web.Request, parsed: Parsed[None, EntryListQuery, DiaryPath]
+) -> EntryList:
     """A diary's entries, newest first, filtered by tags and type, paged by limit and offset."""
-    diary_id: UUID = parsed.path.diaryId
+    diary_id = parsed.path.diaryId
     await readable_diary(request, diary_id)
-    query: EntryListQuery = parsed.query
+    query = parsed.query
     where = memory_reads.EntryFilter(
         diary_id=diary_id,
         tags=_split(query.tags),
@@ -193,7 +197,7 @@ async def list_entries(request: web.Request, parsed: Parsed) -> EntryList:
     scopes=("diary:read",),
     errors=(NotFound, Unauthorized),
 )
-async def get_entry(request: web.Request, parsed: Parsed) -> Entry:
+async def get_entry(request: web.Request, parsed: Parsed[None, None, EntryPath]) -> Entry:
     """One entry, by its diary's visibility rule."""
     return await readable_entry(request, parsed.path.entryId)
 
@@ -209,13 +213,15 @@ async def get_entry(request: web.Request, parsed: Parsed) -> Entry:
     scopes=("diary:write",),
     errors=(NotFound, Forbidden, Conflict),
 )
-async def update_entry(request: web.Request, parsed: Parsed) -> Entry:
+async def update_entry(
+    request: web.Request, parsed: Parsed[EntryUpdateRequest, None, EntryPath]
+) -> Entry:
     """Change an unsigned entry; its CID, scan and (when the text changed) vector follow."""
-    entry_id: UUID = parsed.path.entryId
+    entry_id = parsed.path.entryId
     entry = await writable_entry(request, entry_id)
     if entry.signingRequestId is not None:
         raise Conflict("Signed entries are immutable", code="entry-immutable")
-    body: EntryUpdateRequest = parsed.body
+    body = parsed.body
     await execute(
         request,
         EntryUpdateWorkflow.run,
@@ -266,9 +272,9 @@ def _update_input(entry: Entry, body: EntryUpdateRequest) -> EntryUpdateInput:
     scopes=("diary:delete",),
     errors=(NotFound, Forbidden, Conflict),
 )
-async def delete_entry(request: web.Request, parsed: Parsed) -> Done:
+async def delete_entry(request: web.Request, parsed: Parsed[None, None, EntryPath]) -> Done:
     """Delete an unsigned entry and its parent tuple."""
-    entry_id: UUID = parsed.path.entryId
+    entry_id = parsed.path.entryId
     entry = await writable_entry(request, entry_id)
     if entry.signingRequestId is not None:
         raise Conflict("Signed entries cannot be deleted", code="entry-immutable")
@@ -285,7 +291,7 @@ async def delete_entry(request: web.Request, parsed: Parsed) -> Done:
     response=BatchDeleted,
     scopes=("diary:delete",),
 )
-async def delete_entries(request: web.Request, parsed: Parsed) -> BatchDeleted:
+async def delete_entries(request: web.Request, parsed: Parsed[EntryBatchDelete]) -> BatchDeleted:
     """Delete several entries; those the caller cannot delete, signed ones and unknown ids are
     reported as skipped (without saying which reason, so ids cannot be probed)."""
     ids: list[UUID] = list(dict.fromkeys(parsed.body.ids))
@@ -325,11 +331,13 @@ async def _delete(request: web.Request, entry_ids: list[UUID]) -> list[UUID]:
     scopes=("diary:write",),
     errors=(NotFound, Forbidden, ValidationFailed),
 )
-async def create_relation(request: web.Request, parsed: Parsed) -> web.StreamResponse | Relation:
+async def create_relation(
+    request: web.Request, parsed: Parsed[RelationCreateRequest, None, EntryPath]
+) -> web.StreamResponse | Relation:
     """Relate this entry (the source) to another entry of the same diary; the CIDs of both are
     snapshotted. An existing relation of the same type is returned with 200."""
     source = await writable_entry(request, parsed.path.entryId)
-    body: RelationCreateRequest = parsed.body
+    body = parsed.body
     target = await memory_reads.get_entry(request.app[keys.READ_POOL], body.targetId)
     if target is None or target.diaryId != source.diaryId:
         raise ValidationFailed(
@@ -389,10 +397,12 @@ async def _writable_relation(request: web.Request, relation_id: UUID) -> Located
     scopes=("diary:read",),
     errors=(NotFound, Unauthorized),
 )
-async def list_relations(request: web.Request, parsed: Parsed) -> RelationList:
+async def list_relations(
+    request: web.Request, parsed: Parsed[None, RelationListQuery, EntryPath]
+) -> RelationList:
     """Relations of an entry, as source, target or both."""
     entry = await readable_entry(request, parsed.path.entryId)
-    query: RelationListQuery = parsed.query
+    query = parsed.query
     relations, total = await memory_reads.list_relations(
         request.app[keys.READ_POOL],
         entry.id,
@@ -416,9 +426,11 @@ async def list_relations(request: web.Request, parsed: Parsed) -> RelationList:
     scopes=("diary:write",),
     errors=(NotFound, Forbidden),
 )
-async def update_relation(request: web.Request, parsed: Parsed) -> Relation:
+async def update_relation(
+    request: web.Request, parsed: Parsed[RelationUpdateRequest, None, RelationPath]
+) -> Relation:
     """Accept or reject a proposed relation (an accepted `supersedes` marks its target)."""
-    relation_id: UUID = parsed.path.relationId
+    relation_id = parsed.path.relationId
     await _writable_relation(request, relation_id)
     await execute(
         request,
@@ -440,9 +452,11 @@ async def update_relation(request: web.Request, parsed: Parsed) -> Relation:
     scopes=("diary:write",),
     errors=(NotFound, Forbidden),
 )
-async def delete_relation(request: web.Request, parsed: Parsed) -> web.Response:
+async def delete_relation(
+    request: web.Request, parsed: Parsed[None, None, RelationPath]
+) -> web.Response:
     """Delete a relation."""
-    relation_id: UUID = parsed.path.relationId
+    relation_id = parsed.path.relationId
     await _writable_relation(request, relation_id)
     await execute(
         request,

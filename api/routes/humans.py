@@ -68,9 +68,11 @@ def _verify_password(stored: str, password: str) -> bool:
     rate_bucket="registration",
     errors=(Conflict,),
 )
-async def register_human(request: web.Request, parsed: Parsed) -> HumanIdentity:
+async def register_human(
+    request: web.Request, parsed: Parsed[HumanRegisterRequest]
+) -> HumanIdentity:
     """Create a human identity (email + password)."""
-    body: HumanRegisterRequest = parsed.body
+    body = parsed.body
     password_hash = await asyncio.to_thread(_hasher.hash, body.password)
     identity_id = uuid.uuid4()
     await execute(
@@ -94,9 +96,9 @@ async def register_human(request: web.Request, parsed: Parsed) -> HumanIdentity:
     rate_bucket="recovery",
     errors=(Unauthorized,),
 )
-async def login(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def login(request: web.Request, parsed: Parsed[HumanLoginRequest]) -> web.StreamResponse:
     """Open a session: the token comes back once, and as an HttpOnly cookie."""
-    body: HumanLoginRequest = parsed.body
+    body = parsed.body
     pool = request.app[keys.READ_POOL]
     identity = await identity_reads.identity_by_email(pool, body.email)
     stored = identity.password_hash if identity is not None else _DUMMY_HASH

@@ -136,9 +136,9 @@ async def list_vouchers(request: web.Request, parsed: Parsed) -> VoucherList:
     rate_bucket="registration",
     errors=(VoucherRejected, Conflict),
 )
-async def register(request: web.Request, parsed: Parsed) -> RegisterResponse:
+async def register(request: web.Request, parsed: Parsed[RegisterRequest]) -> RegisterResponse:
     """Register an agent with a voucher; returns OAuth2 client credentials (secret shown once)."""
-    body: RegisterRequest = parsed.body
+    body = parsed.body
     agent_fingerprint = fingerprint(parse_public_key(body.public_key))
     client_id = str(uuid.uuid4())
     client_secret = new_secret(CLIENT_SECRET_PREFIX)
@@ -181,9 +181,11 @@ async def register(request: web.Request, parsed: Parsed) -> RegisterResponse:
     auth="none",
     rate_bucket="recovery",
 )
-async def recovery_challenge(request: web.Request, parsed: Parsed) -> RecoveryChallenge:
+async def recovery_challenge(
+    request: web.Request, parsed: Parsed[RecoveryChallengeRequest]
+) -> RecoveryChallenge:
     """A challenge to sign with the agent's key (issued for any key: no enumeration)."""
-    body: RecoveryChallengeRequest = parsed.body
+    body = parsed.body
     try:
         challenge, mac = new_recovery_challenge(
             body.publicKey, _server_secret(request), int(time.time() * 1000)
@@ -204,9 +206,11 @@ async def recovery_challenge(request: web.Request, parsed: Parsed) -> RecoveryCh
     rate_bucket="recovery",
     errors=(InvalidChallenge, InvalidSignature),
 )
-async def recovery_verify(request: web.Request, parsed: Parsed) -> RecoveryVerified:
+async def recovery_verify(
+    request: web.Request, parsed: Parsed[RecoveryVerifyRequest]
+) -> RecoveryVerified:
     """Verify a signed challenge; returns a one-time recovery code and the flow URL."""
-    body: RecoveryVerifyRequest = parsed.body
+    body = parsed.body
     secret = _server_secret(request)
     try:
         checked = check_recovery_challenge(
@@ -253,10 +257,12 @@ async def recovery_verify(request: web.Request, parsed: Parsed) -> RecoveryVerif
     rate_bucket="recovery",
     errors=(InvalidChallenge, NotFound, Gone),
 )
-async def recovery_complete(request: web.Request, parsed: Parsed) -> RecoveryCompleted:
+async def recovery_complete(
+    request: web.Request, parsed: Parsed[RecoveryCodeRequest, RecoveryFlowQuery]
+) -> RecoveryCompleted:
     """Redeem the recovery code: the agent's client gets a new secret, the old one dies."""
-    body: RecoveryCodeRequest = parsed.body
-    flow: RecoveryFlowQuery = parsed.query
+    body = parsed.body
+    flow = parsed.query
     secret = _server_secret(request)
     client_secret = new_secret(CLIENT_SECRET_PREFIX)
     redeemed = await execute(
@@ -304,9 +310,11 @@ async def whoami(request: web.Request, parsed: Parsed) -> Whoami:
     auth="none",
     errors=(NotFound,),
 )
-async def agent_profile(request: web.Request, parsed: Parsed) -> AgentProfile:
+async def agent_profile(
+    request: web.Request, parsed: Parsed[None, None, FingerprintPath]
+) -> AgentProfile:
     """Public lookup of an agent by fingerprint."""
-    path: FingerprintPath = parsed.path
+    path = parsed.path
     agent = await identity_reads.agent_by_fingerprint(
         request.app[keys.READ_POOL], normalize_fingerprint(path.fingerprint)
     )

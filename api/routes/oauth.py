@@ -142,10 +142,12 @@ class TokenExchangeHook(RequestBody):
     auth="none",
     errors=(Forbidden,),
 )
-async def token_exchange_hook(request: web.Request, parsed: Parsed) -> dict[str, Any]:
+async def token_exchange_hook(
+    request: web.Request, parsed: Parsed[TokenExchangeHook]
+) -> dict[str, Any]:
     """Token enrichment for an external OAuth2 server: the agent's identity claims."""
     _require_hook_secret(request)
-    body: TokenExchangeHook = parsed.body
+    body = parsed.body
     client_id = body.client_id or str((body.request or {}).get("client_id", ""))
     client = await identity_reads.client_for_token(request.app[keys.READ_POOL], client_id)
     if client is None:
@@ -180,7 +182,9 @@ def _hook_traits(body: IdentityHook) -> dict[str, Any]:
     auth="none",
     errors=(Forbidden,),
 )
-async def after_registration_hook(request: web.Request, parsed: Parsed) -> dict[str, Any]:
+async def after_registration_hook(
+    request: web.Request, parsed: Parsed[IdentityHook]
+) -> dict[str, Any]:
     """An external provider asks whether an agent identity may be created: the voucher must be
     open and the key well-formed (the binding itself is the registration workflow's job)."""
     _require_hook_secret(request)
@@ -208,7 +212,7 @@ async def after_registration_hook(request: web.Request, parsed: Parsed) -> dict[
     auth="none",
     errors=(Forbidden,),
 )
-async def after_settings_hook(request: web.Request, parsed: Parsed) -> dict[str, Any]:
+async def after_settings_hook(request: web.Request, parsed: Parsed[IdentityHook]) -> dict[str, Any]:
     """An agent's public key is its identity: a settings change may not replace it."""
     _require_hook_secret(request)
     identity_id = str(parsed.body.identity.get("id", ""))

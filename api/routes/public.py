@@ -75,9 +75,11 @@ def _cached(payload: Any) -> web.StreamResponse:
     auth="none",
     errors=(ValidationFailed,),
 )
-async def public_feed(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def public_feed(
+    request: web.Request, parsed: Parsed[None, PublicFeedQuery]
+) -> web.StreamResponse:
     """Entries of public diaries, newest first, a page at a time."""
-    query: PublicFeedQuery = parsed.query
+    query = parsed.query
     secret = request.app[keys.SETTINGS].secret_bytes
     binding = _feed_binding(query)
     after = None
@@ -123,9 +125,10 @@ def _position(position: dict[str, Any]) -> tuple[datetime, UUID]:
 # --- one entry -----------------------------------------------------------------------------------
 
 
-async def _public_entry(request: web.Request, parsed: Parsed) -> web.StreamResponse:
-    path: PublicEntryPath = parsed.path
-    query: PublicEntryQuery = parsed.query
+async def _public_entry(
+    request: web.Request, parsed: Parsed[None, PublicEntryQuery, PublicEntryPath]
+) -> web.StreamResponse:
+    path, query = parsed.path, parsed.query
     entry = await public_reads.public_entry(request.app[keys.READ_POOL], path.entryId)
     if entry is None or (entry.injectionRisk and not query.includeSuspicious):
         raise NotFound("No such public entry", code="entry-not-found")
@@ -143,7 +146,9 @@ async def _public_entry(request: web.Request, parsed: Parsed) -> web.StreamRespo
     auth="none",
     errors=(NotFound,),
 )
-async def get_public_entry(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def get_public_entry(
+    request: web.Request, parsed: Parsed[None, PublicEntryQuery, PublicEntryPath]
+) -> web.StreamResponse:
     """One entry of a public diary."""
     return await _public_entry(request, parsed)
 
@@ -159,7 +164,9 @@ async def get_public_entry(request: web.Request, parsed: Parsed) -> web.StreamRe
     auth="none",
     errors=(NotFound,),
 )
-async def get_public_entry_plural(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def get_public_entry_plural(
+    request: web.Request, parsed: Parsed[None, PublicEntryQuery, PublicEntryPath]
+) -> web.StreamResponse:
     """One entry of a public diary (same as `/public/entry/{entryId}`)."""
     return await _public_entry(request, parsed)
 
@@ -178,9 +185,11 @@ async def get_public_entry_plural(request: web.Request, parsed: Parsed) -> web.S
     rate_bucket="public_search",
     errors=(ValidationFailed,),
 )
-async def search_public_feed(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def search_public_feed(
+    request: web.Request, parsed: Parsed[None, PublicSearchQuery]
+) -> web.StreamResponse:
     """Hybrid search over the entries of every public diary."""
-    query: PublicSearchQuery = parsed.query
+    query = parsed.query
     pool = request.app[keys.READ_POOL]
     scope = await public_reads.public_diary_ids(pool)
     filters = SearchFilters(

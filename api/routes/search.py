@@ -59,9 +59,9 @@ log = logging.getLogger(__name__)
     rate_bucket="search",
     errors=(NotFound,),
 )
-async def search_diaries(request: web.Request, parsed: Parsed) -> SearchResponse:
+async def search_diaries(request: web.Request, parsed: Parsed[SearchRequest]) -> SearchResponse:
     """Hybrid search over one diary or every diary the caller can read."""
-    body: SearchRequest = parsed.body
+    body = parsed.body
     filters = _filters(body, await _scope(request, body.diaryId))
     query_vector = asyncio.create_task(_embed_query(request, body.query))
     try:

@@ -236,11 +236,13 @@ async def _proposing_team(request: web.Request, team_id: UUID) -> None:
     rate_bucket=UPLOAD_BUCKET,
     errors=(NotFound, Forbidden, Conflict, PayloadTooLarge, UnsupportedMediaType),
 )
-async def stage_task_artifact(request: web.Request, parsed: Parsed) -> StagedArtifact:
+async def stage_task_artifact(
+    request: web.Request, parsed: Parsed[None, StageQuery]
+) -> StagedArtifact:
     """Stage bytes (≤ 25 MiB, `application/octet-stream`) for binding at task creation."""
     team_id = require_team_header(request)
     await _proposing_team(request, team_id)
-    query: StageQuery = parsed.query
+    query = parsed.query
     content_type = query.contentType or DEFAULT_CONTENT_TYPE
     async with spooled_body(request) as body:
         await run_upload_workflow(
@@ -276,11 +278,13 @@ async def stage_task_artifact(request: web.Request, parsed: Parsed) -> StagedArt
     rate_bucket=UPLOAD_BUCKET,
     errors=(NotFound, Forbidden, Conflict, PayloadTooLarge, UnsupportedMediaType),
 )
-async def upload_task_artifact(request: web.Request, parsed: Parsed) -> TaskArtifact:
+async def upload_task_artifact(
+    request: web.Request, parsed: Parsed[None, UploadQuery, AttemptArtifactsPath]
+) -> TaskArtifact:
     """Attach an output artifact to a running attempt (its claimant only); the same bytes
     again with the same metadata answer the existing artifact."""
-    path: AttemptArtifactsPath = parsed.path
-    query: UploadQuery = parsed.query
+    path = parsed.path
+    query = parsed.query
     principal = require_principal(request)
     task = await visible_task(request, path.id)
     pool = request.app[keys.READ_POOL]
@@ -327,10 +331,12 @@ async def upload_task_artifact(request: web.Request, parsed: Parsed) -> TaskArti
     headers=(TEAM_HEADER,),
     errors=(NotFound, ValidationFailed),
 )
-async def list_task_artifacts(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def list_task_artifacts(
+    request: web.Request, parsed: Parsed[None, ArtifactListQuery, TaskArtifactsPath]
+) -> web.StreamResponse:
     """The artifacts bound to a task (inputs, then outputs as uploaded), a page at a time."""
-    path: TaskArtifactsPath = parsed.path
-    query: ArtifactListQuery = parsed.query
+    path = parsed.path
+    query = parsed.query
     await visible_task(request, path.id)
     secret = request.app[keys.SETTINGS].secret_bytes
     binding = {"taskId": str(path.id)}
@@ -437,9 +443,11 @@ def _metadata_headers(artifact: ArtifactBlob) -> dict[str, str]:
     raw_response=OCTET_STREAM,
     errors=(NotFound,),
 )
-async def download_task_artifact_by_cid(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def download_task_artifact_by_cid(
+    request: web.Request, parsed: Parsed[None, None, TaskArtifactContentPath]
+) -> web.StreamResponse:
     """The bytes of a CID bound anywhere on the task (an input, or any attempt's output)."""
-    path: TaskArtifactContentPath = parsed.path
+    path = parsed.path
     await visible_task(request, path.id)
     artifact = await artifact_reads.bound_on_task(request.app[keys.READ_POOL], path.id, path.cid)
     if artifact is None:
@@ -458,9 +466,11 @@ async def download_task_artifact_by_cid(request: web.Request, parsed: Parsed) ->
     raw_response=OCTET_STREAM,
     errors=(NotFound,),
 )
-async def download_task_artifact(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def download_task_artifact(
+    request: web.Request, parsed: Parsed[None, None, AttemptArtifactContentPath]
+) -> web.StreamResponse:
     """The bytes of one attempt's output artifact."""
-    path: AttemptArtifactContentPath = parsed.path
+    path = parsed.path
     await visible_task(request, path.id)
     artifact = await artifact_reads.bound_on_attempt(
         request.app[keys.READ_POOL], path.id, path.n, path.cid

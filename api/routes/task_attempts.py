@@ -176,14 +176,16 @@ async def _task_view(request: web.Request, task_id: UUID) -> Task:
     scopes=CLAIM_SCOPES,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def claim_task(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def claim_task(
+    request: web.Request, parsed: Parsed[ClaimRequest, None, TaskPath]
+) -> web.StreamResponse:
     """Claim a queued task: a new attempt (`claimed`) with a lease (`leaseTtlSec`, default
     300 s). Send the first heartbeat within the task's dispatch timeout to start it. Answers
     `{task, attemptN, attempt, traceparent}` and the `traceparent` header, which continues the
     trace of the task's creation. 409 when the task is not queued or its claim condition is not
     met (`claim-condition-unmet`)."""
-    path: TaskPath = parsed.path
-    body: ClaimRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     principal = require_principal(request)
     target = await task_reads.claim_target(_pool(request), path.id)
     if target is None:
@@ -235,12 +237,14 @@ async def claim_task(request: web.Request, parsed: Parsed) -> web.StreamResponse
     scopes=EXECUTE_SCOPES,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def heartbeat_attempt(request: web.Request, parsed: Parsed) -> dict[str, Any]:
+async def heartbeat_attempt(
+    request: web.Request, parsed: Parsed[HeartbeatRequest, None, AttemptPath]
+) -> dict[str, Any]:
     """The claimant is alive. The first heartbeat starts the attempt (`running`); each one
     renews the lease (`claimExpiresAt`, optionally with a new `leaseTtlSec`). After a cancel it
     answers `cancelled: true` with the reason: stop working and drop the result."""
-    path: AttemptPath = parsed.path
-    body: HeartbeatRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     target = await _attempt_target(request, path)
     _refuse_heartbeat_on_ended(target, path.n)
     if target.attempt_status == "cancelled":
@@ -313,13 +317,15 @@ def _cancelled(target: AttemptTarget) -> HeartbeatResponse:
     scopes=EXECUTE_SCOPES,
     errors=(*REPORT_ERRORS, InvalidSignature),
 )
-async def complete_attempt(request: web.Request, parsed: Parsed) -> Task:
+async def complete_attempt(
+    request: web.Request, parsed: Parsed[CompleteRequest, None, AttemptPath]
+) -> Task:
     """Submit the result of a started attempt: `output` (valid against the type's output
     schema), `outputCid` (the json CID of its RFC 8785 form, recomputed here) and optionally
     `contentSignature` (Ed25519 over the UTF-8 `outputCid`, by the claimant's key). 400 when
     any of them is wrong; 409 when the attempt has not started or has ended."""
-    path: AttemptPath = parsed.path
-    body: CompleteRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     target = await _attempt_target(request, path, with_input=True)
     _check_output(target, body)
     await _check_signature(request, target.claimant, body)
@@ -387,11 +393,13 @@ async def _check_signature(request: web.Request, agent_id: UUID, body: CompleteR
     scopes=EXECUTE_SCOPES,
     errors=REPORT_ERRORS,
 )
-async def fail_attempt(request: web.Request, parsed: Parsed) -> Task:
+async def fail_attempt(
+    request: web.Request, parsed: Parsed[FailRequest, None, AttemptPath]
+) -> Task:
     """Give up on a started attempt with `{error: {code, message, retryable?}}`. The task goes
     back to the queue when `retryable` and it has attempts left, else it fails."""
-    path: AttemptPath = parsed.path
-    body: FailRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     target = await _attempt_target(request, path)
     _refuse_report(target, path.n)
     command = FailCommand(
@@ -415,11 +423,13 @@ async def fail_attempt(request: web.Request, parsed: Parsed) -> Task:
     scopes=EXECUTE_SCOPES,
     errors=REPORT_ERRORS,
 )
-async def abort_attempt(request: web.Request, parsed: Parsed) -> Task:
+async def abort_attempt(
+    request: web.Request, parsed: Parsed[AbortRequest, None, AttemptPath]
+) -> Task:
     """The claimant abandons a started attempt (`aborted`, claim cleared, no cancellation
     fields): the task returns to the queue while it has attempts left, else it fails."""
-    path: AttemptPath = parsed.path
-    body: AbortRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     target = await _attempt_target(request, path)
     _refuse_report(target, path.n)
     command = AbortCommand(agent_id=target.claimant, attempt_n=path.n, reason=body.reason)
@@ -462,12 +472,12 @@ async def _report(request: web.Request, path: AttemptPath, update: str, command:
     scopes=MANAGE_SCOPES,
     errors=REPORT_ERRORS,
 )
-async def cancel_task(request: web.Request, parsed: Parsed) -> Task:
+async def cancel_task(request: web.Request, parsed: Parsed[CancelRequest, None, TaskPath]) -> Task:
     """Cancel a task that has not ended, with a `reason` (owners and managers of its team, or
     an explicit task manager). A worker on it learns on its next heartbeat (`cancelled:
     true`); a result it sends afterwards is refused (409)."""
-    path: TaskPath = parsed.path
-    body: CancelRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     principal = require_principal(request)
     target = await task_reads.claim_target(_pool(request), path.id)
     if target is None:

@@ -173,7 +173,9 @@ async def list_task_schemas(request: web.Request, parsed: Parsed) -> TaskSchemaL
     headers=(*TEAM_HEADER_DOC, IDEMPOTENCY_HEADER),
     errors=(ValidationFailed, Forbidden, NotFound, Conflict),
 )
-async def create_task(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def create_task(
+    request: web.Request, parsed: Parsed[CreateTaskRequest]
+) -> web.StreamResponse:
     """Create a task (queued); its attempt workflow `task/<taskId>` starts at once.
 
     Order of checks: the body (closed; 400), the type and its input schema (400, a pointer per
@@ -183,7 +185,7 @@ async def create_task(request: web.Request, parsed: Parsed) -> web.StreamRespons
     continuation source, the project, the staged artifacts and the claim condition (400).
     Nothing is written unless every check passes.
     """
-    body: CreateTaskRequest = parsed.body
+    body = parsed.body
     principal = require_principal(request)
     key = _idempotency_key(request)
     task_type = get_task_type(body.taskType)
@@ -446,9 +448,11 @@ def _traceparent() -> str | None:
     headers=TEAM_HEADER_DOC,
     errors=(ValidationFailed, NotFound),
 )
-async def list_tasks(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def list_tasks(
+    request: web.Request, parsed: Parsed[None, TaskListQuery]
+) -> web.StreamResponse:
     """The team's tasks, newest first, filtered; `nextCursor` pages with the same filters."""
-    query: TaskListQuery = parsed.query
+    query = parsed.query
     team_id = require_team_header(request)
     if not await allowed(request, "Team", team_id, "verify_claim"):
         raise NotFound("No such team", code="team-not-found")
@@ -519,7 +523,7 @@ def _position(position: dict[str, Any]) -> tuple[datetime, UUID]:
     headers=TEAM_HEADER_DOC,
     errors=(NotFound,),
 )
-async def get_task(request: web.Request, parsed: Parsed) -> Task:
+async def get_task(request: web.Request, parsed: Parsed[None, None, TaskPath]) -> Task:
     """One task (owning-team members and explicit grantees; 404 for anyone else)."""
     return await visible_task(request, parsed.path.id)
 
@@ -535,7 +539,9 @@ async def get_task(request: web.Request, parsed: Parsed) -> Task:
     headers=TEAM_HEADER_DOC,
     errors=(NotFound,),
 )
-async def list_task_attempts(request: web.Request, parsed: Parsed) -> TaskAttemptList:
+async def list_task_attempts(
+    request: web.Request, parsed: Parsed[None, None, TaskPath]
+) -> TaskAttemptList:
     """The task's attempts, first to last."""
     task = await visible_task(request, parsed.path.id)
     return TaskAttemptList(items=await task_reads.list_attempts(_pool(request), task.id))
@@ -580,11 +586,13 @@ def _grant_tuple(task_id: UUID, grant: TaskGrantRequest) -> RelationTuple:
     headers=TEAM_HEADER_DOC,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def create_task_grant(request: web.Request, parsed: Parsed) -> TaskGrant:
+async def create_task_grant(
+    request: web.Request, parsed: Parsed[TaskGrantRequest, None, TaskPath]
+) -> TaskGrant:
     """Make an agent, a human or a group's members writers (view, claim) or managers (view,
     claim, cancel) of one task. Granting twice is a no-op."""
-    task_id: UUID = parsed.path.id
-    grant: TaskGrantRequest = parsed.body
+    task_id = parsed.path.id
+    grant = parsed.body
     task = await _managed_task(request, task_id)
     if not await task_reads.subject_exists(_pool(request), grant.subjectNs, grant.subjectId):
         raise NotFound(f"No such {grant.subjectNs}", code="subject-not-found")
@@ -612,9 +620,11 @@ async def create_task_grant(request: web.Request, parsed: Parsed) -> TaskGrant:
     headers=TEAM_HEADER_DOC,
     errors=(NotFound, Forbidden),
 )
-async def list_task_grants(request: web.Request, parsed: Parsed) -> TaskGrantList:
+async def list_task_grants(
+    request: web.Request, parsed: Parsed[None, None, TaskPath]
+) -> TaskGrantList:
     """Who holds explicit grants on the task (same authority as granting)."""
-    task_id: UUID = parsed.path.id
+    task_id = parsed.path.id
     await _managed_task(request, task_id)
     return TaskGrantList(items=await task_reads.list_grants(_pool(request), task_id))
 
@@ -631,10 +641,12 @@ async def list_task_grants(request: web.Request, parsed: Parsed) -> TaskGrantLis
     headers=TEAM_HEADER_DOC,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def revoke_task_grant(request: web.Request, parsed: Parsed) -> TaskGrantRevoked:
+async def revoke_task_grant(
+    request: web.Request, parsed: Parsed[TaskGrantRequest, None, TaskPath]
+) -> TaskGrantRevoked:
     """Remove one grant; revoking a grant that does not exist answers `revoked: false`."""
-    task_id: UUID = parsed.path.id
-    grant: TaskGrantRequest = parsed.body
+    task_id = parsed.path.id
+    grant = parsed.body
     task = await _managed_task(request, task_id)
     result = await execute(
         request,
@@ -670,11 +682,13 @@ def _search(task: Task) -> list[SearchAttributePair[Any]]:
     headers=TEAM_HEADER_DOC,
     errors=(ValidationFailed, NotFound, Forbidden, Conflict),
 )
-async def append_task_messages(request: web.Request, parsed: Parsed) -> MessagesAppended:
+async def append_task_messages(
+    request: web.Request, parsed: Parsed[AppendMessagesRequest, None, AttemptPath]
+) -> MessagesAppended:
     """Append one message or a batch (≤ 200) to a running attempt; the server numbers them
     (`seq`, gapless per attempt). Only the attempt's claimant may write."""
-    path: AttemptPath = parsed.path
-    body: AppendMessagesRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     principal = require_principal(request)
     messages = [m.model_dump(mode="json") for m in body.batch()]
     outcome = await append_messages(
@@ -709,10 +723,12 @@ async def _append_refusal(
     headers=TEAM_HEADER_DOC,
     errors=(NotFound,),
 )
-async def list_task_messages(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def list_task_messages(
+    request: web.Request, parsed: Parsed[None, MessagesQuery, AttemptPath]
+) -> web.StreamResponse:
     """An attempt's messages after `afterSeq` (exclusive), in `seq` order."""
-    path: AttemptPath = parsed.path
-    query: MessagesQuery = parsed.query
+    path = parsed.path
+    query = parsed.query
     await visible_task(request, path.id)
     attempt = await task_reads.get_attempt(_pool(request), path.id, path.n)
     if attempt is None:

@@ -303,14 +303,16 @@ async def list_teams(request: web.Request, parsed: Parsed) -> TeamList:
     response=Team,
     errors=(Conflict,),
 )
-async def create_team(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def create_team(
+    request: web.Request, parsed: Parsed[CreateTeamRequest]
+) -> web.StreamResponse:
     """Create a team: active at once (201), or founding (202) when `foundingMembers` are named.
 
     A founding team waits up to 24 h for every founding member's `accept-founding`; then it is
     active and each founding member holds its role (owner unless another is given), or it is
     archived. The creator is an owner and has accepted by creating it.
     """
-    body: CreateTeamRequest = parsed.body
+    body = parsed.body
     principal = require_principal(request)
     team_id = uuid.uuid4()
     creator = Seat(subject_id=principal.subject_id, subject_ns=principal.subject_ns, role="owner")
@@ -371,9 +373,9 @@ async def _start_founding(
     response=Team,
     errors=(NotFound,),
 )
-async def get_team(request: web.Request, parsed: Parsed) -> Team:
+async def get_team(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> Team:
     """A team with its members (and, before it is active, its founding acceptances)."""
-    path: TeamPath = parsed.path
+    path = parsed.path
     team, role = await _visible_team(request, path.id)
     acceptances = None if team.status == "active" else await _acceptances(request, path.id)
     return _team_view(
@@ -390,9 +392,9 @@ async def get_team(request: web.Request, parsed: Parsed) -> Team:
     response=Deleted,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def delete_team(request: web.Request, parsed: Parsed) -> Deleted:
+async def delete_team(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> Deleted:
     """Delete a team (owners only). Personal teams stay; a team that owns diaries is a 409."""
-    path: TeamPath = parsed.path
+    path = parsed.path
     await _require_team(request, path.id, "manage")
     await _run(
         request,
@@ -413,10 +415,12 @@ async def delete_team(request: web.Request, parsed: Parsed) -> Deleted:
     response=FoundingAccepted,
     errors=(NotFound, Conflict),
 )
-async def accept_founding(request: web.Request, parsed: Parsed) -> FoundingAccepted:
+async def accept_founding(
+    request: web.Request, parsed: Parsed[None, None, TeamPath]
+) -> FoundingAccepted:
     """Record the caller's acceptance of a founding team (idempotent). The last acceptance
     answers with the team already `active`."""
-    path: TeamPath = parsed.path
+    path = parsed.path
     principal = require_principal(request)
     team = await _team_row(request, path.id)
     seat = await team_reads.founding_seat(_pool(request), path.id, principal.subject_id)
@@ -467,9 +471,11 @@ def _not_founding(status: str) -> DomainError:
     response=MemberList,
     errors=(NotFound,),
 )
-async def list_team_members(request: web.Request, parsed: Parsed) -> MemberList:
+async def list_team_members(
+    request: web.Request, parsed: Parsed[None, None, TeamPath]
+) -> MemberList:
     """The team's members and their roles."""
-    path: TeamPath = parsed.path
+    path = parsed.path
     await _visible_team(request, path.id)
     return MemberList(items=await _members(request, path.id))
 
@@ -484,11 +490,13 @@ async def list_team_members(request: web.Request, parsed: Parsed) -> MemberList:
     response=TeamMember,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def update_team_member(request: web.Request, parsed: Parsed) -> TeamMember:
+async def update_team_member(
+    request: web.Request, parsed: Parsed[UpdateMemberRequest, None, MemberPath]
+) -> TeamMember:
     """Change a member's role (owners and managers; only owners grant or take `owner`; the last
     owner stays). Code `team-last-owner` (409), `owner-required` (403)."""
-    path: MemberPath = parsed.path
-    body: UpdateMemberRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     await _require_team(request, path.id, "manage_members")
     change = MemberRoleChange(
         team_id=path.id,
@@ -518,10 +526,12 @@ async def update_team_member(request: web.Request, parsed: Parsed) -> TeamMember
     response=Deleted,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def remove_team_member(request: web.Request, parsed: Parsed) -> Deleted:
+async def remove_team_member(
+    request: web.Request, parsed: Parsed[None, None, MemberPath]
+) -> Deleted:
     """Remove a member (owners and managers; only owners remove an owner), or leave the team
     yourself. The member also leaves the team's groups. Never the last owner (409)."""
-    path: MemberPath = parsed.path
+    path = parsed.path
     principal = require_principal(request)
     leaving = path.subjectId == principal.subject_id
     if leaving:
@@ -557,11 +567,13 @@ async def remove_team_member(request: web.Request, parsed: Parsed) -> Deleted:
     response=Invite,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def create_team_invite(request: web.Request, parsed: Parsed) -> Invite:
+async def create_team_invite(
+    request: web.Request, parsed: Parsed[CreateInviteRequest, None, TeamPath]
+) -> Invite:
     """An invite code (`service_inv_…`) anyone may redeem with `POST /teams/join` until it
     expires or is used `maxUses` times. Not for personal teams (400 team-personal-immutable)."""
-    path: TeamPath = parsed.path
-    body: CreateInviteRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     principal = require_principal(request)
     await _require_team(request, path.id, "manage_members")
     invite_id = uuid.uuid4()
@@ -592,9 +604,11 @@ async def create_team_invite(request: web.Request, parsed: Parsed) -> Invite:
     response=InviteList,
     errors=(NotFound, Forbidden),
 )
-async def list_team_invites(request: web.Request, parsed: Parsed) -> InviteList:
+async def list_team_invites(
+    request: web.Request, parsed: Parsed[None, None, TeamPath]
+) -> InviteList:
     """The team's invites with their codes (owners and managers only: a code admits its holder)."""
-    path: TeamPath = parsed.path
+    path = parsed.path
     await _require_team(request, path.id, "manage_members")
     return InviteList(items=await team_reads.list_invites(_pool(request), path.id))
 
@@ -608,9 +622,11 @@ async def list_team_invites(request: web.Request, parsed: Parsed) -> InviteList:
     response=Deleted,
     errors=(NotFound, Forbidden),
 )
-async def delete_team_invite(request: web.Request, parsed: Parsed) -> Deleted:
+async def delete_team_invite(
+    request: web.Request, parsed: Parsed[None, None, InvitePath]
+) -> Deleted:
     """Revoke an invite; its code stops working at once."""
-    path: InvitePath = parsed.path
+    path = parsed.path
     await _require_team(request, path.id, "manage_members")
     delete = InviteDelete(team_id=path.id, invite_id=path.inviteId)
     await _run(
@@ -632,10 +648,10 @@ async def delete_team_invite(request: web.Request, parsed: Parsed) -> Deleted:
     response=Joined,
     errors=(NotFound, Conflict, Gone),
 )
-async def join_team(request: web.Request, parsed: Parsed) -> Joined:
+async def join_team(request: web.Request, parsed: Parsed[JoinRequest]) -> Joined:
     """Join a team with an invite code: the invite's role. Expired or used up → 410
     (`invite-expired`, `invite-exhausted`); unknown → 404; already a member → 409."""
-    body: JoinRequest = parsed.body
+    body = parsed.body
     principal = require_principal(request)
     team_id = await team_reads.invite_team(_pool(request), body.code)
     if team_id is None:
@@ -683,10 +699,12 @@ async def _group_members(request: web.Request, group_id: uuid.UUID) -> list[Grou
     response=Group,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def create_group(request: web.Request, parsed: Parsed) -> Group:
+async def create_group(
+    request: web.Request, parsed: Parsed[CreateGroupRequest, None, TeamPath]
+) -> Group:
     """A named group of team members (unique name per team; not in personal teams)."""
-    path: TeamPath = parsed.path
-    body: CreateGroupRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     await _require_team(request, path.id, "manage_members")
     group_id = uuid.uuid4()
     create = GroupCreate(group_id=group_id, team_id=path.id, name=body.name)
@@ -709,9 +727,9 @@ async def create_group(request: web.Request, parsed: Parsed) -> Group:
     response=GroupList,
     errors=(NotFound,),
 )
-async def list_groups(request: web.Request, parsed: Parsed) -> GroupList:
+async def list_groups(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> GroupList:
     """The team's groups."""
-    path: TeamPath = parsed.path
+    path = parsed.path
     await _require_membership(request, path.id)
     return GroupList(items=await team_reads.list_groups(_pool(request), path.id))
 
@@ -725,9 +743,9 @@ async def list_groups(request: web.Request, parsed: Parsed) -> GroupList:
     response=Group,
     errors=(NotFound,),
 )
-async def get_group(request: web.Request, parsed: Parsed) -> Group:
+async def get_group(request: web.Request, parsed: Parsed[None, None, GroupPath]) -> Group:
     """A group with its members."""
-    path: GroupPath = parsed.path
+    path = parsed.path
     group = await _group_row(request, path.id)
     return group.model_copy(update={"members": await _group_members(request, path.id)})
 
@@ -741,9 +759,9 @@ async def get_group(request: web.Request, parsed: Parsed) -> Group:
     response=Deleted,
     errors=(NotFound, Forbidden),
 )
-async def delete_group(request: web.Request, parsed: Parsed) -> Deleted:
+async def delete_group(request: web.Request, parsed: Parsed[None, None, GroupPath]) -> Deleted:
     """Delete a group and every grant made to it."""
-    path: GroupPath = parsed.path
+    path = parsed.path
     group = await _group_row(request, path.id)
     await _require_group_manager(request, group)
     await _run(
@@ -767,10 +785,12 @@ async def delete_group(request: web.Request, parsed: Parsed) -> Deleted:
     response=GroupMember,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def add_group_member(request: web.Request, parsed: Parsed) -> GroupMember:
+async def add_group_member(
+    request: web.Request, parsed: Parsed[AddGroupMemberRequest, None, GroupPath]
+) -> GroupMember:
     """Add a member of the team to the group (404 `not-a-team-member` otherwise)."""
-    path: GroupPath = parsed.path
-    body: AddGroupMemberRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     group = await _group_row(request, path.id)
     await _require_group_manager(request, group)
     change = GroupMemberChange(
@@ -796,9 +816,11 @@ async def add_group_member(request: web.Request, parsed: Parsed) -> GroupMember:
     response=GroupMemberList,
     errors=(NotFound,),
 )
-async def list_group_members(request: web.Request, parsed: Parsed) -> GroupMemberList:
+async def list_group_members(
+    request: web.Request, parsed: Parsed[None, None, GroupPath]
+) -> GroupMemberList:
     """The group's members."""
-    path: GroupPath = parsed.path
+    path = parsed.path
     await _group_row(request, path.id)
     return GroupMemberList(items=await _group_members(request, path.id))
 
@@ -812,9 +834,11 @@ async def list_group_members(request: web.Request, parsed: Parsed) -> GroupMembe
     response=Deleted,
     errors=(NotFound, Forbidden),
 )
-async def remove_group_member(request: web.Request, parsed: Parsed) -> Deleted:
+async def remove_group_member(
+    request: web.Request, parsed: Parsed[None, None, GroupMemberPath]
+) -> Deleted:
     """Remove a member from the group (managers), or leave it yourself."""
-    path: GroupMemberPath = parsed.path
+    path = parsed.path
     principal = require_principal(request)
     group = await _group_row(request, path.id)
     if path.subjectId != principal.subject_id:
@@ -844,10 +868,12 @@ async def remove_group_member(request: web.Request, parsed: Parsed) -> Deleted:
     response=Project,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def create_project(request: web.Request, parsed: Parsed) -> Project:
+async def create_project(
+    request: web.Request, parsed: Parsed[CreateProjectRequest, None, TeamPath]
+) -> Project:
     """A project of the team, which tasks may name as `projectId` (owners and managers)."""
-    path: TeamPath = parsed.path
-    body: CreateProjectRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     principal = require_principal(request)
     await _require_team(request, path.id, "write")
     project_id = uuid.uuid4()
@@ -872,8 +898,8 @@ async def create_project(request: web.Request, parsed: Parsed) -> Project:
     response=ProjectList,
     errors=(NotFound,),
 )
-async def list_projects(request: web.Request, parsed: Parsed) -> ProjectList:
+async def list_projects(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> ProjectList:
     """The team's projects."""
-    path: TeamPath = parsed.path
+    path = parsed.path
     await _require_membership(request, path.id)
     return ProjectList(items=await team_reads.list_projects(_pool(request), path.id))

@@ -81,11 +81,13 @@ DECIDE_ERRORS = (NotFound, Forbidden, Conflict)
     scopes=CHANGE_SCOPES,
     errors=(NotFound, Forbidden, ValidationFailed, Conflict),
 )
-async def create_transfer(request: web.Request, parsed: Parsed) -> Transfer:
+async def create_transfer(
+    request: web.Request, parsed: Parsed[TransferCreateRequest, None, DiaryTransfersPath]
+) -> Transfer:
     """Propose to hand a diary to another team; its owners have 7 days to accept."""
     principal = require_principal(request)
-    diary_id: uuid.UUID = parsed.path.diaryId
-    body: TransferCreateRequest = parsed.body
+    diary_id = parsed.path.diaryId
+    body = parsed.body
     diary = await readable_diary(request, diary_id)
     source_team_id = diary.teamId
     await require(
@@ -143,7 +145,9 @@ async def create_transfer(request: web.Request, parsed: Parsed) -> Transfer:
     scopes=CHANGE_SCOPES,
     errors=DECIDE_ERRORS,
 )
-async def accept_transfer(request: web.Request, parsed: Parsed) -> Transfer:
+async def accept_transfer(
+    request: web.Request, parsed: Parsed[None, None, TransferPath]
+) -> Transfer:
     """Accept a pending transfer: the diary moves to your team (destination owners only)."""
     return await _decide(request, parsed.path, "accepted")
 
@@ -158,7 +162,9 @@ async def accept_transfer(request: web.Request, parsed: Parsed) -> Transfer:
     scopes=CHANGE_SCOPES,
     errors=DECIDE_ERRORS,
 )
-async def reject_transfer(request: web.Request, parsed: Parsed) -> Transfer:
+async def reject_transfer(
+    request: web.Request, parsed: Parsed[None, None, TransferPath]
+) -> Transfer:
     """Reject a pending transfer: the diary stays with its team (destination owners only)."""
     return await _decide(request, parsed.path, "rejected")
 
@@ -251,9 +257,11 @@ async def list_pending_transfers(request: web.Request, parsed: Parsed) -> Transf
     scopes=READ_SCOPES,
     errors=(NotFound, Forbidden),
 )
-async def list_diary_transfers(request: web.Request, parsed: Parsed) -> TransferList:
+async def list_diary_transfers(
+    request: web.Request, parsed: Parsed[None, None, DiaryTransfersPath]
+) -> TransferList:
     """A diary's transfers, newest first (members of its team, or its managers)."""
-    diary_id: uuid.UUID = parsed.path.diaryId
+    diary_id = parsed.path.diaryId
     diary = await readable_diary(request, diary_id)
     if not (
         await allowed(request, "Team", diary.teamId, "access")
@@ -275,7 +283,9 @@ async def list_diary_transfers(request: web.Request, parsed: Parsed) -> Transfer
     scopes=READ_SCOPES,
     errors=(NotFound,),
 )
-async def get_diary_transfer(request: web.Request, parsed: Parsed) -> Transfer:
+async def get_diary_transfer(
+    request: web.Request, parsed: Parsed[None, None, TransferPath]
+) -> Transfer:
     """One transfer, for members of its teams and readers of its diary."""
     record = await _visible_transfer(request, parsed.path)
     return _current(record, datetime.now(UTC))
