@@ -7,6 +7,7 @@ cannot be enumerated); a resource the caller can see but not change answers 403.
 from __future__ import annotations
 
 import uuid
+from typing import TypeVar
 from uuid import UUID
 
 from aiohttp import web
@@ -20,6 +21,7 @@ from schemas.memory import Diary
 from schemas.principals import Principal
 from schemas.task_api import Task
 
+T = TypeVar("T")
 TEAM_HEADER = "x-service-team-id"
 NO_SUCH_DIARY = "No such diary"
 
@@ -81,11 +83,16 @@ async def require_visible(
 # --- diaries: the visibility rule of SPEC 5, for every route that touches a diary ------------
 
 
+def found(value: T | None, missing: DomainError) -> T:
+    """`value`, or the `missing` problem (a 404) when the read found nothing."""
+    if value is None:
+        raise missing
+    return value
+
+
 async def load_diary(request: web.Request, diary_id: UUID) -> Diary:
     diary = await memory_reads.get_diary(request.app[keys.READ_POOL], diary_id)
-    if diary is None:
-        raise NotFound(NO_SUCH_DIARY, code="diary-not-found")
-    return diary
+    return found(diary, NotFound(NO_SUCH_DIARY, code="diary-not-found"))
 
 
 async def can_read(request: web.Request, diary: Diary) -> bool:

@@ -91,37 +91,6 @@ def entry_create_workflow_id(entry_id: UUID) -> str:
     return f"entries/{entry_id}/create"
 
 
-def entry_update_workflow_id(entry_id: UUID) -> str:
-    """Keyed by the entry: one update of an entry at a time (409 `entry-busy` otherwise)."""
-    return f"entries/{entry_id}/update"
-
-
-def entry_embedding_workflow_id(entry_id: UUID, cid: str) -> str:
-    """The late embedding of one version (CID) of an entry."""
-    return f"entries/{entry_id}/embedding/{cid}"
-
-
-def entries_delete_workflow_id(entry_ids: Sequence[UUID]) -> str:
-    """Keyed by the set of entries deleted (a digest of the sorted ids, in any order): a retried
-    batch delete hits the same id; another set runs beside it."""
-    digest = hashlib.sha256(",".join(sorted(str(i) for i in entry_ids)).encode()).hexdigest()
-    return f"entries/delete/{digest[:32]}"
-
-
-def relation_create_workflow_id(relation_id: UUID) -> str:
-    return f"relations/{relation_id}/create"
-
-
-def relation_update_workflow_id(relation_id: UUID) -> str:
-    """Keyed by the relation: a retried status change hits the same id, and two changes of one
-    relation never run at once (409 "This relation is being updated")."""
-    return f"relations/{relation_id}/update"
-
-
-def relation_delete_workflow_id(relation_id: UUID) -> str:
-    return f"relations/{relation_id}/delete"
-
-
 @workflow.defn(name="EntryCreate")
 class EntryCreateWorkflow:
     @workflow.run
@@ -144,6 +113,11 @@ class EntryCreateWorkflow:
         if vector is None:
             await _embed_later(draft.entry_id, text, inserted.cid)
         return inserted
+
+
+def entry_update_workflow_id(entry_id: UUID) -> str:
+    """Keyed by the entry: one update of an entry at a time (409 `entry-busy` otherwise)."""
+    return f"entries/{entry_id}/update"
 
 
 @workflow.defn(name="EntryUpdate")
@@ -170,6 +144,11 @@ class EntryUpdateWorkflow:
             await _embed_later(merged.entry_id, text, cid)
 
 
+def entry_embedding_workflow_id(entry_id: UUID, cid: str) -> str:
+    """The late embedding of one version (CID) of an entry."""
+    return f"entries/{entry_id}/embedding/{cid}"
+
+
 @workflow.defn(name="EntryEmbedding")
 class EntryEmbeddingWorkflow:
     """Retries an entry's embedding until it succeeds (or a day passes), then stores it.
@@ -193,11 +172,22 @@ class EntryEmbeddingWorkflow:
         )
 
 
+def entries_delete_workflow_id(entry_ids: Sequence[UUID]) -> str:
+    """Keyed by the set of entries deleted (a digest of the sorted ids, in any order): a retried
+    batch delete hits the same id; another set runs beside it."""
+    digest = hashlib.sha256(",".join(sorted(str(i) for i in entry_ids)).encode()).hexdigest()
+    return f"entries/delete/{digest[:32]}"
+
+
 @workflow.defn(name="EntryDelete")
 class EntryDeleteWorkflow:
     @workflow.run
     async def run(self, inp: EntryRefs) -> EntriesDeleted:
         return await run_step(MemoryActivities.delete_entries, inp)
+
+
+def relation_create_workflow_id(relation_id: UUID) -> str:
+    return f"relations/{relation_id}/create"
 
 
 @workflow.defn(name="RelationCreate")
@@ -207,11 +197,21 @@ class RelationCreateWorkflow:
         return await run_step(MemoryActivities.create_relation, inp)
 
 
+def relation_update_workflow_id(relation_id: UUID) -> str:
+    """Keyed by the relation: a retried status change hits the same id, and two changes of one
+    relation never run at once (409 "This relation is being updated")."""
+    return f"relations/{relation_id}/update"
+
+
 @workflow.defn(name="RelationUpdate")
 class RelationUpdateWorkflow:
     @workflow.run
     async def run(self, inp: RelationStatusChange) -> None:
         await run_step(MemoryActivities.set_relation_status, inp)
+
+
+def relation_delete_workflow_id(relation_id: UUID) -> str:
+    return f"relations/{relation_id}/delete"
 
 
 @workflow.defn(name="RelationDelete")

@@ -23,14 +23,6 @@ def human_registration_workflow_id(identity_id: UUID) -> str:
     return f"humans/register/{identity_id}"
 
 
-def session_open_workflow_id(session_id: UUID) -> str:
-    return f"sessions/{session_id}/open"
-
-
-def session_close_workflow_id(session_id: UUID) -> str:
-    return f"sessions/{session_id}/close"
-
-
 @workflow.defn(name="HumanRegistration")
 class HumanRegistrationWorkflow:
     @workflow.run
@@ -47,11 +39,19 @@ class HumanRegistrationWorkflow:
         )
 
 
+def session_open_workflow_id(session_id: UUID) -> str:
+    return f"sessions/{session_id}/open"
+
+
 @workflow.defn(name="SessionOpen")
 class SessionOpenWorkflow:
     @workflow.run
     async def run(self, inp: SessionOpen) -> SessionOpened:
         return await run_step(IdentityActivities.open_session, inp)
+
+
+def session_close_workflow_id(session_id: UUID) -> str:
+    return f"sessions/{session_id}/close"
 
 
 @workflow.defn(name="SessionClose")

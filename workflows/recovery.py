@@ -45,13 +45,6 @@ def recovery_verify_workflow_id(nonce: str) -> str:
     return f"recovery/{nonce}"
 
 
-def recovery_redeem_workflow_id(flow_id: UUID) -> str:
-    """Keyed by the recovery flow: a retried redemption hits the same id, and one flow is
-    redeemed one try at a time (a concurrent try answers 409); every try still counts
-    against the flow's limit, and a redeemed flow refuses the next (`recovery-flow-used`)."""
-    return f"recovery-flow/{flow_id}"
-
-
 @workflow.defn(name="RecoveryVerify")
 class RecoveryVerifyWorkflow:
     @workflow.run
@@ -77,6 +70,13 @@ class RecoveryVerifyWorkflow:
             ),
         )
         return RecoveryStarted(flow_id=inp.flow_id, identity_id=agent.identity_id)
+
+
+def recovery_redeem_workflow_id(flow_id: UUID) -> str:
+    """Keyed by the recovery flow: a retried redemption hits the same id, and one flow is
+    redeemed one try at a time (a concurrent try answers 409); every try still counts
+    against the flow's limit, and a redeemed flow refuses the next (`recovery-flow-used`)."""
+    return f"recovery-flow/{flow_id}"
 
 
 @workflow.defn(name="RecoveryRedeem")

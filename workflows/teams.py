@@ -62,56 +62,14 @@ FINISH_RETRY = RetryPolicy(
 )
 
 
-# --- workflow ids: every team write runs as `teams/<team>/<what it changes>` ------------------
+# --- workflow ids, each beside its workflow: a team write runs as `teams/<team>/<what>` -------
 # Two writes of the same thing never run at once (the API answers 409 `team-change-running`);
 # once one has ended, the next runs under the same id. Ids of new rows (invites, groups,
 # projects) carry the id the API chose for the row.
 
 
-def team_create_workflow_id(team_id: UUID) -> str:
-    return f"teams/{team_id}/create"
-
-
 def team_founding_workflow_id(team_id: UUID) -> str:
     return f"teams/{team_id}/founding"
-
-
-def team_delete_workflow_id(team_id: UUID) -> str:
-    return f"teams/{team_id}/delete"
-
-
-def team_member_workflow_id(team_id: UUID, subject_id: UUID) -> str:
-    """A member's role change and removal share it: they exclude each other."""
-    return f"teams/{team_id}/members/{subject_id}"
-
-
-def invite_create_workflow_id(team_id: UUID, invite_id: UUID) -> str:
-    return f"teams/{team_id}/invites/{invite_id}"
-
-
-def invite_delete_workflow_id(team_id: UUID, invite_id: UUID) -> str:
-    return f"teams/{team_id}/invites/{invite_id}/delete"
-
-
-def join_workflow_id(team_id: UUID, subject_id: UUID) -> str:
-    return f"teams/{team_id}/join/{subject_id}"
-
-
-def group_create_workflow_id(team_id: UUID, group_id: UUID) -> str:
-    return f"teams/{team_id}/groups/{group_id}"
-
-
-def group_delete_workflow_id(team_id: UUID, group_id: UUID) -> str:
-    return f"teams/{team_id}/groups/{group_id}/delete"
-
-
-def group_member_workflow_id(team_id: UUID, group_id: UUID, subject_id: UUID) -> str:
-    """Adding and removing one member of a group share it: they exclude each other."""
-    return f"teams/{team_id}/groups/{group_id}/members/{subject_id}"
-
-
-def project_create_workflow_id(team_id: UUID, project_id: UUID) -> str:
-    return f"teams/{team_id}/projects/{project_id}"
 
 
 @workflow.defn(name="TeamFounding")
@@ -195,6 +153,10 @@ class TeamFoundingWorkflow:
 # --- request workflows: one transaction each -------------------------------------------------
 
 
+def team_create_workflow_id(team_id: UUID) -> str:
+    return f"teams/{team_id}/create"
+
+
 @workflow.defn(name="TeamCreate")
 class TeamCreateWorkflow:
     @workflow.run
@@ -202,11 +164,20 @@ class TeamCreateWorkflow:
         return await run_step(TeamActivities.create_team, inp)
 
 
+def team_delete_workflow_id(team_id: UUID) -> str:
+    return f"teams/{team_id}/delete"
+
+
 @workflow.defn(name="TeamDelete")
 class TeamDeleteWorkflow:
     @workflow.run
     async def run(self, inp: TeamRef) -> None:
         await run_step(TeamActivities.delete_team, inp)
+
+
+def team_member_workflow_id(team_id: UUID, subject_id: UUID) -> str:
+    """A member's role change and removal share it: they exclude each other."""
+    return f"teams/{team_id}/members/{subject_id}"
 
 
 @workflow.defn(name="TeamMemberRole")
@@ -223,11 +194,19 @@ class TeamMemberRemoveWorkflow:
         await run_step(TeamActivities.remove_member, inp)
 
 
+def invite_create_workflow_id(team_id: UUID, invite_id: UUID) -> str:
+    return f"teams/{team_id}/invites/{invite_id}"
+
+
 @workflow.defn(name="TeamInviteCreate")
 class TeamInviteCreateWorkflow:
     @workflow.run
     async def run(self, inp: InviteCreate) -> Invite:
         return await run_step(TeamActivities.create_invite, inp)
+
+
+def invite_delete_workflow_id(team_id: UUID, invite_id: UUID) -> str:
+    return f"teams/{team_id}/invites/{invite_id}/delete"
 
 
 @workflow.defn(name="TeamInviteDelete")
@@ -237,11 +216,19 @@ class TeamInviteDeleteWorkflow:
         await run_step(TeamActivities.delete_invite, inp)
 
 
+def join_workflow_id(team_id: UUID, subject_id: UUID) -> str:
+    return f"teams/{team_id}/join/{subject_id}"
+
+
 @workflow.defn(name="TeamJoin")
 class TeamJoinWorkflow:
     @workflow.run
     async def run(self, inp: TeamJoin) -> Joined:
         return await run_step(TeamActivities.join, inp)
+
+
+def group_create_workflow_id(team_id: UUID, group_id: UUID) -> str:
+    return f"teams/{team_id}/groups/{group_id}"
 
 
 @workflow.defn(name="GroupCreate")
@@ -251,11 +238,20 @@ class GroupCreateWorkflow:
         return await run_step(TeamActivities.create_group, inp)
 
 
+def group_delete_workflow_id(team_id: UUID, group_id: UUID) -> str:
+    return f"teams/{team_id}/groups/{group_id}/delete"
+
+
 @workflow.defn(name="GroupDelete")
 class GroupDeleteWorkflow:
     @workflow.run
     async def run(self, inp: GroupRef) -> None:
         await run_step(TeamActivities.delete_group, inp)
+
+
+def group_member_workflow_id(team_id: UUID, group_id: UUID, subject_id: UUID) -> str:
+    """Adding and removing one member of a group share it: they exclude each other."""
+    return f"teams/{team_id}/groups/{group_id}/members/{subject_id}"
 
 
 @workflow.defn(name="GroupMemberAdd")
@@ -270,6 +266,10 @@ class GroupMemberRemoveWorkflow:
     @workflow.run
     async def run(self, inp: GroupMemberRemove) -> None:
         await run_step(TeamActivities.remove_group_member, inp)
+
+
+def project_create_workflow_id(team_id: UUID, project_id: UUID) -> str:
+    return f"teams/{team_id}/projects/{project_id}"
 
 
 @workflow.defn(name="ProjectCreate")

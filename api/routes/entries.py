@@ -15,7 +15,7 @@ from aiohttp import web
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed, changeable_diary, readable_diary, require
+from api.access import allowed, changeable_diary, found, readable_diary, require
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
@@ -70,9 +70,7 @@ NO_SUCH_ENTRY = "No such entry"
 
 async def load_entry(request: web.Request, entry_id: UUID) -> Entry:
     entry = await memory_reads.get_entry(request.app[keys.READ_POOL], entry_id)
-    if entry is None:
-        raise NotFound(NO_SUCH_ENTRY, code="entry-not-found")
-    return entry
+    return found(entry, NotFound(NO_SUCH_ENTRY, code="entry-not-found"))
 
 
 async def readable_entry(request: web.Request, entry_id: UUID) -> Entry:
@@ -370,9 +368,7 @@ async def create_relation(
 
 async def _load_relation(request: web.Request, relation_id: UUID) -> LocatedRelation:
     located = await memory_reads.get_relation(request.app[keys.READ_POOL], relation_id)
-    if located is None:
-        raise NotFound("No such relation", code="relation-not-found")
-    return located
+    return found(located, NotFound("No such relation", code="relation-not-found"))
 
 
 async def _writable_relation(request: web.Request, relation_id: UUID) -> LocatedRelation:

@@ -108,14 +108,14 @@ async def login(request: web.Request, parsed: Parsed[HumanLoginRequest]) -> web.
     token = new_secret(SESSION_PREFIX)
     session_id = uuid.uuid4()
     expires_at = datetime.now(UTC) + SESSION_LIFETIME
-    existing = await identity_reads.human_by_identity(pool, identity.id)
+    human_id = await identity_reads.human_of(pool, identity.id)
     opened = await execute(
         request,
         SessionOpenWorkflow.run,
         SessionOpen(
             session_id=session_id,
             identity_id=identity.id,
-            human_id=existing.id if existing is not None else uuid.uuid4(),
+            human_id=human_id if human_id is not None else uuid.uuid4(),
             token_hash=hash_secret(token, request.app[keys.SETTINGS].secret_bytes),
             expires_at=expires_at,
         ),

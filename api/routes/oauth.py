@@ -149,13 +149,13 @@ async def token_exchange_hook(
     _require_hook_secret(request)
     body = parsed.body
     client_id = body.client_id or str((body.request or {}).get("client_id", ""))
-    client = await identity_reads.client_for_token(request.app[keys.READ_POOL], client_id)
-    if client is None:
+    agent = await identity_reads.agent_of_client(request.app[keys.READ_POOL], client_id)
+    if agent is None:
         raise Forbidden("Unknown client", code="unknown-client")
     claims = {
-        "identity_id": str(client.identity_id),
-        "fingerprint": client.fingerprint,
-        "public_key": client.public_key,
+        "identity_id": str(agent.identity_id),
+        "fingerprint": agent.fingerprint,
+        "public_key": agent.public_key,
         "subject_type": "agent",
     }
     return {"session": {"access_token": claims}}
@@ -195,10 +195,8 @@ async def after_registration_hook(
         parse_public_key(str(traits.get("public_key", "")))
     except ValueError as exc:
         raise ValidationFailed(str(exc)) from None
-    voucher = await identity_reads.open_voucher(
-        request.app[keys.READ_POOL], str(traits.get("voucher_code", ""))
-    )
-    if voucher is None:
+    code = str(traits.get("voucher_code", ""))
+    if not await identity_reads.voucher_is_open(request.app[keys.READ_POOL], code):
         raise VoucherRejected("The voucher is unknown, already redeemed or expired")
     return {"accepted": True}
 

@@ -396,13 +396,8 @@ async def delete_team(request: web.Request, parsed: Parsed[None, None, TeamPath]
     """Delete a team (owners only). Personal teams stay; a team that owns diaries is a 409."""
     path = parsed.path
     await _require_team(request, path.id, "manage")
-    await _run(
-        request,
-        TeamDeleteWorkflow.run,
-        TeamRef(team_id=path.id),
-        path.id,
-        team_delete_workflow_id(path.id),
-    )
+    workflow_id = team_delete_workflow_id(path.id)
+    await _run(request, TeamDeleteWorkflow.run, TeamRef(team_id=path.id), path.id, workflow_id)
     return Deleted()
 
 
@@ -504,13 +499,8 @@ async def update_team_member(
         role=body.role,
         may_touch_owners=await allowed(request, "Team", path.id, "manage"),
     )
-    await _run(
-        request,
-        TeamMemberRoleWorkflow.run,
-        change,
-        path.id,
-        team_member_workflow_id(path.id, path.subjectId),
-    )
+    workflow_id = team_member_workflow_id(path.id, path.subjectId)
+    await _run(request, TeamMemberRoleWorkflow.run, change, path.id, workflow_id)
     for member in await _members(request, path.id):
         if member.subjectId == path.subjectId:
             return member
@@ -543,13 +533,8 @@ async def remove_team_member(
         subject_id=path.subjectId,
         may_touch_owners=leaving or await allowed(request, "Team", path.id, "manage"),
     )
-    await _run(
-        request,
-        TeamMemberRemoveWorkflow.run,
-        remove,
-        path.id,
-        team_member_workflow_id(path.id, path.subjectId),
-    )
+    workflow_id = team_member_workflow_id(path.id, path.subjectId)
+    await _run(request, TeamMemberRemoveWorkflow.run, remove, path.id, workflow_id)
     return Deleted()
 
 
@@ -586,13 +571,8 @@ async def create_team_invite(
         expires_at=datetime.now(UTC) + timedelta(hours=body.expiresInHours),
         created_by=principal.subject_id,
     )
-    return await _run(
-        request,
-        TeamInviteCreateWorkflow.run,
-        create,
-        path.id,
-        invite_create_workflow_id(path.id, invite_id),
-    )
+    workflow_id = invite_create_workflow_id(path.id, invite_id)
+    return await _run(request, TeamInviteCreateWorkflow.run, create, path.id, workflow_id)
 
 
 @endpoint(
@@ -629,13 +609,8 @@ async def delete_team_invite(
     path = parsed.path
     await _require_team(request, path.id, "manage_members")
     delete = InviteDelete(team_id=path.id, invite_id=path.inviteId)
-    await _run(
-        request,
-        TeamInviteDeleteWorkflow.run,
-        delete,
-        path.id,
-        invite_delete_workflow_id(path.id, path.inviteId),
-    )
+    workflow_id = invite_delete_workflow_id(path.id, path.inviteId)
+    await _run(request, TeamInviteDeleteWorkflow.run, delete, path.id, workflow_id)
     return Deleted()
 
 
@@ -659,13 +634,8 @@ async def join_team(request: web.Request, parsed: Parsed[JoinRequest]) -> Joined
     join = TeamJoin(
         code=body.code, subject_id=principal.subject_id, subject_ns=principal.subject_ns
     )
-    return await _run(
-        request,
-        TeamJoinWorkflow.run,
-        join,
-        team_id,
-        join_workflow_id(team_id, principal.subject_id),
-    )
+    workflow_id = join_workflow_id(team_id, principal.subject_id)
+    return await _run(request, TeamJoinWorkflow.run, join, team_id, workflow_id)
 
 
 # --- groups -------------------------------------------------------------------------------------
@@ -708,13 +678,8 @@ async def create_group(
     await _require_team(request, path.id, "manage_members")
     group_id = uuid.uuid4()
     create = GroupCreate(group_id=group_id, team_id=path.id, name=body.name)
-    group = await _run(
-        request,
-        GroupCreateWorkflow.run,
-        create,
-        path.id,
-        group_create_workflow_id(path.id, group_id),
-    )
+    workflow_id = group_create_workflow_id(path.id, group_id)
+    group = await _run(request, GroupCreateWorkflow.run, create, path.id, workflow_id)
     return group.model_copy(update={"members": []})
 
 
@@ -764,12 +729,9 @@ async def delete_group(request: web.Request, parsed: Parsed[None, None, GroupPat
     path = parsed.path
     group = await _group_row(request, path.id)
     await _require_group_manager(request, group)
+    workflow_id = group_delete_workflow_id(group.teamId, path.id)
     await _run(
-        request,
-        GroupDeleteWorkflow.run,
-        GroupRef(group_id=path.id),
-        group.teamId,
-        group_delete_workflow_id(group.teamId, path.id),
+        request, GroupDeleteWorkflow.run, GroupRef(group_id=path.id), group.teamId, workflow_id
     )
     return Deleted()
 
@@ -796,13 +758,8 @@ async def add_group_member(
     change = GroupMemberChange(
         group_id=path.id, subject_id=body.subjectId, subject_ns=body.subjectNs
     )
-    added = await _run(
-        request,
-        GroupMemberAddWorkflow.run,
-        change,
-        group.teamId,
-        group_member_workflow_id(group.teamId, path.id, body.subjectId),
-    )
+    workflow_id = group_member_workflow_id(group.teamId, path.id, body.subjectId)
+    added = await _run(request, GroupMemberAddWorkflow.run, change, group.teamId, workflow_id)
     assert added.subject_ns is not None
     return GroupMember(subjectId=added.subject_id, subjectNs=added.subject_ns)
 
@@ -844,13 +801,8 @@ async def remove_group_member(
     if path.subjectId != principal.subject_id:
         await _require_group_manager(request, group)
     remove = GroupMemberRemove(group_id=path.id, subject_id=path.subjectId)
-    await _run(
-        request,
-        GroupMemberRemoveWorkflow.run,
-        remove,
-        group.teamId,
-        group_member_workflow_id(group.teamId, path.id, path.subjectId),
-    )
+    workflow_id = group_member_workflow_id(group.teamId, path.id, path.subjectId)
+    await _run(request, GroupMemberRemoveWorkflow.run, remove, group.teamId, workflow_id)
     return Deleted()
 
 
@@ -880,13 +832,8 @@ async def create_project(
     create = ProjectCreate(
         project_id=project_id, team_id=path.id, name=body.name, created_by=principal.subject_id
     )
-    return await _run(
-        request,
-        ProjectCreateWorkflow.run,
-        create,
-        path.id,
-        project_create_workflow_id(path.id, project_id),
-    )
+    workflow_id = project_create_workflow_id(path.id, project_id)
+    return await _run(request, ProjectCreateWorkflow.run, create, path.id, workflow_id)
 
 
 @endpoint(

@@ -23,6 +23,20 @@ class AgentRow(Row):
     updated_at: datetime
 
 
+async def agent_by_identity(db: Db, identity_id: UUID) -> AgentRow | None:
+    return await fetch_one(db, AgentRow, Q.get_agent_by_identity, identity_id)
+
+
+async def agent_by_fingerprint(db: Db, fingerprint: str) -> AgentRow | None:
+    """`fingerprint` normalized by the caller (`normalize_fingerprint`)."""
+    return await fetch_one(db, AgentRow, Q.get_agent_by_fingerprint, fingerprint)
+
+
+async def agent_of_client(db: Db, client_id: str) -> AgentRow | None:
+    """The agent an OAuth2 client acts for."""
+    return await fetch_one(db, AgentRow, Q.get_agent_of_client, client_id)
+
+
 class IdentityRow(Row):
     """What a login checks: the password hash, the identity's schema and state."""
 
@@ -33,33 +47,27 @@ class IdentityRow(Row):
     password_hash: str
 
 
-class HumanRow(Row):
-    id: UUID
-    identity_id: UUID
-    created_at: datetime
+async def identity_by_email(db: Db, email: str) -> IdentityRow | None:
+    return await fetch_one(db, IdentityRow, Q.get_identity_by_email, email)
+
+
+async def human_of(db: Db, identity_id: UUID) -> UUID | None:
+    """The id of the human an identity belongs to (None before its first session)."""
+    row = await db.fetchrow(Q.get_human_by_identity, identity_id)
+    return None if row is None else UUID(str(row["id"]))
 
 
 class SessionRow(Row):
-    """An open (unrevoked, unexpired) human session."""
+    """An open (unrevoked, unexpired) human session: who it signs in."""
 
     id: UUID
     identity_id: UUID
     human_id: UUID
-    expires_at: datetime
-    traits: dict[str, Any]
 
 
-class ClientRow(Row):
-    """An OAuth2 client with the agent it acts for."""
-
-    client_id: str
-    secret_hash: str
-    secret_generation: int
-    scope: str
-    identity_id: UUID
-    agent_id: UUID
-    public_key: str
-    fingerprint: str
+async def open_session(db: Db, token_hash: str) -> SessionRow | None:
+    """The open session whose token hashes to `token_hash`."""
+    return await fetch_one(db, SessionRow, Q.get_session_by_hash, token_hash)
 
 
 class VoucherRow(Row):
@@ -70,35 +78,9 @@ class VoucherRow(Row):
     created_at: datetime | None = None
 
 
-async def agent_by_identity(db: Db, identity_id: UUID) -> AgentRow | None:
-    return await fetch_one(db, AgentRow, Q.get_agent_by_identity, identity_id)
-
-
-async def agent_by_fingerprint(db: Db, fingerprint: str) -> AgentRow | None:
-    """`fingerprint` normalized by the caller (`normalize_fingerprint`)."""
-    return await fetch_one(db, AgentRow, Q.get_agent_by_fingerprint, fingerprint)
-
-
-async def identity_by_email(db: Db, email: str) -> IdentityRow | None:
-    return await fetch_one(db, IdentityRow, Q.get_identity_by_email, email)
-
-
-async def human_by_identity(db: Db, identity_id: UUID) -> HumanRow | None:
-    return await fetch_one(db, HumanRow, Q.get_human_by_identity, identity_id)
-
-
-async def open_session(db: Db, token_hash: str) -> SessionRow | None:
-    """The open session whose token hashes to `token_hash`."""
-    return await fetch_one(db, SessionRow, Q.get_session_by_hash, token_hash)
-
-
-async def client_for_token(db: Db, client_id: str) -> ClientRow | None:
-    return await fetch_one(db, ClientRow, Q.get_client_for_token, client_id)
-
-
-async def open_voucher(db: Db, code: str) -> VoucherRow | None:
-    """The voucher if it is unredeemed and unexpired."""
-    return await fetch_one(db, VoucherRow, Q.get_open_voucher, code)
+async def voucher_is_open(db: Db, code: str) -> bool:
+    """Whether the voucher exists, unredeemed and unexpired."""
+    return await db.fetchrow(Q.get_open_voucher, code) is not None
 
 
 async def open_vouchers_of(db: Db, issuer_id: UUID | None) -> list[VoucherRow]:

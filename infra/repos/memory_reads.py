@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from uuid import UUID
 
 from infra.db import Q
-from infra.repos.rows import Db, Row, fetch_all, fetch_one
+from infra.repos.rows import Db, GrantTuple, Row, fetch_all, fetch_one
 from schemas.memory import (
     Diary,
     Entry,
@@ -85,17 +85,8 @@ async def subject_exists(db: Db, subject_ns: str, subject_id: UUID) -> bool:
 
 async def list_grants(db: Db, diary_id: UUID) -> list[Grant]:
     """Who holds writer or manager grants on the diary."""
-    rows = await db.fetch(Q.memory_list_grants, str(diary_id))
-    return [
-        Grant(
-            diaryId=diary_id,
-            subjectId=UUID(row["subject_id"]),
-            subjectNs=row["subject_ns"],
-            role="writer" if row["relation"] == "writers" else "manager",
-            createdAt=row["created_at"],
-        )
-        for row in rows
-    ]
+    tuples = await fetch_all(db, GrantTuple, Q.memory_list_grants, str(diary_id))
+    return [Grant(diaryId=diary_id, **held.grant()) for held in tuples]
 
 
 async def tag_histogram(

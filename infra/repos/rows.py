@@ -6,7 +6,9 @@ these (or a wire model built from it). `fetch_one` and `fetch_all` are the two w
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, TypeAlias, TypeVar
+from uuid import UUID
 
 import asyncpg
 from pydantic import BaseModel, ConfigDict
@@ -21,6 +23,21 @@ class Row(BaseModel):
 
 
 RowT = TypeVar("RowT", bound=Row)
+
+
+class GrantTuple(Row):
+    """A writer or manager tuple of one diary or task: who holds it, since when."""
+
+    relation: str
+    subject_ns: str
+    subject_id: UUID
+    created_at: datetime
+
+    def grant(self) -> dict[str, Any]:
+        """The fields a `Grant` and a `TaskGrant` share (`writers` tuples are writer grants)."""
+        role = "writer" if self.relation == "writers" else "manager"
+        fields = {"subjectNs": self.subject_ns, "role": role, "createdAt": self.created_at}
+        return {"subjectId": self.subject_id, **fields}
 
 
 async def fetch_one(db: Db, model: type[RowT], query: str, *args: Any) -> RowT | None:

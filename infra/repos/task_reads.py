@@ -16,9 +16,8 @@ from typing import Any
 from uuid import UUID
 
 from infra.db import Q
-from infra.repos.rows import Db, Row, fetch_one
+from infra.repos.rows import Db, GrantTuple, Row, fetch_all, fetch_one
 from schemas.task_api import (
-    TASK_GRANT_ROLES,
     Task,
     TaskAttempt,
     TaskGrant,
@@ -165,17 +164,8 @@ async def staged_artifacts(db: Db, team_id: UUID, cids: Sequence[str]) -> dict[s
 
 async def list_grants(db: Db, task_id: UUID) -> list[TaskGrant]:
     """The task's explicit writer and manager grants."""
-    rows = await db.fetch(Q.task_read_grants, str(task_id))
-    return [
-        TaskGrant(
-            taskId=task_id,
-            subjectId=UUID(row["subject_id"]),
-            subjectNs=row["subject_ns"],
-            role=TASK_GRANT_ROLES[row["relation"]],
-            createdAt=row["created_at"],
-        )
-        for row in rows
-    ]
+    tuples = await fetch_all(db, GrantTuple, Q.task_read_grants, str(task_id))
+    return [TaskGrant(taskId=task_id, **held.grant()) for held in tuples]
 
 
 async def subject_exists(db: Db, subject_ns: str, subject_id: UUID) -> bool:
