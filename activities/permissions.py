@@ -1,9 +1,9 @@
 """Tuple writes of the permission engine, as activities (SPEC 5: "tuples written").
 
-Each activity is one transaction and idempotent under retry: writes are `ON CONFLICT DO
-NOTHING`, deletes of absent tuples delete nothing. Counts report what *this* attempt changed, so
-a retry after a committed attempt reports 0. A tuple the model does not admit is
-`ValidationFailed` (non-retryable) and nothing is written.
+Each activity is one repository call (one transaction) and idempotent under retry: writes
+are `ON CONFLICT DO NOTHING`, deletes of absent tuples delete nothing. Counts report what *this*
+attempt changed, so a retry after a committed attempt reports 0. A tuple the model does not
+admit is `ValidationFailed` (non-retryable) and nothing is written.
 """
 
 from __future__ import annotations
@@ -24,38 +24,28 @@ from schemas.kernel.permissions import (
 )
 
 if TYPE_CHECKING:
-    import asyncpg
-
     from infra.permissions import TupleRepository
 
 
 class PermissionActivities:
-    def __init__(self, pool: asyncpg.Pool, repository: TupleRepository) -> None:
-        self._pool = pool
+    def __init__(self, repository: TupleRepository) -> None:
         self._tuples = repository
 
     @activity.defn(name="permissions.write_tuples")
     async def write_tuples(self, request: TupleWrite) -> TupleWriteResult:
-        async with self._pool.acquire() as conn, conn.transaction():
-            written = await self._tuples.write_tuples(conn, request.tuples)
-        return TupleWriteResult(written=written)
+        return TupleWriteResult(written=await self._tuples.write(request.tuples))
 
     @activity.defn(name="permissions.delete_tuples")
     async def delete_tuples(self, request: TupleDelete) -> TupleDeleteResult:
-        async with self._pool.acquire() as conn, conn.transaction():
-            deleted = await self._tuples.delete_tuples(conn, request.tuples)
-        return TupleDeleteResult(deleted=deleted)
+        return TupleDeleteResult(deleted=await self._tuples.delete(request.tuples))
 
     @activity.defn(name="permissions.replace_tuples")
     async def replace_tuples(self, request: TupleReplace) -> TupleReplaceResult:
         """Deletes, then writes, in one transaction (a diary transfer rebinds its team)."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            deleted = await self._tuples.delete_tuples(conn, request.delete)
-            written = await self._tuples.write_tuples(conn, request.write)
+        deleted, written = await self._tuples.replace(request.delete, request.write)
         return TupleReplaceResult(deleted=deleted, written=written)
 
     @activity.defn(name="permissions.delete_object")
     async def delete_object(self, request: ObjectDelete) -> ObjectDeleteResult:
-        async with self._pool.acquire() as conn, conn.transaction():
-            deleted = await self._tuples.delete_object(conn, request.namespace, request.object_id)
+        deleted = await self._tuples.delete_object(request.namespace, request.object_id)
         return ObjectDeleteResult(deleted=deleted)

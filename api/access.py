@@ -6,42 +6,27 @@ cannot be enumerated); a resource the caller can see but not change answers 403.
 
 from __future__ import annotations
 
-import uuid
+from typing import TypeVar
 from uuid import UUID
 
 from aiohttp import web
 
 from api import keys
-from api.auth import require_principal
-from schemas.errors import DomainError, Forbidden, NotFound, ValidationFailed
+from api.auth import optional_principal, require_principal
+from api.headers import team_header
+from infra.repos import memory_reads, task_reads
+from schemas.errors import DomainError, Forbidden, NotFound, Unauthorized
 from schemas.kernel.permissions import Subject
+from schemas.memory import Diary
 from schemas.principals import Principal
+from schemas.task_api import Task
 
-TEAM_HEADER = "x-service-team-id"
+T = TypeVar("T")
+NO_SUCH_DIARY = "No such diary"
 
 
 def subject_of(principal: Principal) -> Subject:
     return Subject(ns=principal.subject_ns, id=str(principal.subject_id))
-
-
-def team_header(request: web.Request) -> UUID | None:
-    """The `x-service-team-id` header as a uuid; None when absent, 400 when malformed."""
-    raw = request.headers.get(TEAM_HEADER)
-    if raw is None:
-        return None
-    try:
-        return uuid.UUID(raw.strip())
-    except ValueError:
-        raise ValidationFailed(
-            f"The {TEAM_HEADER} header must be a uuid", code="invalid-team-header"
-        ) from None
-
-
-def require_team_header(request: web.Request) -> UUID:
-    team_id = team_header(request)
-    if team_id is None:
-        raise ValidationFailed(f"This route needs the {TEAM_HEADER} header", code="team-required")
-    return team_id
 
 
 async def allowed(
@@ -72,3 +57,74 @@ async def require_visible(
     await require(
         request, namespace, object_id, permission, denied=NotFound(f"No such {namespace}")
     )
+
+
+# --- diaries: the visibility rule of SPEC 5, for every route that touches a diary ------------
+
+
+def found(value: T | None, missing: DomainError) -> T:
+    """`value`, or the `missing` problem (a 404) when the read found nothing."""
+    if value is None:
+        raise missing
+    return value
+
+
+async def load_diary(request: web.Request, diary_id: UUID) -> Diary:
+    diary = await memory_reads.get_diary(request.app[keys.READ_POOL], diary_id)
+    return found(diary, NotFound(NO_SUCH_DIARY, code="diary-not-found"))
+
+
+async def can_read(request: web.Request, diary: Diary) -> bool:
+    """The visibility rule, for callers that filter rather than fail (lists)."""
+    if diary.visibility == "public":
+        return True
+    principal = optional_principal(request)
+    if principal is None:
+        return False
+    return diary.visibility == "moltnet" or await allowed(request, "Diary", diary.id, "read")
+
+
+async def readable_diary(request: web.Request, diary_id: UUID) -> Diary:
+    """The diary if the caller may read it: 401 for an anonymous read of a `moltnet` diary,
+    404 for a private one the caller may not read (or that does not exist)."""
+    diary = await load_diary(request, diary_id)
+    if diary.visibility == "moltnet" and optional_principal(request) is None:
+        raise Unauthorized("This diary is visible to authenticated principals only")
+    if not await can_read(request, diary):
+        raise NotFound(NO_SUCH_DIARY, code="diary-not-found")
+    return diary
+
+
+async def changeable_diary(request: web.Request, diary_id: UUID, permission: str) -> Diary:
+    """The diary if the caller holds `permission` (write, manage); 404 when the caller cannot
+    even read it, 403 when they can read but not change it."""
+    diary = await readable_diary(request, diary_id)
+    await require(request, "Diary", diary_id, permission)
+    return diary
+
+
+# --- tasks: who may see one -------------------------------------------------------------------
+
+
+def _no_such_task() -> NotFound:
+    return NotFound("No such task", code="task-not-found")
+
+
+async def can_view_task(request: web.Request, team_id: UUID, task_id: UUID) -> bool:
+    """Members of the owning team (any role) and explicit grantees (Task `view`)."""
+    return await allowed(request, "Team", team_id, "verify_claim") or await allowed(
+        request, "Task", task_id, "view"
+    )
+
+
+async def visible_task(request: web.Request, task_id: UUID) -> Task:
+    """The task if the caller may see it; 404 otherwise (and for another team's header)."""
+    task = await task_reads.get_task(request.app[keys.READ_POOL], task_id)
+    if task is None:
+        raise _no_such_task()
+    header = team_header(request)
+    if header is not None and header != task.teamId:
+        raise _no_such_task()
+    if not await can_view_task(request, task.teamId, task.id):
+        raise _no_such_task()
+    return task

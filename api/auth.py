@@ -14,9 +14,10 @@ from uuid import UUID
 from aiohttp import web
 
 from api import keys
-from api.endpoint import EndpointSpec
+from api.headers import team_header
 from api.ratelimit import Quota
-from infra.db import Q
+from api.spec import EndpointSpec
+from infra.repos import identity_reads
 from infra.repos.agent_keys import get_key_for_auth
 from schemas.agent_keys import InvalidKeyMetadata, agent_key_id, binding_of, is_agent_key
 from schemas.errors import (
@@ -63,16 +64,16 @@ async def authenticate(request: web.Request) -> Principal | None:
 async def human_session(request: web.Request, token: str) -> Principal:
     settings = request.app[keys.SETTINGS]
     token_hash = hash_secret(token, settings.secret_bytes)
-    row = await request.app[keys.READ_POOL].fetchrow(Q.get_session_by_hash, token_hash)
-    if row is None:
+    session = await identity_reads.open_session(request.app[keys.READ_POOL], token_hash)
+    if session is None:
         raise Unauthorized("The session is unknown, expired or logged out")
     # A human acts through the permission engine; scopes gate only what agents delegate.
     return Principal(
         subject_type="human",
-        identity_id=row["identity_id"],
+        identity_id=session.identity_id,
         credential="session",
         scopes=frozenset(AGENT_SCOPES),
-        human_id=row["human_id"],
+        human_id=session.human_id,
     )
 
 
@@ -121,8 +122,6 @@ async def agent_key_principal(request: web.Request, secret: str) -> Principal:
 async def _check_key_team(
     request: web.Request, agent_id: UUID, binding_scope: str, bound_team_id: UUID | None
 ) -> None:
-    from api.access import team_header  # access reads the principal: import late
-
     team_id = team_header(request)
     if binding_scope == "team":
         if team_id is None:

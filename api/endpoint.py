@@ -9,50 +9,39 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Generic, get_args, get_type_hints
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
+from typing_extensions import TypeVar
 
 from api import keys
-from schemas.errors import DomainError, FieldError, UnsupportedMediaType, ValidationFailed
+from api.auth import authorize
+from api.spec import EndpointSpec
+from schemas.errors import FieldError, UnsupportedMediaType, ValidationFailed
 
-AuthMode = Literal["none", "optional", "required"]
 Handler = Callable[..., Awaitable[Any]]
 
 ENDPOINTS: list[EndpointSpec] = []
 
 
+# A part the endpoint does not declare is None (the PEP 696 default), so a handler names only
+# what it reads: `Parsed[CreateTaskRequest]`, `Parsed[None, TaskListQuery]`,
+# `Parsed[None, None, TaskPath]`, `Parsed[GrantRequest, None, GrantPath]`.
+BodyT = TypeVar("BodyT", default=None)
+QueryT = TypeVar("QueryT", default=None)
+PathT = TypeVar("PathT", default=None)
+
+
 @dataclass(frozen=True)
-class EndpointSpec:
-    method: str
-    path: str
-    operation_id: str
-    summary: str
-    tag: str
-    status: int = 200
-    body: type[BaseModel] | None = None
-    body_form: bool = False
-    # The handler parses the body itself (the token endpoint answers RFC 6749 errors, not problems)
-    manual_body: bool = False
-    query: type[BaseModel] | None = None
-    path_params: type[BaseModel] | None = None
-    response: type[BaseModel] | None = None
-    auth: AuthMode = "required"
-    scopes: tuple[str, ...] = ()
-    errors: tuple[type[DomainError], ...] = ()
-    rate_bucket: str | None = None
-    headers: tuple[str, ...] = ()
-    raw_response: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+class Parsed(Generic[BodyT, QueryT, PathT]):
+    """The request's body, query and path parameters, validated by the models `@endpoint`
+    declares; the handler's annotation types them (a test holds the two in step)."""
 
-
-@dataclass
-class Parsed:
-    body: Any = None
-    query: Any = None
-    path: Any = None
+    body: BodyT
+    query: QueryT
+    path: PathT
 
 
 def endpoint(
@@ -68,15 +57,14 @@ def endpoint(
             summary=options.pop("summary", (handler.__doc__ or "").strip().split("\n")[0]),
             **options,
         )
+        _check_declaration(handler, spec)
         ENDPOINTS.append(spec)
 
         async def run(request: web.Request) -> web.StreamResponse:
-            from api.auth import authorize  # auth reads EndpointSpec: import late
-
             request[keys.ENDPOINT] = spec
 
             await authorize(request, spec)
-            parsed = Parsed(
+            parsed: Parsed[Any, Any, Any] = Parsed(
                 body=await _parse_body(request, spec),
                 query=_parse_mapping(spec.query, dict(request.query), "query"),
                 path=_parse_mapping(spec.path_params, dict(request.match_info), "path"),
@@ -89,6 +77,21 @@ def endpoint(
         return handler
 
     return decorate
+
+
+def _check_declaration(handler: Handler, spec: EndpointSpec) -> None:
+    """The handler's `parsed: Parsed[Body, Query, Path]` names the models the spec parses with
+    (a part the spec does not parse is None), so the types a handler reads are the ones it gets.
+    Checked once, when the route is declared."""
+    declared = get_args(get_type_hints(handler).get("parsed", Parsed))
+    body = None if spec.manual_body else spec.body
+    expected = (body, spec.query, spec.path_params)
+    found = tuple(None if part in (None, type(None)) else part for part in declared or (None,) * 3)
+    if found != expected:
+        raise TypeError(
+            f"{handler.__name__} declares Parsed{list(found)} but its endpoint parses "
+            f"{list(expected)} (body, query, path)"
+        )
 
 
 def render(result: Any, status: int = 200) -> web.StreamResponse:

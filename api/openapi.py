@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from api.endpoint import ENDPOINTS, EndpointSpec
+from api.endpoint import ENDPOINTS
+from api.spec import EndpointSpec
 from schemas.errors import (
     DomainError,
     InternalError,

@@ -20,7 +20,7 @@ import asyncpg
 from aiohttp import web
 
 from api import keys
-from api.routes.diaries import readable_diary
+from api.access import readable_diary
 from infra.repos import packs as repo
 from schemas.errors import FieldError, NotFound, ValidationFailed
 from schemas.packs import RenderedPack, is_pack_cid

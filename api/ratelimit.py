@@ -11,9 +11,8 @@ import time
 from dataclasses import dataclass
 
 from schemas.errors import RateLimited
-from schemas.limits import RATE_LIMITS_PER_MINUTE
+from schemas.limits import RATE_LIMIT_WINDOW_SEC, RATE_LIMITS_PER_MINUTE
 
-WINDOW_SEC = 60.0
 _MAX_TRACKED = 100_000
 
 
@@ -44,12 +43,12 @@ class RateLimiter:
         now = time.monotonic() if now is None else now
         limit = self._limits[bucket]
         window = self._windows.get((key, bucket))
-        if window is None or now - window.started >= WINDOW_SEC:
+        if window is None or now - window.started >= RATE_LIMIT_WINDOW_SEC:
             if len(self._windows) > _MAX_TRACKED:
                 self._evict(now)
             window = Window(started=now, count=0)
             self._windows[(key, bucket)] = window
-        reset = math.ceil(WINDOW_SEC - (now - window.started))
+        reset = math.ceil(RATE_LIMIT_WINDOW_SEC - (now - window.started))
         if self.enabled and window.count >= limit:
             raise RateLimited(
                 f"Rate limit of {limit} requests per minute reached for '{bucket}'",
@@ -59,4 +58,6 @@ class RateLimiter:
         return Quota(limit=limit, remaining=max(0, limit - window.count), reset_sec=reset)
 
     def _evict(self, now: float) -> None:
-        self._windows = {k: w for k, w in self._windows.items() if now - w.started < WINDOW_SEC}
+        self._windows = {
+            k: w for k, w in self._windows.items() if now - w.started < RATE_LIMIT_WINDOW_SEC
+        }

@@ -55,6 +55,7 @@ from bench._stack import (
     register_agent,
     run_and_report,
 )
+from schemas.task_attempts import task_workflow_id
 
 RESULTS = Path(__file__).resolve().parent / "results" / "artifacts.json"
 MIB = 1024 * 1024
@@ -268,7 +269,7 @@ async def running_attempt(
             json_cid({"brief": "x"}),
             input_schema_cid("freeform"),
             agent.agent_id,
-            f"task/{task_id}",
+            task_workflow_id(task_id),
         )
         await conn.execute(
             "INSERT INTO task_attempts (id, task_id, attempt_n, workflow_id, lease_id,"
@@ -276,7 +277,7 @@ async def running_attempt(
             " 'running', 300)",
             uuid.uuid4(),
             task_id,
-            f"task/{task_id}",
+            task_workflow_id(task_id),
             uuid.uuid4(),
             agent.agent_id,
         )

@@ -6,8 +6,9 @@ repeatable-read transaction, so it sees one snapshot; the rewrite itself is the 
 Any database failure (outage, closed pool, missing table, timeout) raises
 `PermissionEvaluationFailed` (503): an outage is never mistaken for a denial.
 
-The write side is repository functions (connection first, the caller owns the transaction),
-gathered in `TupleRepository` for the activities that own tuple writes.
+The write side is helper functions (connection first, never opening a transaction: the repository
+method that calls them owns it), and `TupleRepository`, whose methods are the units of work the
+permission activities call.
 """
 
 from __future__ import annotations
@@ -182,7 +183,7 @@ def _columns(tuples: Sequence[RelationTuple]) -> list[list[str]]:
     ]
 
 
-# --- repository functions: the connection first, the caller owns the transaction -----------
+# --- helpers: the connection first; the calling repository method owns the transaction -------
 
 
 async def list_tuples(
@@ -225,9 +226,27 @@ async def delete_object(conn: asyncpg.Connection, namespace: str, object_id: str
 
 
 class TupleRepository:
-    """The write functions above as one injectable object (activities receive one)."""
+    """The tuple writes as units of work (what the permission activities call): each method is
+    one transaction of its own, built from the connection-first functions above."""
 
-    list_tuples = staticmethod(list_tuples)
-    write_tuples = staticmethod(write_tuples)
-    delete_tuples = staticmethod(delete_tuples)
-    delete_object = staticmethod(delete_object)
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def write(self, tuples: Sequence[RelationTuple]) -> int:
+        async with self._pool.acquire() as conn, conn.transaction():
+            return await write_tuples(conn, tuples)
+
+    async def delete(self, tuples: Sequence[RelationTuple]) -> int:
+        async with self._pool.acquire() as conn, conn.transaction():
+            return await delete_tuples(conn, tuples)
+
+    async def replace(
+        self, delete: Sequence[RelationTuple], write: Sequence[RelationTuple]
+    ) -> tuple[int, int]:
+        """Delete, then write, in one transaction (a diary transfer rebinds its team)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            return await delete_tuples(conn, delete), await write_tuples(conn, write)
+
+    async def delete_object(self, namespace: str, object_id: str | UUID) -> int:
+        async with self._pool.acquire() as conn, conn.transaction():
+            return await delete_object(conn, namespace, object_id)

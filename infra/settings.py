@@ -62,7 +62,7 @@ class Settings(BaseSettings):
 
     data_dir: Path = Path(".cairn")
     rate_limit_enabled: bool = True
-    access_token_ttl_sec: int = 3600
+    access_token_ttl_sec: int = limits.ACCESS_TOKEN_TTL_SEC
     otel_service_name: str = "cairn"
     task_artifact_orphan_grace_sec: int = Field(
         default=limits.ARTIFACT_ORPHAN_GRACE_SEC,

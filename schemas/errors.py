@@ -13,8 +13,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.limits import ERROR_DETAIL_MAX_CHARS
+
 PROBLEM_BASE = "https://cairn.dev/problems/"
-MAX_DETAIL_CHARS = 8000
 
 
 class FieldError(BaseModel):
@@ -58,7 +59,7 @@ class DomainError(Exception):
         extensions: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(detail or self.title)
-        self.detail = (detail or self.title)[:MAX_DETAIL_CHARS]
+        self.detail = (detail or self.title)[:ERROR_DETAIL_MAX_CHARS]
         self.errors = errors
         self.instance_code = code or self.code
         self.extensions = extensions or {}

@@ -24,6 +24,9 @@ HOUR_SEC: Final = 60 * MINUTE_SEC
 DAY_SEC: Final = 24 * HOUR_SEC
 MIB: Final = 1024 * 1024
 
+# --- errors (STYLE "Errors", habit 6) -----------------------------------------------------------
+ERROR_DETAIL_MAX_CHARS: Final = 8000  # problem `detail` is truncated to this
+
 # --- diary entries (SPEC 2.1, 8; DECISIONS "Memory") ---------------------------------------------
 ENTRY_TITLE_MAX_CHARS: Final = 255  # varchar(255)
 ENTRY_CONTENT_MIN_CHARS: Final = 1  # an empty entry has nothing to embed or sign
@@ -38,8 +41,7 @@ SEARCH_QUERY_MAX_CHARS: Final = 500  # reference; bounds the text we embed per s
 # --- embeddings and hybrid search (DECISIONS "Memory") -----------------------------------------
 EMBEDDING_DIMENSIONS: Final = 384  # all-MiniLM-L6-v2 output, pgvector column width
 EMBEDDING_MAX_TOKENS: Final = 256  # truncation; overrides tokenizer.json's 128
-EMBEDDING_BATCH_MIN: Final = 16  # batches are built by sorted length, 16..32 texts each
-EMBEDDING_BATCH_MAX: Final = 32
+EMBEDDING_BATCH_TEXTS: Final = 16  # texts of similar length share one batch of this size
 SEARCH_MAX_COSINE_DISTANCE: Final = 0.6  # vector candidates farther than this are noise
 SEARCH_CANDIDATE_FACTOR: Final = 2  # each arm fetches top 2 x limit before fusion
 SEARCH_RRF_K: Final = 60  # reciprocal-rank-fusion constant, the usual value
@@ -79,7 +81,6 @@ INJECTION_MAX_THREATS: Final = 20  # threats stored per entry and listed in a pa
 ED25519_PUBLIC_KEY_BYTES: Final = 32  # raw key, not an SPKI wrapper
 ED25519_SIGNATURE_BYTES: Final = 64
 SIGNATURE_B64_MAX_CHARS: Final = 88  # base64 of 64 bytes with padding
-PUBLIC_KEY_MAX_CHARS: Final = 60  # reference; "ed25519:" + 44 base64 chars fits
 VOUCHER_TTL_SEC: Final = 24 * HOUR_SEC  # voucher expires 24 h after issue
 MAX_OPEN_VOUCHERS_PER_ISSUER: Final = 5  # unredeemed and unexpired, per issuing agent
 RECOVERY_CHALLENGE_TTL_SEC: Final = 5 * MINUTE_SEC  # challenge age limit at verify
@@ -156,7 +157,7 @@ IDEMPOTENCY_KEY_MAX_CHARS: Final = 200  # reference: Idempotency-Key is 1..200 c
 # The attempt workflow (SPEC 3.1; reference bounds where marked).
 TASK_REASON_MAX_CHARS: Final = 512  # reference: abort reason; cancel reasons share it
 TASK_ERROR_CODE_MAX_CHARS: Final = 100  # ours: a fail body's error.code
-TASK_ERROR_MESSAGE_MAX_CHARS: Final = 8000  # ours: error.message, like a problem detail
+TASK_ERROR_MESSAGE_MAX_CHARS: Final = ERROR_DETAIL_MAX_CHARS  # ours: like a problem detail
 # History events after which a task workflow continues as new at its next quiet moment (a
 # heartbeat costs about 6 events; Temporal warns at 10 240 and stops a run at 51 200).
 TASK_WORKFLOW_HISTORY_MAX_EVENTS: Final = 2000
@@ -195,9 +196,6 @@ AGENT_KEY_SECRET_BYTES: Final = 32  # 256 random bits after `service_ak_<key id>
 AGENT_KEY_NAME_MAX_CHARS: Final = 100  # ours: a label such as "daemon on build-3"
 AGENT_KEY_REVOCATION_MAX_CHARS: Final = 500  # ours: a revocation's `description`
 
-# --- errors (STYLE "Errors", habit 6) -----------------------------------------------------------
-ERROR_DETAIL_MAX_CHARS: Final = 8000  # problem `detail` is truncated to this
-
 
 # --- page sizes (DECISIONS "Tasks", reference buckets) ------------------------------------------
 class PageSize(NamedTuple):
@@ -218,7 +216,6 @@ TASK_MESSAGES_PAGE: Final = PageSize(200, 200)
 ARTIFACTS_PAGE: Final = PageSize(50, 100)
 AGENT_KEYS_PAGE: Final = PageSize(20, 100)
 SIGNING_REQUESTS_PAGE: Final = PageSize(20, 100)
-VOUCH_GRAPH_PAGE: Final = PageSize(200, 1000)
 
 # --- rate limits: requests per identity (else client IP) per minute (reference buckets) ---------
 RATE_LIMIT_WINDOW_SEC: Final = MINUTE_SEC
@@ -243,9 +240,7 @@ RATE_LIMITS_PER_MINUTE: Final[Mapping[str, int]] = MappingProxyType(
 
 # --- timedelta twins of the lifetimes the server applies to a clock ------------------------------
 VOUCHER_LIFETIME: Final = timedelta(seconds=VOUCHER_TTL_SEC)
-RECOVERY_CHALLENGE_LIFETIME: Final = timedelta(seconds=RECOVERY_CHALLENGE_TTL_SEC)
 RECOVERY_CODE_LIFETIME: Final = timedelta(seconds=RECOVERY_CODE_TTL_SEC)
-ACCESS_TOKEN_LIFETIME: Final = timedelta(seconds=ACCESS_TOKEN_TTL_SEC)
 SIGNING_REQUEST_WAIT: Final = timedelta(seconds=SIGNING_REQUEST_TTL_SEC)
 TEAM_FOUNDING_WAIT: Final = timedelta(seconds=TEAM_FOUNDING_TTL_SEC)
 DIARY_TRANSFER_WAIT: Final = timedelta(seconds=DIARY_TRANSFER_TTL_SEC)

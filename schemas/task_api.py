@@ -37,7 +37,7 @@ TaskGrantRole = Literal["writer", "manager"]
 TASK_GRANT_RELATIONS: Final[Mapping[str, str]] = {"writer": "writers", "manager": "managers"}
 TASK_GRANT_ROLES: Final[Mapping[str, TaskGrantRole]] = {"writers": "writer", "managers": "manager"}
 
-MESSAGE_KIND_PATTERN: Final = r"^[a-z_]{1,64}$"
+MESSAGE_KIND_PATTERN: Final = rf"^[a-z_]{{1,{limits.TASK_MESSAGE_KIND_MAX_CHARS}}}$"
 NO_PROJECT: Final = "none"  # the `projectId` filter value for General tasks (list only)
 
 TaskTypeName = Annotated[
@@ -392,7 +392,7 @@ class TaskGrantRevoked(ResponseBody):
 
 
 class TaskMessageIn(RequestBody):
-    kind: MessageKind = Field(description="^[a-z_]{1,64}$, e.g. log, progress, text_delta")
+    kind: MessageKind = Field(description=f"{MESSAGE_KIND_PATTERN}, e.g. log, progress, text_delta")
     payload: Any = Field(description="any JSON value")
 
 

@@ -24,7 +24,8 @@ from pydantic import Field, StringConstraints
 
 from schemas import limits
 from schemas.base import Payload, RequestBody, ResponseBody
-from schemas.errors import Conflict
+from schemas.errors import Conflict, Forbidden
+from schemas.kernel.attempts import ReportRefusal
 from schemas.task_api import Task, TaskAttempt
 from schemas.tasks import AttemptStatus, TaskStatus
 
@@ -75,6 +76,23 @@ def claim_condition_met(condition: Mapping[str, Any] | None, other_status: str |
 
 def attempt_finished(attempt_n: int, status: str) -> Conflict:
     return Conflict(f"Attempt {attempt_n} is {status}", code=ATTEMPT_FINISHED_CODE)
+
+
+def not_claimant(attempt_n: int, action: str = "reports on it") -> Forbidden:
+    return Forbidden(f"Only the claimant of attempt {attempt_n} {action}", code=NOT_CLAIMANT_CODE)
+
+
+def report_refused(
+    refusal: ReportRefusal, attempt_n: int, status: str, action: str = "reports on it"
+) -> Forbidden | Conflict:
+    """The problem of a refusal of `schemas.kernel.attempts` (one wording for every route)."""
+    if refusal == "not-claimant":
+        return not_claimant(attempt_n, action)
+    if refusal == "not-started":
+        return Conflict(
+            f"Attempt {attempt_n} has not started: send a heartbeat first", code=NOT_STARTED_CODE
+        )
+    return attempt_finished(attempt_n, status)
 
 
 def task_finished(status: str) -> Conflict:

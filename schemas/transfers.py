@@ -39,10 +39,6 @@ TEAM_NOT_ACTIVE_CODE: Final = "diary-transfer-team-not-active"
 DIARY_MOVED_CODE: Final = "diary-transfer-stale"
 
 
-def workflow_id_of(transfer_id: UUID) -> str:
-    return f"transfers/{transfer_id}"
-
-
 # --- HTTP -------------------------------------------------------------------------------------
 
 

@@ -87,6 +87,111 @@ def test_rules_catch_a_violation(tmp_path: Path) -> None:
     assert ("asyncpg", True) in _imports(guarded)
 
 
+def _imported_modules(path: Path) -> set[str]:
+    """Every module the file imports, late (inside a function) or not."""
+    return {module for module, _ in _imports(ast.parse(path.read_text()))}
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def _route_imports_of_routes(paths: list[Path]) -> list[str]:
+    return [
+        f"{_module_name(path)} imports {module}"
+        for path in paths
+        for module in sorted(_imported_modules(path))
+        if module.startswith("api.routes.")
+    ]
+
+
+def test_routes_are_leaves() -> None:
+    """A route module imports no other route module: what two routes share (loaders,
+    permission helpers) lives in `api/access.py` or another module of `api/`."""
+    routes = [p for p in _modules("api") if p.parent.name == "routes"]
+    assert routes
+    assert _route_imports_of_routes(routes) == []
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of a module graph (each found once from its first module)."""
+    found: list[list[str]] = []
+
+    def walk(module: str, trail: list[str]) -> None:
+        for target in sorted(graph.get(module, ())):
+            if target == trail[0]:
+                found.append([*trail, target])
+            elif target not in trail and target > trail[0]:
+                walk(target, [*trail, target])
+
+    for start in sorted(graph):
+        walk(start, [start])
+    return found
+
+
+def test_api_modules_import_no_cycle() -> None:
+    """No two modules of `api/` import each other, directly or around a loop, even late."""
+    paths = _modules("api")
+    names = {_module_name(p) for p in paths}
+    graph = {_module_name(p): _imported_modules(p) & names for p in paths}
+    assert _cycles(graph) == []
+
+
+def test_the_route_and_cycle_checks_can_fail(tmp_path: Path) -> None:
+    route = tmp_path / "api" / "routes" / "packs.py"
+    route.parent.mkdir(parents=True)
+    route.write_text("def f() -> None:\n    from api.routes.diaries import can_read\n")
+    assert _imported_modules(route) == {"api.routes.diaries"}
+    assert _cycles({"api.a": {"api.b"}, "api.b": {"api.a"}}) == [["api.a", "api.b", "api.a"]]
+    assert _cycles({"api.a": {"api.b"}, "api.b": set()}) == []
+
+
+def _imports_named_sql(path: Path) -> bool:
+    """Whether the module imports the named SQL (`infra.db.Q`): it would read rows itself."""
+    return any(
+        isinstance(node, ast.ImportFrom)
+        and node.module == "infra.db"
+        and any(alias.name == "Q" for alias in node.names)
+        for node in ast.walk(ast.parse(path.read_text()))
+    )
+
+
+def test_the_api_never_sees_a_row() -> None:
+    """Every API read is a typed function of `infra/repos/` returning models: no `Q` in api/."""
+    offenders = [str(p.relative_to(ROOT)) for p in _modules("api") if _imports_named_sql(p)]
+    assert offenders == []
+
+
+def test_the_named_sql_check_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "route.py").write_text("from infra.db import Q, create_pool\n")
+    (tmp_path / "app.py").write_text("from infra.db import create_pool\n")
+    assert _imports_named_sql(tmp_path / "route.py")
+    assert not _imports_named_sql(tmp_path / "app.py")
+
+
+def _built_workflow_ids(path: Path) -> list[str]:
+    """Workflow ids a module writes as f-strings (`workflow_id=f"..."`, `id=f"..."`) instead of
+    calling the builder beside the workflow."""
+    return [
+        f"{path.name}:{node.lineno}"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.keyword)
+        and node.arg in ("id", "workflow_id")
+        and isinstance(node.value, ast.JoinedStr)
+    ]
+
+
+def test_routes_take_workflow_ids_from_their_builders() -> None:
+    offenders = [found for path in _modules("api") for found in _built_workflow_ids(path)]
+    assert offenders == []
+
+
+def test_the_workflow_id_check_can_fail(tmp_path: Path) -> None:
+    route = tmp_path / "route.py"
+    route.write_text('start(run, workflow_id=f"diaries/{d}/update")\nstart(id=diary_id(d))\n')
+    assert _built_workflow_ids(route) == ["route.py:1"]
+
+
 def test_no_package_named_mcp() -> None:
     """A local package named `mcp` would shadow the MCP SDK."""
     assert not (ROOT / "mcp").exists()

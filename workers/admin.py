@@ -9,7 +9,7 @@ from temporalio.client import Client
 from infra.settings import Settings
 from schemas.identity import Voucher, VoucherIssue
 from schemas.kernel.crypto import new_voucher_code
-from workflows.vouchers import VoucherIssueWorkflow
+from workflows.vouchers import VoucherIssueWorkflow, voucher_workflow_id
 
 
 async def issue_bootstrap_voucher(client: Client, settings: Settings) -> Voucher:
@@ -18,6 +18,6 @@ async def issue_bootstrap_voucher(client: Client, settings: Settings) -> Voucher
     return await client.execute_workflow(
         VoucherIssueWorkflow.run,
         VoucherIssue(voucher_id=voucher_id, code=new_voucher_code(), issuer_id=None),
-        id=f"vouchers/{voucher_id}",
+        id=voucher_workflow_id(voucher_id),
         task_queue=settings.temporal_task_queue,
     )

@@ -119,7 +119,7 @@ class ActivityDeps:
 
 def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
     identity = IdentityActivities(IdentityRepo(deps.pool, deps.server_secret))
-    permissions = PermissionActivities(deps.pool, TupleRepository())
+    permissions = PermissionActivities(TupleRepository(deps.pool))
     signing = SigningActivities(SigningRepo(deps.pool))
     teams = TeamActivities(TeamRepo(deps.pool))
     transfers = TransferActivities(TransferRepo(deps.pool))

@@ -10,6 +10,8 @@ embedding with backoff and stores the vector once it succeeds.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -80,9 +82,13 @@ async def _embed_later(entry_id: UUID, text: str, cid: str) -> None:
     await workflow.start_child_workflow(
         EntryEmbeddingWorkflow.run,
         EntryEmbedding(entry_id=entry_id, text=text, cid=cid),
-        id=f"entries/{entry_id}/embedding/{cid}",
+        id=entry_embedding_workflow_id(entry_id, cid),
         parent_close_policy=ParentClosePolicy.ABANDON,
     )
+
+
+def entry_create_workflow_id(entry_id: UUID) -> str:
+    return f"entries/{entry_id}/create"
 
 
 @workflow.defn(name="EntryCreate")
@@ -109,6 +115,11 @@ class EntryCreateWorkflow:
         return inserted
 
 
+def entry_update_workflow_id(entry_id: UUID) -> str:
+    """Keyed by the entry: one update of an entry at a time (409 `entry-busy` otherwise)."""
+    return f"entries/{entry_id}/update"
+
+
 @workflow.defn(name="EntryUpdate")
 class EntryUpdateWorkflow:
     @workflow.run
@@ -131,6 +142,11 @@ class EntryUpdateWorkflow:
         )
         if inp.text_changed and vector is None:
             await _embed_later(merged.entry_id, text, cid)
+
+
+def entry_embedding_workflow_id(entry_id: UUID, cid: str) -> str:
+    """The late embedding of one version (CID) of an entry."""
+    return f"entries/{entry_id}/embedding/{cid}"
 
 
 @workflow.defn(name="EntryEmbedding")
@@ -156,11 +172,22 @@ class EntryEmbeddingWorkflow:
         )
 
 
+def entries_delete_workflow_id(entry_ids: Sequence[UUID]) -> str:
+    """Keyed by the set of entries deleted (a digest of the sorted ids, in any order): a retried
+    batch delete hits the same id; another set runs beside it."""
+    digest = hashlib.sha256(",".join(sorted(str(i) for i in entry_ids)).encode()).hexdigest()
+    return f"entries/delete/{digest[:32]}"
+
+
 @workflow.defn(name="EntryDelete")
 class EntryDeleteWorkflow:
     @workflow.run
     async def run(self, inp: EntryRefs) -> EntriesDeleted:
         return await run_step(MemoryActivities.delete_entries, inp)
+
+
+def relation_create_workflow_id(relation_id: UUID) -> str:
+    return f"relations/{relation_id}/create"
 
 
 @workflow.defn(name="RelationCreate")
@@ -170,11 +197,21 @@ class RelationCreateWorkflow:
         return await run_step(MemoryActivities.create_relation, inp)
 
 
+def relation_update_workflow_id(relation_id: UUID) -> str:
+    """Keyed by the relation: a retried status change hits the same id, and two changes of one
+    relation never run at once (409 "This relation is being updated")."""
+    return f"relations/{relation_id}/update"
+
+
 @workflow.defn(name="RelationUpdate")
 class RelationUpdateWorkflow:
     @workflow.run
     async def run(self, inp: RelationStatusChange) -> None:
         await run_step(MemoryActivities.set_relation_status, inp)
+
+
+def relation_delete_workflow_id(relation_id: UUID) -> str:
+    return f"relations/{relation_id}/delete"
 
 
 @workflow.defn(name="RelationDelete")

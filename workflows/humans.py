@@ -3,6 +3,8 @@ login (onboarding the `humans` row on first login) and closed at logout."""
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -15,6 +17,10 @@ with workflow.unsafe.imports_passed_through():
         SessionOpened,
     )
     from workflows.common import run_step
+
+
+def human_registration_workflow_id(identity_id: UUID) -> str:
+    return f"humans/register/{identity_id}"
 
 
 @workflow.defn(name="HumanRegistration")
@@ -33,11 +39,19 @@ class HumanRegistrationWorkflow:
         )
 
 
+def session_open_workflow_id(session_id: UUID) -> str:
+    return f"sessions/{session_id}/open"
+
+
 @workflow.defn(name="SessionOpen")
 class SessionOpenWorkflow:
     @workflow.run
     async def run(self, inp: SessionOpen) -> SessionOpened:
         return await run_step(IdentityActivities.open_session, inp)
+
+
+def session_close_workflow_id(session_id: UUID) -> str:
+    return f"sessions/{session_id}/close"
 
 
 @workflow.defn(name="SessionClose")

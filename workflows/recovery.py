@@ -10,6 +10,8 @@ hash comes from the API, so no secret is ever in history.
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -38,6 +40,11 @@ def _verify_signature(inp: RecoveryStart) -> None:
         raise domain_failure(InvalidSignature("The signature does not verify for this key"))
 
 
+def recovery_verify_workflow_id(nonce: str) -> str:
+    """Keyed by the challenge's nonce: a successful verification uses the challenge up."""
+    return f"recovery/{nonce}"
+
+
 @workflow.defn(name="RecoveryVerify")
 class RecoveryVerifyWorkflow:
     @workflow.run
@@ -63,6 +70,13 @@ class RecoveryVerifyWorkflow:
             ),
         )
         return RecoveryStarted(flow_id=inp.flow_id, identity_id=agent.identity_id)
+
+
+def recovery_redeem_workflow_id(flow_id: UUID) -> str:
+    """Keyed by the recovery flow: a retried redemption hits the same id, and one flow is
+    redeemed one try at a time (a concurrent try answers 409); every try still counts
+    against the flow's limit, and a redeemed flow refuses the next (`recovery-flow-used`)."""
+    return f"recovery-flow/{flow_id}"
 
 
 @workflow.defn(name="RecoveryRedeem")

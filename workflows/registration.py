@@ -35,6 +35,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.common import domain_failure, run_step
 
 
+def registration_workflow_id(fingerprint: str) -> str:
+    """Keyed by the key's fingerprint: one registration per key, however often it is retried."""
+    return f"registration/{fingerprint}"
+
+
 @workflow.defn(name="Registration")
 class RegistrationWorkflow:
     @workflow.run

@@ -13,6 +13,7 @@ event: status and validity.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -40,6 +41,10 @@ with workflow.unsafe.imports_passed_through():
 BACKGROUND_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1))
 # A timer needs a positive duration, even when storing the row ate the whole wait.
 MIN_WAIT = timedelta(seconds=1)
+
+
+def signing_workflow_id(request_id: UUID) -> str:
+    return f"signing/{request_id}"
 
 
 @workflow.defn(name="SigningRequest")

@@ -7,6 +7,8 @@ be shared). Each is a short request workflow with one activity step; the API awa
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -18,6 +20,12 @@ with workflow.unsafe.imports_passed_through():
         TupleWriteResult,
     )
     from workflows.common import run_step
+
+
+def task_grant_workflow_id(task_id: UUID, subject_ns: str, subject_id: UUID, role: str) -> str:
+    """Keyed by the grant, for writing and revoking alike: a retried request hits the same id,
+    and a grant and its revocation never race (409 `grant-in-progress`)."""
+    return f"task/{task_id}/grants/{subject_ns}:{subject_id}/{role}"
 
 
 @workflow.defn(name="TaskGrantWrite")

@@ -46,7 +46,8 @@ from temporalio.exceptions import FailureError
 with workflow.unsafe.imports_passed_through():
     from activities.tasks import TaskActivities
     from schemas import limits
-    from schemas.errors import Conflict, Forbidden
+    from schemas.errors import Conflict
+    from schemas.kernel.attempts import is_claimant, state_refusal
     from schemas.task_attempts import (
         ABORT_UPDATE,
         CANCEL_UPDATE,
@@ -56,9 +57,7 @@ with workflow.unsafe.imports_passed_through():
         FAIL_UPDATE,
         HEARTBEAT_UPDATE,
         LIVENESS_SIGNAL,
-        NOT_CLAIMANT_CODE,
         NOT_QUEUED_CODE,
-        NOT_STARTED_CODE,
         STATE_QUERY,
         TASK_WORKFLOW,
         AbortCommand,
@@ -77,6 +76,8 @@ with workflow.unsafe.imports_passed_through():
         TaskState,
         TimeoutReason,
         attempt_finished,
+        not_claimant,
+        report_refused,
         task_finished,
     )
     from schemas.tasks import TERMINAL_ATTEMPT_STATUSES, TERMINAL_TASK_STATUSES, TaskStart
@@ -390,24 +391,16 @@ class TaskWorkflow:
             raise domain_failure(Conflict(f"Attempt {attempt_n} has not been claimed"))
         if attempt_n < attempt.attempt_n:
             raise domain_failure(attempt_finished(attempt_n, "over"))
-        if attempt.agent_id != agent_id:
-            raise domain_failure(
-                Forbidden("Only the attempt's claimant reports on it", code=NOT_CLAIMANT_CODE)
-            )
+        if not is_claimant(attempt.agent_id, agent_id):
+            raise domain_failure(not_claimant(attempt_n))
         return attempt
 
     def _require_reportable(self, agent_id: Any, attempt_n: int) -> None:
         """SPEC 3.1: complete, fail and abort need a started attempt that has not ended."""
         attempt = self._require_claimant(agent_id, attempt_n)
-        if attempt.status == "claimed":
-            raise domain_failure(
-                Conflict(
-                    f"Attempt {attempt_n} has not started: send a heartbeat first",
-                    code=NOT_STARTED_CODE,
-                )
-            )
-        if attempt.status in TERMINAL_ATTEMPT_STATUSES:
-            raise domain_failure(attempt_finished(attempt_n, attempt.status))
+        refusal = state_refusal(attempt.status)
+        if refusal is not None:
+            raise domain_failure(report_refused(refusal, attempt_n, attempt.status))
 
     # --- transitions -----------------------------------------------------------------------------
 

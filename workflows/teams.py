@@ -14,6 +14,7 @@ team's invariants under a lock and writes rows and tuples together.
 from __future__ import annotations
 
 from datetime import timedelta
+from uuid import UUID
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -59,6 +60,16 @@ FINISH_RETRY = RetryPolicy(
     maximum_interval=timedelta(minutes=1),
     maximum_attempts=0,
 )
+
+
+# --- workflow ids, each beside its workflow: a team write runs as `teams/<team>/<what>` -------
+# Two writes of the same thing never run at once (the API answers 409 `team-change-running`);
+# once one has ended, the next runs under the same id. Ids of new rows (invites, groups,
+# projects) carry the id the API chose for the row.
+
+
+def team_founding_workflow_id(team_id: UUID) -> str:
+    return f"teams/{team_id}/founding"
 
 
 @workflow.defn(name="TeamFounding")
@@ -142,6 +153,10 @@ class TeamFoundingWorkflow:
 # --- request workflows: one transaction each -------------------------------------------------
 
 
+def team_create_workflow_id(team_id: UUID) -> str:
+    return f"teams/{team_id}/create"
+
+
 @workflow.defn(name="TeamCreate")
 class TeamCreateWorkflow:
     @workflow.run
@@ -149,11 +164,20 @@ class TeamCreateWorkflow:
         return await run_step(TeamActivities.create_team, inp)
 
 
+def team_delete_workflow_id(team_id: UUID) -> str:
+    return f"teams/{team_id}/delete"
+
+
 @workflow.defn(name="TeamDelete")
 class TeamDeleteWorkflow:
     @workflow.run
     async def run(self, inp: TeamRef) -> None:
         await run_step(TeamActivities.delete_team, inp)
+
+
+def team_member_workflow_id(team_id: UUID, subject_id: UUID) -> str:
+    """A member's role change and removal share it: they exclude each other."""
+    return f"teams/{team_id}/members/{subject_id}"
 
 
 @workflow.defn(name="TeamMemberRole")
@@ -170,11 +194,19 @@ class TeamMemberRemoveWorkflow:
         await run_step(TeamActivities.remove_member, inp)
 
 
+def invite_create_workflow_id(team_id: UUID, invite_id: UUID) -> str:
+    return f"teams/{team_id}/invites/{invite_id}"
+
+
 @workflow.defn(name="TeamInviteCreate")
 class TeamInviteCreateWorkflow:
     @workflow.run
     async def run(self, inp: InviteCreate) -> Invite:
         return await run_step(TeamActivities.create_invite, inp)
+
+
+def invite_delete_workflow_id(team_id: UUID, invite_id: UUID) -> str:
+    return f"teams/{team_id}/invites/{invite_id}/delete"
 
 
 @workflow.defn(name="TeamInviteDelete")
@@ -184,11 +216,19 @@ class TeamInviteDeleteWorkflow:
         await run_step(TeamActivities.delete_invite, inp)
 
 
+def join_workflow_id(team_id: UUID, subject_id: UUID) -> str:
+    return f"teams/{team_id}/join/{subject_id}"
+
+
 @workflow.defn(name="TeamJoin")
 class TeamJoinWorkflow:
     @workflow.run
     async def run(self, inp: TeamJoin) -> Joined:
         return await run_step(TeamActivities.join, inp)
+
+
+def group_create_workflow_id(team_id: UUID, group_id: UUID) -> str:
+    return f"teams/{team_id}/groups/{group_id}"
 
 
 @workflow.defn(name="GroupCreate")
@@ -198,11 +238,20 @@ class GroupCreateWorkflow:
         return await run_step(TeamActivities.create_group, inp)
 
 
+def group_delete_workflow_id(team_id: UUID, group_id: UUID) -> str:
+    return f"teams/{team_id}/groups/{group_id}/delete"
+
+
 @workflow.defn(name="GroupDelete")
 class GroupDeleteWorkflow:
     @workflow.run
     async def run(self, inp: GroupRef) -> None:
         await run_step(TeamActivities.delete_group, inp)
+
+
+def group_member_workflow_id(team_id: UUID, group_id: UUID, subject_id: UUID) -> str:
+    """Adding and removing one member of a group share it: they exclude each other."""
+    return f"teams/{team_id}/groups/{group_id}/members/{subject_id}"
 
 
 @workflow.defn(name="GroupMemberAdd")
@@ -217,6 +266,10 @@ class GroupMemberRemoveWorkflow:
     @workflow.run
     async def run(self, inp: GroupMemberRemove) -> None:
         await run_step(TeamActivities.remove_group_member, inp)
+
+
+def project_create_workflow_id(team_id: UUID, project_id: UUID) -> str:
+    return f"teams/{team_id}/projects/{project_id}"
 
 
 @workflow.defn(name="ProjectCreate")

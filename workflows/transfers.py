@@ -16,6 +16,7 @@ stays where it was.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -43,6 +44,10 @@ with workflow.unsafe.imports_passed_through():
 BACKGROUND_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1))
 # A timer needs a positive duration, even when storing the row ate the whole wait.
 MIN_WAIT = timedelta(seconds=1)
+
+
+def transfer_workflow_id(transfer_id: UUID) -> str:
+    return f"transfers/{transfer_id}"
 
 
 @workflow.defn(name="DiaryTransfer")

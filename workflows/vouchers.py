@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.identity import IdentityActivities
     from schemas.identity import Voucher, VoucherIssue
     from workflows.common import run_step
+
+
+def voucher_workflow_id(voucher_id: UUID) -> str:
+    return f"vouchers/{voucher_id}"
 
 
 @workflow.defn(name="VoucherIssue")

@@ -37,10 +37,11 @@ from aiohttp import web
 from temporalio.common import SearchAttributePair, WorkflowIDReusePolicy
 
 from api import keys
-from api.access import allowed, require_team_header, team_header
+from api.access import allowed
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
+from api.headers import require_team_header, team_header
 from infra.repos.agent_keys import KeyFilter, get_key, list_keys
 from schemas import limits
 from schemas.agent_keys import (
@@ -223,10 +224,12 @@ def _server_secret(request: web.Request) -> bytes:
         AgentKeyDuplicate,
     ),
 )
-async def create_agent_key(request: web.Request, parsed: Parsed) -> IssuedAgentKey:
+async def create_agent_key(
+    request: web.Request, parsed: Parsed[CreateAgentKeyRequest]
+) -> IssuedAgentKey:
     """Issue an agent key bound to a team (header) or to the agent identity; the secret is
     in this response only."""
-    body: CreateAgentKeyRequest = parsed.body
+    body = parsed.body
     principal = require_principal(request)
     idempotency_key = _idempotency_key(request)
     team_id = _operation_team(request, body.bindingScope)
@@ -281,10 +284,12 @@ async def create_agent_key(request: web.Request, parsed: Parsed) -> IssuedAgentK
     headers=TEAM_HEADER_DOC,
     errors=(ValidationFailed, KeyManageForbidden, IdentityKeyForbidden),
 )
-async def list_agent_keys(request: web.Request, parsed: Parsed) -> AgentKeyList:
+async def list_agent_keys(
+    request: web.Request, parsed: Parsed[None, AgentKeyListQuery]
+) -> AgentKeyList:
     """Keys of a team (all of them for its credential managers, else the caller's own), or the
     caller's identity keys; metadata only, newest first, cursor-paged."""
-    query: AgentKeyListQuery = parsed.query
+    query = parsed.query
     principal = require_principal(request)
     team_id = _operation_team(request, query.bindingScope)
     if team_id is None:
@@ -360,10 +365,12 @@ async def list_agent_keys(request: web.Request, parsed: Parsed) -> AgentKeyList:
         AgentKeyNotActive,
     ),
 )
-async def rotate_agent_key(request: web.Request, parsed: Parsed) -> IssuedAgentKey:
+async def rotate_agent_key(
+    request: web.Request, parsed: Parsed[None, BindingScopeQuery, AgentKeyPath]
+) -> IssuedAgentKey:
     """A new secret for the key; the old one fails from now on. Scopes and expiry stay."""
-    path: AgentKeyPath = parsed.path
-    query: BindingScopeQuery = parsed.query
+    path = parsed.path
+    query = parsed.query
     principal = require_principal(request)
     key, team_id = await _managed_key(request, path.id, query.bindingScope)
     if principal.key_id == key.id:
@@ -400,11 +407,13 @@ async def rotate_agent_key(request: web.Request, parsed: Parsed) -> IssuedAgentK
     headers=TEAM_HEADER_DOC,
     errors=(ValidationFailed, KeyManageForbidden, IdentityKeyForbidden, AgentKeyNotFound),
 )
-async def revoke_agent_key(request: web.Request, parsed: Parsed) -> AgentKey:
+async def revoke_agent_key(
+    request: web.Request, parsed: Parsed[RevokeAgentKeyRequest, BindingScopeQuery, AgentKeyPath]
+) -> AgentKey:
     """Revoke the key at once (managers can, even after the agent left the team)."""
-    path: AgentKeyPath = parsed.path
-    query: BindingScopeQuery = parsed.query
-    body: RevokeAgentKeyRequest = parsed.body
+    path = parsed.path
+    query = parsed.query
+    body = parsed.body
     key, _ = await _managed_key(request, path.id, query.bindingScope)
     revoked = await execute(
         request,

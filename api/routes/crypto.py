@@ -24,7 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from api import keys
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
-from infra.db import Q
+from infra.repos import identity_reads
 from infra.repos.signing import get_signing_request, list_signing_requests
 from schemas.errors import (
     Conflict,
@@ -55,7 +55,7 @@ from schemas.signing import (
     refusal,
 )
 from workflows.common import AGENT_ID
-from workflows.signing import SigningRequestWorkflow
+from workflows.signing import SigningRequestWorkflow, signing_workflow_id
 
 routes = web.RouteTableDef()
 TAG = "crypto"
@@ -68,10 +68,6 @@ def require_agent(request: web.Request) -> Principal:
     if principal.agent_id is None:
         raise Forbidden("Only agents sign: a human has no signing key", code="agents-only")
     return principal
-
-
-def workflow_id_of(request_id: UUID) -> str:
-    return f"signing/{request_id}"
 
 
 # --- signing requests -----------------------------------------------------------------------
@@ -89,10 +85,12 @@ def workflow_id_of(request_id: UUID) -> str:
     rate_bucket="signing",
     errors=(Forbidden, RateLimited),
 )
-async def create_signing_request(request: web.Request, parsed: Parsed) -> SigningRequestView:
+async def create_signing_request(
+    request: web.Request, parsed: Parsed[SigningRequestCreate]
+) -> SigningRequestView:
     """Ask to sign a message; returns the nonce and the `signing_payload` to sign (300 s)."""
     principal = require_agent(request)
-    body: SigningRequestCreate = parsed.body
+    body = parsed.body
     assert principal.agent_id is not None
     public_key = principal.public_key or await _public_key_of(request, principal)
     request_id = uuid.uuid4()
@@ -105,7 +103,7 @@ async def create_signing_request(request: web.Request, parsed: Parsed) -> Signin
             message=body.message,
             nonce=uuid.uuid4(),
         ),
-        id=workflow_id_of(request_id),
+        id=signing_workflow_id(request_id),
         task_queue=request.app[keys.SETTINGS].temporal_task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
         search_attributes=TypedSearchAttributes(
@@ -124,10 +122,12 @@ async def create_signing_request(request: web.Request, parsed: Parsed) -> Signin
 
 async def _public_key_of(request: web.Request, principal: Principal) -> str:
     """The agent's key from its row, for a credential that did not carry it."""
-    row = await request.app[keys.READ_POOL].fetchrow(Q.get_agent_by_identity, principal.identity_id)
-    if row is None:
+    agent = await identity_reads.agent_by_identity(
+        request.app[keys.READ_POOL], principal.identity_id
+    )
+    if agent is None:
         raise NotFound("The calling agent is unknown")
-    return str(row["public_key"])
+    return agent.public_key
 
 
 @endpoint(
@@ -140,10 +140,12 @@ async def _public_key_of(request: web.Request, principal: Principal) -> str:
     scopes=SIGN_SCOPE,
     errors=(Forbidden,),
 )
-async def list_own_signing_requests(request: web.Request, parsed: Parsed) -> SigningRequestList:
+async def list_own_signing_requests(
+    request: web.Request, parsed: Parsed[None, SigningRequestListQuery]
+) -> SigningRequestList:
     """The caller's signing requests, newest first (`status`, `limit`, `offset`)."""
     principal = require_agent(request)
-    query: SigningRequestListQuery = parsed.query
+    query = parsed.query
     assert principal.agent_id is not None
     records, total = await list_signing_requests(
         request.app[keys.READ_POOL], principal.agent_id, query.status, query.limit, query.offset
@@ -166,10 +168,12 @@ async def list_own_signing_requests(request: web.Request, parsed: Parsed) -> Sig
     scopes=SIGN_SCOPE,
     errors=(Forbidden, NotFound),
 )
-async def get_own_signing_request(request: web.Request, parsed: Parsed) -> SigningRequestView:
+async def get_own_signing_request(
+    request: web.Request, parsed: Parsed[None, None, SigningRequestPath]
+) -> SigningRequestView:
     """One of the caller's signing requests (another agent's is 404)."""
     principal = require_agent(request)
-    path: SigningRequestPath = parsed.path
+    path = parsed.path
     assert principal.agent_id is not None
     record = await _owned(request.app[keys.READ_POOL], principal.agent_id, path.id)
     return record.view()
@@ -187,11 +191,13 @@ async def get_own_signing_request(request: web.Request, parsed: Parsed) -> Signi
     rate_bucket="signing",
     errors=(Forbidden, NotFound, Conflict, ServiceUnavailable),
 )
-async def sign_signing_request(request: web.Request, parsed: Parsed) -> SignOutcome:
+async def sign_signing_request(
+    request: web.Request, parsed: Parsed[SignatureSubmit, None, SigningRequestPath]
+) -> SignOutcome:
     """Submit the base64 Ed25519 signature over `signing_payload`; returns `status`, `valid`."""
     principal = require_agent(request)
-    path: SigningRequestPath = parsed.path
-    body: SignatureSubmit = parsed.body
+    path = parsed.path
+    body = parsed.body
     assert principal.agent_id is not None
     return await submit_signature(
         request.app[keys.TEMPORAL],
@@ -259,18 +265,18 @@ def _refuse_unless_pending(record: SigningRequestRecord) -> None:
     rate_bucket="public_verify",
     errors=(NotFound,),
 )
-async def verify(request: web.Request, parsed: Parsed) -> VerifyResult:
+async def verify(request: web.Request, parsed: Parsed[VerifyRequest]) -> VerifyResult:
     """Check an Ed25519 signature by a public key or a registered agent's fingerprint."""
-    body: VerifyRequest = parsed.body
+    body = parsed.body
     public_key = body.publicKey or await _key_by_fingerprint(request, body.fingerprint or "")
     valid = verify_signature(parse_public_key(public_key), body.signed_bytes(), body.signature)
     return VerifyResult(valid=valid)
 
 
 async def _key_by_fingerprint(request: web.Request, value: str) -> str:
-    row = await request.app[keys.READ_POOL].fetchrow(
-        Q.get_agent_by_fingerprint, normalize_fingerprint(value)
+    agent = await identity_reads.agent_by_fingerprint(
+        request.app[keys.READ_POOL], normalize_fingerprint(value)
     )
-    if row is None:
+    if agent is None:
         raise NotFound("No agent has this fingerprint", code="agent-not-found")
-    return str(row["public_key"])
+    return agent.public_key

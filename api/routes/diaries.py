@@ -10,7 +10,6 @@ caller who can read but not change it gets 403.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 from uuid import UUID
 
 import asyncpg
@@ -18,11 +17,12 @@ from aiohttp import web
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed, require, require_team_header, subject_of, team_header
-from api.auth import optional_principal, require_principal
+from api.access import allowed, changeable_diary, load_diary, readable_diary, require, subject_of
+from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
-from infra.db import Q
+from api.headers import require_team_header, team_header
+from infra.repos import memory_reads, team_reads
 from schemas.errors import Conflict, Forbidden, NotFound, Unauthorized
 from schemas.identity import Done
 from schemas.kernel.cids import entry_cid
@@ -37,16 +37,15 @@ from schemas.memory import (
     DiaryRef,
     DiaryUpdateInput,
     DiaryUpdateRequest,
+    Entry,
     EntryVerification,
     Grant,
     GrantChange,
     GrantList,
     GrantPath,
     GrantRequest,
-    TagCount,
     TagHistogram,
     TagQuery,
-    diary_from_row,
 )
 from workflows.common import DIARY_ID, TEAM_ID
 from workflows.diaries import (
@@ -55,50 +54,14 @@ from workflows.diaries import (
     DiaryGrantRevokeWorkflow,
     DiaryGrantWriteWorkflow,
     DiaryUpdateWorkflow,
+    diary_create_workflow_id,
+    diary_delete_workflow_id,
+    diary_grant_workflow_id,
+    diary_update_workflow_id,
 )
 
 routes = web.RouteTableDef()
 TAG = "diaries"
-NO_SUCH_DIARY = "No such diary"
-
-
-# --- shared by every route that touches a diary (entries, search, packs) -------------------
-
-
-async def load_diary(request: web.Request, diary_id: UUID) -> asyncpg.Record:
-    row = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_diary, diary_id)
-    if row is None:
-        raise NotFound(NO_SUCH_DIARY, code="diary-not-found")
-    return row
-
-
-async def can_read(request: web.Request, diary: asyncpg.Record) -> bool:
-    """The visibility rule, for callers that filter rather than fail (lists)."""
-    if diary["visibility"] == "public":
-        return True
-    principal = optional_principal(request)
-    if principal is None:
-        return False
-    return diary["visibility"] == "moltnet" or await allowed(request, "Diary", diary["id"], "read")
-
-
-async def readable_diary(request: web.Request, diary_id: UUID) -> asyncpg.Record:
-    """The diary if the caller may read it: 401 for an anonymous read of a `moltnet` diary,
-    404 for a private one the caller may not read (or that does not exist)."""
-    diary = await load_diary(request, diary_id)
-    if diary["visibility"] == "moltnet" and optional_principal(request) is None:
-        raise Unauthorized("This diary is visible to authenticated principals only")
-    if not await can_read(request, diary):
-        raise NotFound(NO_SUCH_DIARY, code="diary-not-found")
-    return diary
-
-
-async def changeable_diary(request: web.Request, diary_id: UUID, permission: str) -> asyncpg.Record:
-    """The diary if the caller holds `permission` (write, manage); 404 when the caller cannot
-    even read it, 403 when they can read but not change it."""
-    diary = await readable_diary(request, diary_id)
-    await require(request, "Diary", diary_id, permission)
-    return diary
 
 
 # --- diaries ----------------------------------------------------------------------------
@@ -116,16 +79,16 @@ async def changeable_diary(request: web.Request, diary_id: UUID, permission: str
     headers=("x-service-team-id",),
     errors=(NotFound, Forbidden, Conflict),
 )
-async def create_diary(request: web.Request, parsed: Parsed) -> Diary:
+async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest]) -> Diary:
     """Create a diary owned by the team of `x-service-team-id` (needs Team `write`)."""
-    body: DiaryCreateRequest = parsed.body
+    body = parsed.body
     principal = require_principal(request)
     team_id = require_team_header(request)
-    team = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_team, team_id)
+    team = await team_reads.team_state(request.app[keys.READ_POOL], team_id)
     if team is None or not await allowed(request, "Team", team_id, "access"):
         raise NotFound("No such team", code="team-not-found")
     await require(request, "Team", team_id, "write")
-    if team["status"] != "active":
+    if team.status != "active":
         raise Conflict("The team is not active", code="team-not-active")
     diary_id = uuid.uuid4()
     await execute(
@@ -140,14 +103,14 @@ async def create_diary(request: web.Request, parsed: Parsed) -> Diary:
             created_by=principal.subject_id,
             created_by_ns=principal.subject_ns,
         ),
-        workflow_id=f"diaries/{diary_id}/create",
+        workflow_id=diary_create_workflow_id(diary_id),
         on_duplicate=Conflict("This diary is being created"),
         search=[
             SearchAttributePair(DIARY_ID, str(diary_id)),
             SearchAttributePair(TEAM_ID, str(team_id)),
         ],
     )
-    return diary_from_row(await load_diary(request, diary_id))
+    return await load_diary(request, diary_id)
 
 
 @endpoint(
@@ -163,10 +126,10 @@ async def list_diaries(request: web.Request, parsed: Parsed) -> DiaryList:
     """The diaries the caller can read through its teams and grants (one team with the header)."""
     principal = require_principal(request)
     ids = await request.app[keys.PERMISSIONS].lookup("Diary", "read", subject_of(principal))
-    rows = await request.app[keys.READ_POOL].fetch(
-        Q.memory_list_diaries, [UUID(i) for i in ids], team_header(request)
+    diaries = await memory_reads.list_diaries(
+        request.app[keys.READ_POOL], [UUID(i) for i in ids], team_header(request)
     )
-    return DiaryList(items=[diary_from_row(row) for row in rows])
+    return DiaryList(items=diaries)
 
 
 @endpoint(
@@ -180,9 +143,9 @@ async def list_diaries(request: web.Request, parsed: Parsed) -> DiaryList:
     scopes=("diary:read",),
     errors=(NotFound, Unauthorized),
 )
-async def get_diary(request: web.Request, parsed: Parsed) -> Diary:
+async def get_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Diary:
     """One diary, by its visibility rule."""
-    return diary_from_row(await readable_diary(request, parsed.path.diaryId))
+    return await readable_diary(request, parsed.path.diaryId)
 
 
 @endpoint(
@@ -196,19 +159,21 @@ async def get_diary(request: web.Request, parsed: Parsed) -> Diary:
     scopes=("diary:write",),
     errors=(NotFound, Forbidden),
 )
-async def update_diary(request: web.Request, parsed: Parsed) -> Diary:
+async def update_diary(
+    request: web.Request, parsed: Parsed[DiaryUpdateRequest, None, DiaryPath]
+) -> Diary:
     """Rename a diary or change its visibility (needs Diary `manage`)."""
-    diary_id: UUID = parsed.path.diaryId
+    diary_id = parsed.path.diaryId
     await changeable_diary(request, diary_id, "manage")
-    body: DiaryUpdateRequest = parsed.body
+    body = parsed.body
     await execute(
         request,
         DiaryUpdateWorkflow.run,
         DiaryUpdateInput(diary_id=diary_id, name=body.name, visibility=body.visibility),
-        workflow_id=f"diaries/{diary_id}/update/{uuid.uuid4()}",
+        workflow_id=diary_update_workflow_id(diary_id),
         on_duplicate=Conflict("This diary is being updated"),
     )
-    return diary_from_row(await load_diary(request, diary_id))
+    return await load_diary(request, diary_id)
 
 
 @endpoint(
@@ -221,16 +186,16 @@ async def update_diary(request: web.Request, parsed: Parsed) -> Diary:
     scopes=("diary:delete",),
     errors=(NotFound, Forbidden, Conflict),
 )
-async def delete_diary(request: web.Request, parsed: Parsed) -> Done:
+async def delete_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Done:
     """Delete a diary, its entries and every permission tuple naming them (needs `manage`);
     a diary holding signed entries is permanent (409)."""
-    diary_id: UUID = parsed.path.diaryId
+    diary_id = parsed.path.diaryId
     await changeable_diary(request, diary_id, "manage")
     await execute(
         request,
         DiaryDeleteWorkflow.run,
         DiaryRef(diary_id=diary_id),
-        workflow_id=f"diaries/{diary_id}/delete",
+        workflow_id=diary_delete_workflow_id(diary_id),
         on_duplicate=Conflict("This diary is being deleted"),
     )
     return Done()
@@ -245,13 +210,6 @@ def _grant_change(diary_id: UUID, body: GrantRequest) -> GrantChange:
     )
 
 
-async def _subject_exists(request: web.Request, body: GrantRequest) -> bool:
-    query = {"Agent": Q.memory_agent_exists, "Human": Q.memory_human_exists}.get(
-        body.subjectNs, Q.memory_group_exists
-    )
-    return await request.app[keys.READ_POOL].fetchval(query, body.subjectId) is not None
-
-
 @endpoint(
     routes,
     "POST",
@@ -264,18 +222,23 @@ async def _subject_exists(request: web.Request, body: GrantRequest) -> bool:
     scopes=("diary:share",),
     errors=(NotFound, Forbidden),
 )
-async def create_grant(request: web.Request, parsed: Parsed) -> Grant:
+async def create_grant(
+    request: web.Request, parsed: Parsed[GrantRequest, None, GrantPath]
+) -> Grant:
     """Make an agent, a human or a group's members writers or managers of the diary."""
-    diary_id: UUID = parsed.path.diaryId
-    body: GrantRequest = parsed.body
+    diary_id = parsed.path.diaryId
+    body = parsed.body
     await changeable_diary(request, diary_id, "manage")
-    if not await _subject_exists(request, body):
+    if not await memory_reads.subject_exists(
+        request.app[keys.READ_POOL], body.subjectNs, body.subjectId
+    ):
         raise NotFound(f"No such {body.subjectNs}", code="subject-not-found")
+    change = _grant_change(diary_id, body)
     await execute(
         request,
         DiaryGrantWriteWorkflow.run,
-        _grant_change(diary_id, body),
-        workflow_id=f"diaries/{diary_id}/grants/{uuid.uuid4()}",
+        change,
+        workflow_id=diary_grant_workflow_id(change),
         on_duplicate=Conflict("This grant is being written"),
     )
     return Grant(
@@ -293,22 +256,11 @@ async def create_grant(request: web.Request, parsed: Parsed) -> Grant:
     scopes=("diary:read",),
     errors=(NotFound, Forbidden),
 )
-async def list_grants(request: web.Request, parsed: Parsed) -> GrantList:
+async def list_grants(request: web.Request, parsed: Parsed[None, None, GrantPath]) -> GrantList:
     """Who holds writer or manager grants on the diary (needs Diary `manage`)."""
-    diary_id: UUID = parsed.path.diaryId
+    diary_id = parsed.path.diaryId
     await changeable_diary(request, diary_id, "manage")
-    rows = await request.app[keys.READ_POOL].fetch(Q.memory_list_grants, str(diary_id))
-    return GrantList(items=[_grant_from_tuple(diary_id, row) for row in rows])
-
-
-def _grant_from_tuple(diary_id: UUID, row: asyncpg.Record) -> Grant:
-    return Grant(
-        diaryId=diary_id,
-        subjectId=UUID(row["subject_id"]),
-        subjectNs=row["subject_ns"],
-        role="writer" if row["relation"] == "writers" else "manager",
-        createdAt=row["created_at"],
-    )
+    return GrantList(items=await memory_reads.list_grants(request.app[keys.READ_POOL], diary_id))
 
 
 @endpoint(
@@ -322,15 +274,16 @@ def _grant_from_tuple(diary_id: UUID, row: asyncpg.Record) -> Grant:
     scopes=("diary:share",),
     errors=(NotFound, Forbidden),
 )
-async def revoke_grant(request: web.Request, parsed: Parsed) -> Done:
+async def revoke_grant(request: web.Request, parsed: Parsed[GrantRequest, None, GrantPath]) -> Done:
     """Remove one grant; revoking a grant that does not exist is a no-op."""
-    diary_id: UUID = parsed.path.diaryId
+    diary_id = parsed.path.diaryId
     await changeable_diary(request, diary_id, "manage")
+    change = _grant_change(diary_id, parsed.body)
     await execute(
         request,
         DiaryGrantRevokeWorkflow.run,
-        _grant_change(diary_id, parsed.body),
-        workflow_id=f"diaries/{diary_id}/grants/{uuid.uuid4()}",
+        change,
+        workflow_id=diary_grant_workflow_id(change),
         on_duplicate=Conflict("This grant is being revoked"),
     )
     return Done()
@@ -351,17 +304,17 @@ async def revoke_grant(request: web.Request, parsed: Parsed) -> Done:
     scopes=("diary:read",),
     errors=(NotFound, Unauthorized),
 )
-async def tag_histogram(request: web.Request, parsed: Parsed) -> TagHistogram:
+async def tag_histogram(
+    request: web.Request, parsed: Parsed[None, TagQuery, DiaryPath]
+) -> TagHistogram:
     """How many entries carry each tag, most used first."""
-    diary_id: UUID = parsed.path.diaryId
+    diary_id = parsed.path.diaryId
     await readable_diary(request, diary_id)
-    query: TagQuery = parsed.query
-    rows = await request.app[keys.READ_POOL].fetch(
-        Q.memory_tag_histogram, diary_id, query.prefix, query.minCount, query.entryType
+    query = parsed.query
+    tags = await memory_reads.tag_histogram(
+        request.app[keys.READ_POOL], diary_id, query.prefix, query.minCount, query.entryType
     )
-    return TagHistogram(
-        tags=[TagCount(tag=r["tag"], count=r["count"]) for r in rows], total=len(rows)
-    )
+    return TagHistogram(tags=tags, total=len(tags))
 
 
 @endpoint(
@@ -375,59 +328,59 @@ async def tag_histogram(request: web.Request, parsed: Parsed) -> TagHistogram:
     scopes=("diary:read",),
     errors=(NotFound, Unauthorized),
 )
-async def verify_entry(request: web.Request, parsed: Parsed) -> EntryVerification:
+async def verify_entry(
+    request: web.Request, parsed: Parsed[None, None, DiaryEntryPath]
+) -> EntryVerification:
     """Recompute a signed entry's CID, check its signature and its link in the diary's chain."""
-    path: DiaryEntryPath = parsed.path
-    await readable_diary(request, path.diaryId)
+    path = parsed.path
+    diary = await readable_diary(request, path.diaryId)
     pool = request.app[keys.READ_POOL]
-    entry = await pool.fetchrow(Q.memory_get_entry, path.entryId)
-    if entry is None or entry["diary_id"] != path.diaryId:
+    entry = await memory_reads.get_entry(pool, path.entryId)
+    if entry is None or entry.diaryId != path.diaryId:
         raise NotFound("No such entry", code="entry-not-found")
-    return await _verification(pool, entry)
+    return await _verification(pool, entry, diary.signed)
 
 
-async def _verification(pool: asyncpg.Pool, entry: asyncpg.Record) -> EntryVerification:
-    prev = entry["prev_cid"] if entry["diary_signed"] else None
-    recomputed = entry_cid(
-        entry["content"], entry["title"], entry["tags"], entry["entry_type"], prev
-    )
-    cid_matches = recomputed == entry["cid"]
-    if entry["signing_request_id"] is None:
+async def _verification(pool: asyncpg.Pool, entry: Entry, chained: bool) -> EntryVerification:
+    """`chained`: the entry's diary is signed, so its entries link to their predecessors."""
+    prev = entry.prevCid if chained else None
+    recomputed = entry_cid(entry.content, entry.title, entry.tags, entry.entryType, prev)
+    cid_matches = recomputed == entry.cid
+    if entry.signingRequestId is None:
         return EntryVerification(
             signed=False,
             cidMatches=cid_matches,
             signatureValid=False,
             chainValid=False,
             valid=False,
-            cid=entry["cid"],
+            cid=entry.cid,
         )
-    signer: dict[str, Any] = dict(
-        await pool.fetchrow(Q.memory_entry_signer, entry["signing_request_id"]) or {}
-    )
+    signer = await memory_reads.entry_signer(pool, entry.signingRequestId)
     signature_valid = (
-        bool(signer)
+        signer is not None
         and verify_signature(
-            parse_public_key(signer["public_key"]),
-            signing_payload(entry["cid"], signer["nonce"]).encode(),
-            entry["content_signature"] or "",
+            parse_public_key(signer.public_key),
+            signing_payload(entry.cid, signer.nonce).encode(),
+            entry.contentSignature or "",
         )
-        and signer["message"] == entry["cid"]
+        and signer.message == entry.cid
     )
-    chain_valid = not entry["diary_signed"] or await _links_to_chain(pool, entry)
+    chain_valid = not chained or await _links_to_chain(pool, entry)
     return EntryVerification(
         signed=True,
         cidMatches=cid_matches,
         signatureValid=signature_valid,
         chainValid=chain_valid,
         valid=cid_matches and signature_valid and chain_valid,
-        cid=entry["cid"],
-        agentFingerprint=signer.get("fingerprint"),
+        cid=entry.cid,
+        agentFingerprint=None if signer is None else signer.fingerprint,
     )
 
 
-async def _links_to_chain(pool: asyncpg.Pool, entry: asyncpg.Record) -> bool:
+async def _links_to_chain(pool: asyncpg.Pool, entry: Entry) -> bool:
     """The predecessor exists in the same diary ('' only for the diary's first entry)."""
-    if entry["prev_cid"] == "":
+    if entry.prevCid == "":
         return True
-    found = await pool.fetchval(Q.memory_entry_by_cid, entry["diary_id"], entry["prev_cid"])
-    return found is not None
+    return entry.prevCid is not None and await memory_reads.diary_has_cid(
+        pool, entry.diaryId, entry.prevCid
+    )

@@ -11,17 +11,16 @@ from __future__ import annotations
 import uuid
 from uuid import UUID
 
-import asyncpg
 from aiohttp import web
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed, require
+from api.access import allowed, changeable_diary, found, readable_diary, require
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
-from api.routes.diaries import changeable_diary, readable_diary
-from infra.db import Q
+from infra.repos import memory_reads
+from infra.repos.memory_reads import LocatedRelation
 from schemas.errors import Conflict, Forbidden, NotFound, Unauthorized, ValidationFailed
 from schemas.identity import Done
 from schemas.memory import (
@@ -47,8 +46,6 @@ from schemas.memory import (
     RelationRef,
     RelationStatusChange,
     RelationUpdateRequest,
-    entry_from_row,
-    relation_from_row,
 )
 from workflows.common import DIARY_ID
 from workflows.entries import (
@@ -58,6 +55,12 @@ from workflows.entries import (
     RelationCreateWorkflow,
     RelationDeleteWorkflow,
     RelationUpdateWorkflow,
+    entries_delete_workflow_id,
+    entry_create_workflow_id,
+    entry_update_workflow_id,
+    relation_create_workflow_id,
+    relation_delete_workflow_id,
+    relation_update_workflow_id,
 )
 
 routes = web.RouteTableDef()
@@ -65,25 +68,23 @@ TAG = "entries"
 NO_SUCH_ENTRY = "No such entry"
 
 
-async def load_entry(request: web.Request, entry_id: UUID) -> asyncpg.Record:
-    row = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_entry, entry_id)
-    if row is None:
-        raise NotFound(NO_SUCH_ENTRY, code="entry-not-found")
-    return row
+async def load_entry(request: web.Request, entry_id: UUID) -> Entry:
+    entry = await memory_reads.get_entry(request.app[keys.READ_POOL], entry_id)
+    return found(entry, NotFound(NO_SUCH_ENTRY, code="entry-not-found"))
 
 
-async def readable_entry(request: web.Request, entry_id: UUID) -> asyncpg.Record:
+async def readable_entry(request: web.Request, entry_id: UUID) -> Entry:
     entry = await load_entry(request, entry_id)
     try:
-        await readable_diary(request, entry["diary_id"])
+        await readable_diary(request, entry.diaryId)
     except NotFound:
         raise NotFound(NO_SUCH_ENTRY, code="entry-not-found") from None
     return entry
 
 
-async def writable_entry(request: web.Request, entry_id: UUID) -> asyncpg.Record:
+async def writable_entry(request: web.Request, entry_id: UUID) -> Entry:
     entry = await readable_entry(request, entry_id)
-    await require(request, "Diary", entry["diary_id"], "write")
+    await require(request, "Diary", entry.diaryId, "write")
     return entry
 
 
@@ -108,14 +109,16 @@ def _split(value: str | None) -> list[str] | None:
     scopes=("diary:write",),
     errors=(NotFound, Forbidden, Conflict),
 )
-async def create_entry(request: web.Request, parsed: Parsed) -> Entry:
+async def create_entry(
+    request: web.Request, parsed: Parsed[EntryCreateRequest, None, DiaryPath]
+) -> Entry:
     """Write an entry: scanned for prompt injection, content-addressed, embedded server-side.
     In a signed diary the entry must name a completed signing request over its CID."""
-    body: EntryCreateRequest = parsed.body
-    diary_id: UUID = parsed.path.diaryId
+    body = parsed.body
+    diary_id = parsed.path.diaryId
     principal = require_principal(request)
     diary = await changeable_diary(request, diary_id, "write")
-    if diary["signed"] and body.signingRequestId is None:
+    if diary.signed and body.signingRequestId is None:
         raise ValidationFailed(
             "Entries of a signed diary need a signingRequestId", code="signature-required"
         )
@@ -136,13 +139,13 @@ async def create_entry(request: web.Request, parsed: Parsed) -> Entry:
             signing_request_id=body.signingRequestId,
             created_by=principal.subject_id,
             created_by_ns=principal.subject_ns,
-            signed_diary=diary["signed"],
+            signed_diary=diary.signed,
         ),
-        workflow_id=f"entries/{entry_id}/create",
+        workflow_id=entry_create_workflow_id(entry_id),
         on_duplicate=Conflict("This entry is being created"),
         search=[SearchAttributePair(DIARY_ID, str(diary_id))],
     )
-    return entry_from_row(await load_entry(request, entry_id))
+    return await load_entry(request, entry_id)
 
 
 @endpoint(
@@ -157,17 +160,24 @@ async def create_entry(request: web.Request, parsed: Parsed) -> Entry:
     scopes=("diary:read",),
     errors=(NotFound, Unauthorized),
 )
-async def list_entries(request: web.Request, parsed: Parsed) -> EntryList:
+async def list_entries(
+    request: web.Request, parsed: Parsed[None, EntryListQuery, DiaryPath]
+) -> EntryList:
     """A diary's entries, newest first, filtered by tags and type, paged by limit and offset."""
-    diary_id: UUID = parsed.path.diaryId
+    diary_id = parsed.path.diaryId
     await readable_diary(request, diary_id)
-    query: EntryListQuery = parsed.query
-    filters = (diary_id, _split(query.tags), _split(query.excludeTags), query.entryType)
-    pool = request.app[keys.READ_POOL]
-    rows = await pool.fetch(Q.memory_list_entries, *filters, query.limit, query.offset)
-    total = rows[0]["total"] if rows else await pool.fetchval(Q.memory_count_entries, *filters)
+    query = parsed.query
+    where = memory_reads.EntryFilter(
+        diary_id=diary_id,
+        tags=_split(query.tags),
+        exclude_tags=_split(query.excludeTags),
+        entry_type=query.entryType,
+    )
+    entries, total = await memory_reads.list_entries(
+        request.app[keys.READ_POOL], where, query.limit, query.offset
+    )
     return EntryList(
-        items=[entry_from_row(row) for row in rows],
+        items=entries,
         total=total,
         limit=query.limit,
         offset=query.offset,
@@ -185,9 +195,9 @@ async def list_entries(request: web.Request, parsed: Parsed) -> EntryList:
     scopes=("diary:read",),
     errors=(NotFound, Unauthorized),
 )
-async def get_entry(request: web.Request, parsed: Parsed) -> Entry:
+async def get_entry(request: web.Request, parsed: Parsed[None, None, EntryPath]) -> Entry:
     """One entry, by its diary's visibility rule."""
-    return entry_from_row(await readable_entry(request, parsed.path.entryId))
+    return await readable_entry(request, parsed.path.entryId)
 
 
 @endpoint(
@@ -201,28 +211,30 @@ async def get_entry(request: web.Request, parsed: Parsed) -> Entry:
     scopes=("diary:write",),
     errors=(NotFound, Forbidden, Conflict),
 )
-async def update_entry(request: web.Request, parsed: Parsed) -> Entry:
+async def update_entry(
+    request: web.Request, parsed: Parsed[EntryUpdateRequest, None, EntryPath]
+) -> Entry:
     """Change an unsigned entry; its CID, scan and (when the text changed) vector follow."""
-    entry_id: UUID = parsed.path.entryId
+    entry_id = parsed.path.entryId
     entry = await writable_entry(request, entry_id)
-    if entry["signing_request_id"] is not None:
+    if entry.signingRequestId is not None:
         raise Conflict("Signed entries are immutable", code="entry-immutable")
-    body: EntryUpdateRequest = parsed.body
+    body = parsed.body
     await execute(
         request,
         EntryUpdateWorkflow.run,
         _update_input(entry, body),
-        workflow_id=f"entries/{entry_id}/update",
+        workflow_id=entry_update_workflow_id(entry_id),
         on_duplicate=Conflict("Another update of this entry is running", code="entry-busy"),
     )
-    return entry_from_row(await load_entry(request, entry_id))
+    return await load_entry(request, entry_id)
 
 
-def _update_input(entry: asyncpg.Record, body: EntryUpdateRequest) -> EntryUpdateInput:
+def _update_input(entry: Entry, body: EntryUpdateRequest) -> EntryUpdateInput:
     fields = body.model_fields_set
     clear_title = "title" in fields and body.title is None
     change = EntryChange(
-        entry_id=entry["id"],
+        entry_id=entry.id,
         content=body.content,
         title=body.title,
         clear_title=clear_title,
@@ -231,19 +243,19 @@ def _update_input(entry: asyncpg.Record, body: EntryUpdateRequest) -> EntryUpdat
         entry_type=body.entryType,
     )
     merged = EntryDraft(
-        entry_id=entry["id"],
-        diary_id=entry["diary_id"],
-        content=body.content if body.content is not None else entry["content"],
-        title=None if clear_title else (body.title if body.title is not None else entry["title"]),
-        tags=body.tags if body.tags is not None else list(entry["tags"]),
-        importance=body.importance if body.importance is not None else entry["importance"],
-        entry_type=body.entryType if body.entryType is not None else entry["entry_type"],
-        created_by=entry["created_by"],
+        entry_id=entry.id,
+        diary_id=entry.diaryId,
+        content=body.content if body.content is not None else entry.content,
+        title=None if clear_title else (body.title if body.title is not None else entry.title),
+        tags=body.tags if body.tags is not None else list(entry.tags),
+        importance=body.importance if body.importance is not None else entry.importance,
+        entry_type=body.entryType if body.entryType is not None else entry.entryType,
+        created_by=entry.createdBy,
     )
     text_changed = (merged.content, merged.title, merged.tags) != (
-        entry["content"],
-        entry["title"],
-        list(entry["tags"]),
+        entry.content,
+        entry.title,
+        list(entry.tags),
     )
     return EntryUpdateInput(change=change, merged=merged, text_changed=text_changed)
 
@@ -258,11 +270,11 @@ def _update_input(entry: asyncpg.Record, body: EntryUpdateRequest) -> EntryUpdat
     scopes=("diary:delete",),
     errors=(NotFound, Forbidden, Conflict),
 )
-async def delete_entry(request: web.Request, parsed: Parsed) -> Done:
+async def delete_entry(request: web.Request, parsed: Parsed[None, None, EntryPath]) -> Done:
     """Delete an unsigned entry and its parent tuple."""
-    entry_id: UUID = parsed.path.entryId
+    entry_id = parsed.path.entryId
     entry = await writable_entry(request, entry_id)
-    if entry["signing_request_id"] is not None:
+    if entry.signingRequestId is not None:
         raise Conflict("Signed entries cannot be deleted", code="entry-immutable")
     await _delete(request, [entry_id])
     return Done()
@@ -277,16 +289,15 @@ async def delete_entry(request: web.Request, parsed: Parsed) -> Done:
     response=BatchDeleted,
     scopes=("diary:delete",),
 )
-async def delete_entries(request: web.Request, parsed: Parsed) -> BatchDeleted:
+async def delete_entries(request: web.Request, parsed: Parsed[EntryBatchDelete]) -> BatchDeleted:
     """Delete several entries; those the caller cannot delete, signed ones and unknown ids are
     reported as skipped (without saying which reason, so ids cannot be probed)."""
     ids: list[UUID] = list(dict.fromkeys(parsed.body.ids))
-    rows = await request.app[keys.READ_POOL].fetch(Q.memory_get_entries_for_change, ids)
+    refs = await memory_reads.entry_refs(request.app[keys.READ_POOL], ids)
     deletable = [
-        row["id"]
-        for row in rows
-        if row["signing_request_id"] is None
-        and await allowed(request, "Diary", row["diary_id"], "write")
+        ref.id
+        for ref in refs
+        if ref.signing_request_id is None and await allowed(request, "Diary", ref.diary_id, "write")
     ]
     deleted = await _delete(request, deletable) if deletable else []
     return BatchDeleted(deleted=deleted, skipped=[i for i in ids if i not in deleted])
@@ -297,7 +308,7 @@ async def _delete(request: web.Request, entry_ids: list[UUID]) -> list[UUID]:
         request,
         EntryDeleteWorkflow.run,
         EntryRefs(entry_ids=entry_ids),
-        workflow_id=f"entries/delete/{uuid.uuid4()}",
+        workflow_id=entries_delete_workflow_id(entry_ids),
         on_duplicate=Conflict("These entries are being deleted"),
     )
     return result.deleted
@@ -318,27 +329,29 @@ async def _delete(request: web.Request, entry_ids: list[UUID]) -> list[UUID]:
     scopes=("diary:write",),
     errors=(NotFound, Forbidden, ValidationFailed),
 )
-async def create_relation(request: web.Request, parsed: Parsed) -> web.StreamResponse | Relation:
+async def create_relation(
+    request: web.Request, parsed: Parsed[RelationCreateRequest, None, EntryPath]
+) -> web.StreamResponse | Relation:
     """Relate this entry (the source) to another entry of the same diary; the CIDs of both are
     snapshotted. An existing relation of the same type is returned with 200."""
     source = await writable_entry(request, parsed.path.entryId)
-    body: RelationCreateRequest = parsed.body
-    target = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_entry, body.targetId)
-    if target is None or target["diary_id"] != source["diary_id"]:
+    body = parsed.body
+    target = await memory_reads.get_entry(request.app[keys.READ_POOL], body.targetId)
+    if target is None or target.diaryId != source.diaryId:
         raise ValidationFailed(
             "The target must be an entry of the same diary", code="cross-diary-relation"
         )
-    if target["id"] == source["id"]:
+    if target.id == source.id:
         raise ValidationFailed("An entry cannot relate to itself", code="self-relation")
     relation_id = uuid.uuid4()
-    workflow_id = f"relations/{relation_id}/create"
+    workflow_id = relation_create_workflow_id(relation_id)
     written = await execute(
         request,
         RelationCreateWorkflow.run,
         RelationCreateInput(
             relation_id=relation_id,
-            source_id=source["id"],
-            target_id=target["id"],
+            source_id=source.id,
+            target_id=target.id,
             relation=body.relation,
             status=body.status,
             metadata=body.metadata.model_dump(exclude_none=True) if body.metadata else {},
@@ -347,27 +360,25 @@ async def create_relation(request: web.Request, parsed: Parsed) -> web.StreamRes
         workflow_id=workflow_id,
         on_duplicate=Conflict("This relation is being created"),
     )
-    relation = await _load_relation(request, written.relation_id)
+    located = await _load_relation(request, written.relation_id)
     if not written.created:
-        return render(relation_from_row(relation), 200)
-    return relation_from_row(relation)
+        return render(located.relation, 200)
+    return located.relation
 
 
-async def _load_relation(request: web.Request, relation_id: UUID) -> asyncpg.Record:
-    row = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_relation, relation_id)
-    if row is None:
-        raise NotFound("No such relation", code="relation-not-found")
-    return row
+async def _load_relation(request: web.Request, relation_id: UUID) -> LocatedRelation:
+    located = await memory_reads.get_relation(request.app[keys.READ_POOL], relation_id)
+    return found(located, NotFound("No such relation", code="relation-not-found"))
 
 
-async def _writable_relation(request: web.Request, relation_id: UUID) -> asyncpg.Record:
-    relation = await _load_relation(request, relation_id)
+async def _writable_relation(request: web.Request, relation_id: UUID) -> LocatedRelation:
+    located = await _load_relation(request, relation_id)
     try:
-        await readable_diary(request, relation["diary_id"])
+        await readable_diary(request, located.diary_id)
     except NotFound:
         raise NotFound("No such relation", code="relation-not-found") from None
-    await require(request, "Diary", relation["diary_id"], "write")
-    return relation
+    await require(request, "Diary", located.diary_id, "write")
+    return located
 
 
 @endpoint(
@@ -382,21 +393,22 @@ async def _writable_relation(request: web.Request, relation_id: UUID) -> asyncpg
     scopes=("diary:read",),
     errors=(NotFound, Unauthorized),
 )
-async def list_relations(request: web.Request, parsed: Parsed) -> RelationList:
+async def list_relations(
+    request: web.Request, parsed: Parsed[None, RelationListQuery, EntryPath]
+) -> RelationList:
     """Relations of an entry, as source, target or both."""
     entry = await readable_entry(request, parsed.path.entryId)
-    query: RelationListQuery = parsed.query
-    rows = await request.app[keys.READ_POOL].fetch(
-        Q.memory_list_relations,
-        entry["id"],
+    query = parsed.query
+    relations, total = await memory_reads.list_relations(
+        request.app[keys.READ_POOL],
+        entry.id,
         query.direction,
         query.relation,
         query.status,
         query.limit,
         query.offset,
     )
-    total = rows[0]["total"] if rows else 0
-    return RelationList(items=[relation_from_row(r) for r in rows], total=total)
+    return RelationList(items=relations, total=total)
 
 
 @endpoint(
@@ -410,18 +422,20 @@ async def list_relations(request: web.Request, parsed: Parsed) -> RelationList:
     scopes=("diary:write",),
     errors=(NotFound, Forbidden),
 )
-async def update_relation(request: web.Request, parsed: Parsed) -> Relation:
+async def update_relation(
+    request: web.Request, parsed: Parsed[RelationUpdateRequest, None, RelationPath]
+) -> Relation:
     """Accept or reject a proposed relation (an accepted `supersedes` marks its target)."""
-    relation_id: UUID = parsed.path.relationId
+    relation_id = parsed.path.relationId
     await _writable_relation(request, relation_id)
     await execute(
         request,
         RelationUpdateWorkflow.run,
         RelationStatusChange(relation_id=relation_id, status=parsed.body.status),
-        workflow_id=f"relations/{relation_id}/update/{uuid.uuid4()}",
+        workflow_id=relation_update_workflow_id(relation_id),
         on_duplicate=Conflict("This relation is being updated"),
     )
-    return relation_from_row(await _load_relation(request, relation_id))
+    return (await _load_relation(request, relation_id)).relation
 
 
 @endpoint(
@@ -434,15 +448,17 @@ async def update_relation(request: web.Request, parsed: Parsed) -> Relation:
     scopes=("diary:write",),
     errors=(NotFound, Forbidden),
 )
-async def delete_relation(request: web.Request, parsed: Parsed) -> web.Response:
+async def delete_relation(
+    request: web.Request, parsed: Parsed[None, None, RelationPath]
+) -> web.Response:
     """Delete a relation."""
-    relation_id: UUID = parsed.path.relationId
+    relation_id = parsed.path.relationId
     await _writable_relation(request, relation_id)
     await execute(
         request,
         RelationDeleteWorkflow.run,
         RelationRef(relation_id=relation_id),
-        workflow_id=f"relations/{relation_id}/delete",
+        workflow_id=relation_delete_workflow_id(relation_id),
         on_duplicate=Conflict("This relation is being deleted"),
     )
     return web.Response(status=204)

@@ -18,7 +18,7 @@ from api import keys
 from api.auth import SESSION_COOKIE, require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
-from infra.db import Q
+from infra.repos import identity_reads
 from schemas.errors import Conflict, Unauthorized
 from schemas.identity import (
     Done,
@@ -35,6 +35,9 @@ from workflows.humans import (
     HumanRegistrationWorkflow,
     SessionCloseWorkflow,
     SessionOpenWorkflow,
+    human_registration_workflow_id,
+    session_close_workflow_id,
+    session_open_workflow_id,
 )
 
 routes = web.RouteTableDef()
@@ -65,16 +68,18 @@ def _verify_password(stored: str, password: str) -> bool:
     rate_bucket="registration",
     errors=(Conflict,),
 )
-async def register_human(request: web.Request, parsed: Parsed) -> HumanIdentity:
+async def register_human(
+    request: web.Request, parsed: Parsed[HumanRegisterRequest]
+) -> HumanIdentity:
     """Create a human identity (email + password)."""
-    body: HumanRegisterRequest = parsed.body
+    body = parsed.body
     password_hash = await asyncio.to_thread(_hasher.hash, body.password)
     identity_id = uuid.uuid4()
     await execute(
         request,
         HumanRegistrationWorkflow.run,
         HumanRegistration(identity_id=identity_id, email=body.email, password_hash=password_hash),
-        workflow_id=f"humans/register/{identity_id}",
+        workflow_id=human_registration_workflow_id(identity_id),
         on_duplicate=Conflict("This registration is already running"),
     )
     return HumanIdentity(identityId=identity_id, email=body.email, state="active")
@@ -91,34 +96,38 @@ async def register_human(request: web.Request, parsed: Parsed) -> HumanIdentity:
     rate_bucket="recovery",
     errors=(Unauthorized,),
 )
-async def login(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def login(request: web.Request, parsed: Parsed[HumanLoginRequest]) -> web.StreamResponse:
     """Open a session: the token comes back once, and as an HttpOnly cookie."""
-    body: HumanLoginRequest = parsed.body
-    row = await request.app[keys.READ_POOL].fetchrow(Q.get_identity_by_email, body.email)
-    stored = row["password_hash"] if row is not None else _DUMMY_HASH
+    body = parsed.body
+    pool = request.app[keys.READ_POOL]
+    identity = await identity_reads.identity_by_email(pool, body.email)
+    stored = identity.password_hash if identity is not None else _DUMMY_HASH
     valid = await asyncio.to_thread(_verify_password, stored, body.password)
-    if row is None or not valid or row["schema_id"] != "human" or row["state"] != "active":
+    if identity is None or not valid or (identity.schema_id, identity.state) != ("human", "active"):
         raise Unauthorized("Wrong email or password")
     token = new_secret(SESSION_PREFIX)
     session_id = uuid.uuid4()
     expires_at = datetime.now(UTC) + SESSION_LIFETIME
-    existing = await request.app[keys.READ_POOL].fetchrow(Q.get_human_by_identity, row["id"])
+    human_id = await identity_reads.human_of(pool, identity.id)
     opened = await execute(
         request,
         SessionOpenWorkflow.run,
         SessionOpen(
             session_id=session_id,
-            identity_id=row["id"],
-            human_id=existing["id"] if existing is not None else uuid.uuid4(),
+            identity_id=identity.id,
+            human_id=human_id if human_id is not None else uuid.uuid4(),
             token_hash=hash_secret(token, request.app[keys.SETTINGS].secret_bytes),
             expires_at=expires_at,
         ),
-        workflow_id=f"sessions/{session_id}/open",
+        workflow_id=session_open_workflow_id(session_id),
         on_duplicate=Conflict("This session is already being opened"),
     )
     response = render(
         HumanSession(
-            sessionToken=token, expiresAt=expires_at, identityId=row["id"], humanId=opened.human_id
+            sessionToken=token,
+            expiresAt=expires_at,
+            identityId=identity.id,
+            humanId=opened.human_id,
         )
     )
     response.set_cookie(
@@ -143,13 +152,13 @@ async def logout(request: web.Request, parsed: Parsed) -> web.StreamResponse:
         request.headers.get("X-Session-Token") or request.cookies.get(SESSION_COOKIE, ""),
         request.app[keys.SETTINGS].secret_bytes,
     )
-    session = await request.app[keys.READ_POOL].fetchrow(Q.get_session_by_hash, token_hash)
+    session = await identity_reads.open_session(request.app[keys.READ_POOL], token_hash)
     if session is not None:
         await execute(
             request,
             SessionCloseWorkflow.run,
-            SessionClose(session_id=session["id"]),
-            workflow_id=f"sessions/{session['id']}/close",
+            SessionClose(session_id=session.id),
+            workflow_id=session_close_workflow_id(session.id),
             on_duplicate=Conflict("This session is already being closed"),
         )
     response = render(Done())

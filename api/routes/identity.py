@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from aiohttp import web
 from temporalio.common import SearchAttributePair, WorkflowIDReusePolicy
@@ -13,7 +13,7 @@ from api import keys
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
-from infra.db import Q
+from infra.repos import identity_reads
 from schemas import limits
 from schemas.errors import (
     Conflict,
@@ -60,9 +60,14 @@ from schemas.kernel.crypto import (
     parse_public_key,
 )
 from workflows.common import AGENT_ID
-from workflows.recovery import RecoveryRedeemWorkflow, RecoveryVerifyWorkflow
-from workflows.registration import RegistrationWorkflow
-from workflows.vouchers import VoucherIssueWorkflow
+from workflows.recovery import (
+    RecoveryRedeemWorkflow,
+    RecoveryVerifyWorkflow,
+    recovery_redeem_workflow_id,
+    recovery_verify_workflow_id,
+)
+from workflows.registration import RegistrationWorkflow, registration_workflow_id
+from workflows.vouchers import VoucherIssueWorkflow, voucher_workflow_id
 
 routes = web.RouteTableDef()
 TAG = "identity"
@@ -82,7 +87,7 @@ async def issue_voucher(request: web.Request, issuer_id: uuid.UUID | None) -> Vo
         request,
         VoucherIssueWorkflow.run,
         VoucherIssue(voucher_id=voucher_id, code=new_voucher_code(), issuer_id=issuer_id),
-        workflow_id=f"vouchers/{voucher_id}",
+        workflow_id=voucher_workflow_id(voucher_id),
         on_duplicate=Conflict("This voucher is being issued"),
     )
 
@@ -109,14 +114,11 @@ async def create_voucher(request: web.Request, parsed: Parsed) -> Voucher:
 async def list_vouchers(request: web.Request, parsed: Parsed) -> VoucherList:
     """The caller's unredeemed, unexpired vouchers."""
     principal = require_principal(request)
-    rows = await request.app[keys.READ_POOL].fetch(
-        Q.list_open_vouchers_for_issuer, principal.agent_id
+    vouchers = await identity_reads.open_vouchers_of(
+        request.app[keys.READ_POOL], principal.agent_id
     )
     return VoucherList(
-        items=[
-            Voucher(code=r["code"], expiresAt=r["expires_at"], issuedBy=r["issuer_id"])
-            for r in rows
-        ]
+        items=[Voucher(code=v.code, expiresAt=v.expires_at, issuedBy=v.issuer_id) for v in vouchers]
     )
 
 
@@ -134,9 +136,9 @@ async def list_vouchers(request: web.Request, parsed: Parsed) -> VoucherList:
     rate_bucket="registration",
     errors=(VoucherRejected, Conflict),
 )
-async def register(request: web.Request, parsed: Parsed) -> RegisterResponse:
+async def register(request: web.Request, parsed: Parsed[RegisterRequest]) -> RegisterResponse:
     """Register an agent with a voucher; returns OAuth2 client credentials (secret shown once)."""
-    body: RegisterRequest = parsed.body
+    body = parsed.body
     agent_fingerprint = fingerprint(parse_public_key(body.public_key))
     client_id = str(uuid.uuid4())
     client_secret = new_secret(CLIENT_SECRET_PREFIX)
@@ -153,7 +155,7 @@ async def register(request: web.Request, parsed: Parsed) -> RegisterResponse:
             client_id=client_id,
             client_secret_hash=hash_secret(client_secret, _server_secret(request)),
         ),
-        workflow_id=f"registration/{agent_fingerprint}",
+        workflow_id=registration_workflow_id(agent_fingerprint),
         on_duplicate=Conflict("A registration for this key is already running"),
         search=[SearchAttributePair(AGENT_ID, str(agent_id))],
     )
@@ -179,9 +181,11 @@ async def register(request: web.Request, parsed: Parsed) -> RegisterResponse:
     auth="none",
     rate_bucket="recovery",
 )
-async def recovery_challenge(request: web.Request, parsed: Parsed) -> RecoveryChallenge:
+async def recovery_challenge(
+    request: web.Request, parsed: Parsed[RecoveryChallengeRequest]
+) -> RecoveryChallenge:
     """A challenge to sign with the agent's key (issued for any key: no enumeration)."""
-    body: RecoveryChallengeRequest = parsed.body
+    body = parsed.body
     try:
         challenge, mac = new_recovery_challenge(
             body.publicKey, _server_secret(request), int(time.time() * 1000)
@@ -202,9 +206,11 @@ async def recovery_challenge(request: web.Request, parsed: Parsed) -> RecoveryCh
     rate_bucket="recovery",
     errors=(InvalidChallenge, InvalidSignature),
 )
-async def recovery_verify(request: web.Request, parsed: Parsed) -> RecoveryVerified:
+async def recovery_verify(
+    request: web.Request, parsed: Parsed[RecoveryVerifyRequest]
+) -> RecoveryVerified:
     """Verify a signed challenge; returns a one-time recovery code and the flow URL."""
-    body: RecoveryVerifyRequest = parsed.body
+    body = parsed.body
     secret = _server_secret(request)
     try:
         checked = check_recovery_challenge(
@@ -226,9 +232,9 @@ async def recovery_verify(request: web.Request, parsed: Parsed) -> RecoveryVerif
             signature=body.signature,
             flow_id=flow_id,
             code_hash=hash_secret(code, secret),
-            flow_expires_at=now + timedelta(seconds=limits.RECOVERY_CODE_TTL_SEC),
+            flow_expires_at=now + limits.RECOVERY_CODE_LIFETIME,
         ),
-        workflow_id=f"recovery/{checked.nonce}",
+        workflow_id=recovery_verify_workflow_id(checked.nonce),
         # a failed try (a wrong signature) leaves the challenge usable; a success uses it up
         reuse=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
         on_duplicate=InvalidChallenge("Challenge already used", code="challenge-already-used"),
@@ -251,10 +257,12 @@ async def recovery_verify(request: web.Request, parsed: Parsed) -> RecoveryVerif
     rate_bucket="recovery",
     errors=(InvalidChallenge, NotFound, Gone),
 )
-async def recovery_complete(request: web.Request, parsed: Parsed) -> RecoveryCompleted:
+async def recovery_complete(
+    request: web.Request, parsed: Parsed[RecoveryCodeRequest, RecoveryFlowQuery]
+) -> RecoveryCompleted:
     """Redeem the recovery code: the agent's client gets a new secret, the old one dies."""
-    body: RecoveryCodeRequest = parsed.body
-    flow: RecoveryFlowQuery = parsed.query
+    body = parsed.body
+    flow = parsed.query
     secret = _server_secret(request)
     client_secret = new_secret(CLIENT_SECRET_PREFIX)
     redeemed = await execute(
@@ -265,7 +273,7 @@ async def recovery_complete(request: web.Request, parsed: Parsed) -> RecoveryCom
             code_hash=hash_secret(body.code, secret),
             new_secret_hash=hash_secret(client_secret, secret),
         ),
-        workflow_id=f"recovery-flow/{flow.flow}/{uuid.uuid4()}",
+        workflow_id=recovery_redeem_workflow_id(flow.flow),
         on_duplicate=Conflict("This recovery is already being redeemed"),
     )
     return RecoveryCompleted(clientId=redeemed.client_id, clientSecret=client_secret)
@@ -306,17 +314,19 @@ async def whoami(request: web.Request, parsed: Parsed) -> Whoami:
     auth="none",
     errors=(NotFound,),
 )
-async def agent_profile(request: web.Request, parsed: Parsed) -> AgentProfile:
+async def agent_profile(
+    request: web.Request, parsed: Parsed[None, None, FingerprintPath]
+) -> AgentProfile:
     """Public lookup of an agent by fingerprint."""
-    path: FingerprintPath = parsed.path
-    row = await request.app[keys.READ_POOL].fetchrow(
-        Q.get_agent_by_fingerprint, normalize_fingerprint(path.fingerprint)
+    path = parsed.path
+    agent = await identity_reads.agent_by_fingerprint(
+        request.app[keys.READ_POOL], normalize_fingerprint(path.fingerprint)
     )
-    if row is None:
+    if agent is None:
         raise NotFound("No agent has this fingerprint")
     return AgentProfile(
-        fingerprint=row["fingerprint"],
-        publicKey=row["public_key"],
-        agentId=row["id"],
-        createdAt=row["created_at"],
+        fingerprint=agent.fingerprint,
+        publicKey=agent.public_key,
+        agentId=agent.id,
+        createdAt=agent.created_at,
     )

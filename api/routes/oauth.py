@@ -15,7 +15,7 @@ from pydantic import ConfigDict, ValidationError
 
 from api import keys
 from api.endpoint import Parsed, endpoint
-from infra.db import Q
+from infra.repos import identity_reads
 from schemas.base import RequestBody
 from schemas.errors import Forbidden, Unauthorized, ValidationFailed, VoucherRejected
 from schemas.identity import TokenRequest, TokenResponse
@@ -142,18 +142,20 @@ class TokenExchangeHook(RequestBody):
     auth="none",
     errors=(Forbidden,),
 )
-async def token_exchange_hook(request: web.Request, parsed: Parsed) -> dict[str, Any]:
+async def token_exchange_hook(
+    request: web.Request, parsed: Parsed[TokenExchangeHook]
+) -> dict[str, Any]:
     """Token enrichment for an external OAuth2 server: the agent's identity claims."""
     _require_hook_secret(request)
-    body: TokenExchangeHook = parsed.body
+    body = parsed.body
     client_id = body.client_id or str((body.request or {}).get("client_id", ""))
-    row = await request.app[keys.READ_POOL].fetchrow(Q.get_client_for_token, client_id)
-    if row is None:
+    agent = await identity_reads.agent_of_client(request.app[keys.READ_POOL], client_id)
+    if agent is None:
         raise Forbidden("Unknown client", code="unknown-client")
     claims = {
-        "identity_id": str(row["identity_id"]),
-        "fingerprint": row["fingerprint"],
-        "public_key": row["public_key"],
+        "identity_id": str(agent.identity_id),
+        "fingerprint": agent.fingerprint,
+        "public_key": agent.public_key,
         "subject_type": "agent",
     }
     return {"session": {"access_token": claims}}
@@ -180,7 +182,9 @@ def _hook_traits(body: IdentityHook) -> dict[str, Any]:
     auth="none",
     errors=(Forbidden,),
 )
-async def after_registration_hook(request: web.Request, parsed: Parsed) -> dict[str, Any]:
+async def after_registration_hook(
+    request: web.Request, parsed: Parsed[IdentityHook]
+) -> dict[str, Any]:
     """An external provider asks whether an agent identity may be created: the voucher must be
     open and the key well-formed (the binding itself is the registration workflow's job)."""
     _require_hook_secret(request)
@@ -191,10 +195,8 @@ async def after_registration_hook(request: web.Request, parsed: Parsed) -> dict[
         parse_public_key(str(traits.get("public_key", "")))
     except ValueError as exc:
         raise ValidationFailed(str(exc)) from None
-    voucher = await request.app[keys.READ_POOL].fetchrow(
-        Q.get_open_voucher, str(traits.get("voucher_code", ""))
-    )
-    if voucher is None:
+    code = str(traits.get("voucher_code", ""))
+    if not await identity_reads.voucher_is_open(request.app[keys.READ_POOL], code):
         raise VoucherRejected("The voucher is unknown, already redeemed or expired")
     return {"accepted": True}
 
@@ -208,17 +210,16 @@ async def after_registration_hook(request: web.Request, parsed: Parsed) -> dict[
     auth="none",
     errors=(Forbidden,),
 )
-async def after_settings_hook(request: web.Request, parsed: Parsed) -> dict[str, Any]:
+async def after_settings_hook(request: web.Request, parsed: Parsed[IdentityHook]) -> dict[str, Any]:
     """An agent's public key is its identity: a settings change may not replace it."""
     _require_hook_secret(request)
     identity_id = str(parsed.body.identity.get("id", ""))
     traits = _hook_traits(parsed.body)
     try:
-        agent = await request.app[keys.READ_POOL].fetchrow(
-            Q.get_agent_by_identity, uuid.UUID(identity_id)
-        )
+        agent_identity = uuid.UUID(identity_id)
     except ValueError:
         raise ValidationFailed("identity.id must be a uuid") from None
-    if agent is not None and traits.get("public_key") not in (None, agent["public_key"]):
+    agent = await identity_reads.agent_by_identity(request.app[keys.READ_POOL], agent_identity)
+    if agent is not None and traits.get("public_key") not in (None, agent.public_key):
         raise Forbidden("An agent's public key cannot change", code="public-key-immutable")
     return {"accepted": True}

@@ -30,11 +30,11 @@ from aiohttp import web
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed, require, require_team_header
+from api.access import allowed, readable_diary, require
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
-from api.routes.diaries import readable_diary
+from api.headers import require_team_header
 from infra.repos import packs as repo
 from schemas.errors import Conflict, FieldError, Forbidden, NotFound, ValidationFailed
 from schemas.kernel.cids import json_cid
@@ -187,10 +187,12 @@ async def _check_supersedes(request: web.Request, diary_id: UUID, pack_id: UUID 
     scopes=WRITE,
     errors=(ValidationFailed, NotFound, Forbidden, Conflict),
 )
-async def preview_pack(request: web.Request, parsed: Parsed) -> PackCompiled:
+async def preview_pack(
+    request: web.Request, parsed: Parsed[PackCreateRequest, None, DiaryPath]
+) -> PackCompiled:
     """Compile a selection as `POST /diaries/{id}/packs` would, and store nothing."""
-    diary_id: UUID = parsed.path.diaryId
-    body: PackCreateRequest = parsed.body
+    diary_id = parsed.path.diaryId
+    body = parsed.body
     await _writable_diary(request, diary_id)
     await _check_supersedes(request, diary_id, body.supersedesPackId)
     selection = [(e.entryId, e.rank) for e in body.entries]
@@ -220,12 +222,14 @@ async def preview_pack(request: web.Request, parsed: Parsed) -> PackCompiled:
     scopes=WRITE,
     errors=(ValidationFailed, NotFound, Forbidden, Conflict),
 )
-async def create_pack(request: web.Request, parsed: Parsed) -> web.StreamResponse | PackCompiled:
+async def create_pack(
+    request: web.Request, parsed: Parsed[PackCreateRequest, None, DiaryPath]
+) -> web.StreamResponse | PackCompiled:
     """Materialize a selection of the diary's entries as a content-addressed pack: each entry
     at a compression level that fits `tokenBudget`; 409 listing injection-flagged entries
     unless `force`. The same selection again answers the existing pack (200)."""
-    diary_id: UUID = parsed.path.diaryId
-    body: PackCreateRequest = parsed.body
+    diary_id = parsed.path.diaryId
+    body = parsed.body
     principal = require_principal(request)
     await _writable_diary(request, diary_id)
     workflow_id = pack_workflow_id(diary_id, _request_cid(body))
@@ -276,7 +280,9 @@ async def create_pack(request: web.Request, parsed: Parsed) -> web.StreamRespons
     scopes=READ,
     errors=(NotFound,),
 )
-async def get_pack(request: web.Request, parsed: Parsed) -> ContextPack:
+async def get_pack(
+    request: web.Request, parsed: Parsed[None, PackGetQuery, PackPath]
+) -> ContextPack:
     """One pack (`expand=entries` adds its entries), by its diary's visibility."""
     entries = parsed.query.expand == "entries"
     return await readable_pack(request, parsed.path.id, entries=entries)
@@ -293,10 +299,12 @@ async def get_pack(request: web.Request, parsed: Parsed) -> ContextPack:
     scopes=READ,
     errors=(NotFound,),
 )
-async def list_diary_packs(request: web.Request, parsed: Parsed) -> PackList:
+async def list_diary_packs(
+    request: web.Request, parsed: Parsed[None, PackListQuery, DiaryPath]
+) -> PackList:
     """A diary's packs, newest first, paged by limit and offset."""
-    diary_id: UUID = parsed.path.diaryId
-    query: PackListQuery = parsed.query
+    diary_id = parsed.path.diaryId
+    query = parsed.query
     await readable_diary(request, diary_id)
     items, total = await repo.list_diary_packs(
         _pool(request), diary_id, query.limit, query.offset, entries=query.expand == "entries"
@@ -315,14 +323,14 @@ async def list_diary_packs(request: web.Request, parsed: Parsed) -> PackList:
     headers=("x-service-team-id",),
     errors=(ValidationFailed, NotFound),
 )
-async def list_team_packs(request: web.Request, parsed: Parsed) -> PackList:
+async def list_team_packs(request: web.Request, parsed: Parsed[None, PackCatalogQuery]) -> PackList:
     """The team catalogue: packs of every diary of the team of `x-service-team-id` (needs
     Team `access`), optionally only those holding `containsEntry`, with their renderings
     when `includeRendered=true`."""
     team_id = require_team_header(request)
     if not await allowed(request, "Team", team_id, "access"):
         raise NotFound("No such team", code="team-not-found")
-    query: PackCatalogQuery = parsed.query
+    query = parsed.query
     items, total = await repo.list_team_packs(
         _pool(request),
         team_id,
@@ -378,9 +386,11 @@ def pin_change(
     scopes=WRITE,
     errors=(ValidationFailed, NotFound, Forbidden),
 )
-async def update_pack(request: web.Request, parsed: Parsed) -> ContextPack:
+async def update_pack(
+    request: web.Request, parsed: Parsed[PackUpdateRequest, None, PackPath]
+) -> ContextPack:
     """Pin a pack (its expiry is cleared) or unpin it with a future `expiresAt`."""
-    body: PackUpdateRequest = parsed.body
+    body = parsed.body
     pack = await _writable_pack(request, parsed.path.id)
     change = pin_change(pack.pinned, set(body.model_fields_set), body.pinned, body.expiresAt)
     assert change is not None  # the body names at least one of the two
@@ -414,7 +424,9 @@ async def _provenance(request: web.Request, root: ContextPack, depth: int) -> Pr
     scopes=READ,
     errors=(NotFound,),
 )
-async def pack_provenance(request: web.Request, parsed: Parsed) -> ProvenanceGraph:
+async def pack_provenance(
+    request: web.Request, parsed: Parsed[None, ProvenanceQuery, PackPath]
+) -> ProvenanceGraph:
     """The Merkle DAG of a pack: the packs it supersedes (up to `depth` hops, 0..10) and the
     entry CIDs each includes, as nodes and edges."""
     root = await readable_pack(request, parsed.path.id, entries=True)
@@ -432,7 +444,9 @@ async def pack_provenance(request: web.Request, parsed: Parsed) -> ProvenanceGra
     scopes=READ,
     errors=(NotFound,),
 )
-async def pack_provenance_by_cid(request: web.Request, parsed: Parsed) -> ProvenanceGraph:
+async def pack_provenance_by_cid(
+    request: web.Request, parsed: Parsed[None, ProvenanceQuery, PackCidPath]
+) -> ProvenanceGraph:
     """The provenance graph of the pack with this CID."""
     root = await _readable_pack_by_cid(request, parsed.path.cid, entries=True)
     return await _provenance(request, root, parsed.query.depth)
@@ -456,7 +470,7 @@ def _diff(base: ContextPack, other: ContextPack) -> PackDiff:
     scopes=READ,
     errors=(ValidationFailed, NotFound),
 )
-async def diff_pack(request: web.Request, parsed: Parsed) -> PackDiff:
+async def diff_pack(request: web.Request, parsed: Parsed[None, None, PackDiffPath]) -> PackDiff:
     """What changed from this pack to the other: added, removed, reordered and
     compression-changed entries, with stats (same diary only)."""
     base = await readable_pack(request, parsed.path.id, entries=True)
@@ -474,7 +488,9 @@ async def diff_pack(request: web.Request, parsed: Parsed) -> PackDiff:
     scopes=READ,
     errors=(ValidationFailed, NotFound),
 )
-async def diff_pack_by_cid(request: web.Request, parsed: Parsed) -> PackDiff:
+async def diff_pack_by_cid(
+    request: web.Request, parsed: Parsed[None, None, PackCidDiffPath]
+) -> PackDiff:
     """The diff of two packs named by CID."""
     base = await _readable_pack_by_cid(request, parsed.path.cid, entries=True)
     other = await _readable_pack_by_cid(request, parsed.path.otherCid, entries=True)
@@ -495,9 +511,11 @@ async def diff_pack_by_cid(request: web.Request, parsed: Parsed) -> PackDiff:
     scopes=WRITE,
     errors=(ValidationFailed, NotFound, Forbidden, Conflict),
 )
-async def preview_render(request: web.Request, parsed: Parsed) -> RenderedPack:
+async def preview_render(
+    request: web.Request, parsed: Parsed[RenderRequest, None, PackPath]
+) -> RenderedPack:
     """Render a pack as `POST /packs/{id}/render` would, and store nothing."""
-    body: RenderRequest = parsed.body
+    body = parsed.body
     pack = await _writable_pack(request, parsed.path.id)
     made = await repo.rendering(_pool(request), pack, body.renderMethod, body.renderedMarkdown)
     return made.model_copy(update={"pinned": body.pinned, "description": body.description})
@@ -515,11 +533,13 @@ async def preview_render(request: web.Request, parsed: Parsed) -> RenderedPack:
     scopes=WRITE,
     errors=(ValidationFailed, NotFound, Forbidden, Conflict),
 )
-async def render_pack(request: web.Request, parsed: Parsed) -> web.StreamResponse | RenderedPack:
+async def render_pack(
+    request: web.Request, parsed: Parsed[RenderRequest, None, PackPath]
+) -> web.StreamResponse | RenderedPack:
     """Store the immutable Markdown of a pack: `server:pack-to-docs-v1` renders it here; an
     agent-defined `renderMethod` brings `renderedMarkdown`. Addressed by its CID: the same
     rendering again answers the existing one (200)."""
-    body: RenderRequest = parsed.body
+    body = parsed.body
     principal = require_principal(request)
     pack = await _writable_pack(request, parsed.path.id)
     # the cheap refusals before a workflow starts (the step decides them again)
@@ -557,7 +577,9 @@ async def render_pack(request: web.Request, parsed: Parsed) -> web.StreamRespons
     scopes=READ,
     errors=(NotFound,),
 )
-async def get_rendered_pack(request: web.Request, parsed: Parsed) -> RenderedPack:
+async def get_rendered_pack(
+    request: web.Request, parsed: Parsed[None, None, PackPath]
+) -> RenderedPack:
     """One rendered pack with its Markdown, by its diary's visibility."""
     return await _readable_rendered(request, parsed.path.id)
 
@@ -572,7 +594,9 @@ async def get_rendered_pack(request: web.Request, parsed: Parsed) -> RenderedPac
     scopes=READ,
     errors=(NotFound,),
 )
-async def latest_rendered_pack(request: web.Request, parsed: Parsed) -> RenderedPack:
+async def latest_rendered_pack(
+    request: web.Request, parsed: Parsed[None, None, PackPath]
+) -> RenderedPack:
     """The latest rendering of a pack (404 when it has none)."""
     pack = await readable_pack(request, parsed.path.id)
     rendered = await repo.latest_rendered(_pool(request), pack.id)
@@ -592,11 +616,13 @@ async def latest_rendered_pack(request: web.Request, parsed: Parsed) -> Rendered
     scopes=READ,
     errors=(NotFound,),
 )
-async def list_rendered_packs(request: web.Request, parsed: Parsed) -> RenderedPackList:
+async def list_rendered_packs(
+    request: web.Request, parsed: Parsed[None, RenderedListQuery, DiaryPath]
+) -> RenderedPackList:
     """A diary's rendered packs (without content), newest first; filters `sourcePackId` and
     `renderMethod`."""
-    diary_id: UUID = parsed.path.diaryId
-    query: RenderedListQuery = parsed.query
+    diary_id = parsed.path.diaryId
+    query = parsed.query
     await readable_diary(request, diary_id)
     items, total = await repo.list_rendered(
         _pool(request), diary_id, query.sourcePackId, query.renderMethod, query.limit, query.offset
@@ -631,10 +657,12 @@ async def _check_verification(request: web.Request, rendered: RenderedPack, task
     scopes=WRITE,
     errors=(ValidationFailed, NotFound, Forbidden),
 )
-async def update_rendered_pack(request: web.Request, parsed: Parsed) -> RenderedPack:
+async def update_rendered_pack(
+    request: web.Request, parsed: Parsed[RenderedPackUpdateRequest, None, PackPath]
+) -> RenderedPack:
     """Pin or unpin (with a future `expiresAt`), describe, or record the judge task that
     verified this rendering. Its content never changes."""
-    body: RenderedPackUpdateRequest = parsed.body
+    body = parsed.body
     rendered = await _readable_rendered(request, parsed.path.id)
     await require(request, "Diary", rendered.diaryId, "write")
     assert rendered.id is not None

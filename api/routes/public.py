@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 
 from api import keys
 from api.endpoint import Parsed, endpoint, render
-from infra.db import Q
+from infra.repos import public_reads
 from infra.repos.search import SearchRepo
 from schemas import limits
 from schemas.embedding import SearchFilters
@@ -47,7 +47,6 @@ from schemas.public import (
     PublicFeedQuery,
     PublicSearchQuery,
     PublicSearchResult,
-    public_entry_from_row,
 )
 
 routes = web.RouteTableDef()
@@ -76,35 +75,36 @@ def _cached(payload: Any) -> web.StreamResponse:
     auth="none",
     errors=(ValidationFailed,),
 )
-async def public_feed(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def public_feed(
+    request: web.Request, parsed: Parsed[None, PublicFeedQuery]
+) -> web.StreamResponse:
     """Entries of public diaries, newest first, a page at a time."""
-    query: PublicFeedQuery = parsed.query
+    query = parsed.query
     secret = request.app[keys.SETTINGS].secret_bytes
     binding = _feed_binding(query)
-    after_at, after_id = None, None
+    after = None
     if query.cursor is not None:
-        after_at, after_id = _position(
+        after = _position(
             decode_cursor(query.cursor, secret=secret, scope=FEED_CURSOR_SCOPE, binding=binding)
         )
-    rows = await request.app[keys.READ_POOL].fetch(
-        Q.public_feed_page,
+    entries = await public_reads.feed_page(
+        request.app[keys.READ_POOL],
         query.tag,
         query.includeSuspicious,
-        after_at,
-        after_id,
+        after,
         query.limit + 1,  # one more than asked tells whether another page follows
     )
-    page = rows[: query.limit]
+    page = entries[: query.limit]
     next_cursor = None
-    if len(rows) > query.limit:
+    if len(entries) > query.limit:
         last = page[-1]
         next_cursor = encode_cursor(
-            {"c": last["created_at"].isoformat(), "i": str(last["id"])},
+            {"c": last.createdAt.isoformat(), "i": str(last.id)},
             secret=secret,
             scope=FEED_CURSOR_SCOPE,
             binding=binding,
         )
-    feed = PublicFeed(items=[public_entry_from_row(row) for row in page], nextCursor=next_cursor)
+    feed = PublicFeed(items=page, nextCursor=next_cursor)
     payload = feed.model_dump(mode="json", exclude_none=True)
     payload["nextCursor"] = next_cursor  # null on the last page, not absent
     return _cached(payload)
@@ -125,13 +125,14 @@ def _position(position: dict[str, Any]) -> tuple[datetime, UUID]:
 # --- one entry -----------------------------------------------------------------------------------
 
 
-async def _public_entry(request: web.Request, parsed: Parsed) -> web.StreamResponse:
-    path: PublicEntryPath = parsed.path
-    query: PublicEntryQuery = parsed.query
-    row = await request.app[keys.READ_POOL].fetchrow(Q.public_entry, path.entryId)
-    if row is None or (row["injection_risk"] and not query.includeSuspicious):
+async def _public_entry(
+    request: web.Request, parsed: Parsed[None, PublicEntryQuery, PublicEntryPath]
+) -> web.StreamResponse:
+    path, query = parsed.path, parsed.query
+    entry = await public_reads.public_entry(request.app[keys.READ_POOL], path.entryId)
+    if entry is None or (entry.injectionRisk and not query.includeSuspicious):
         raise NotFound("No such public entry", code="entry-not-found")
-    return _cached(public_entry_from_row(row))
+    return _cached(entry)
 
 
 @endpoint(
@@ -145,7 +146,9 @@ async def _public_entry(request: web.Request, parsed: Parsed) -> web.StreamRespo
     auth="none",
     errors=(NotFound,),
 )
-async def get_public_entry(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def get_public_entry(
+    request: web.Request, parsed: Parsed[None, PublicEntryQuery, PublicEntryPath]
+) -> web.StreamResponse:
     """One entry of a public diary."""
     return await _public_entry(request, parsed)
 
@@ -161,7 +164,9 @@ async def get_public_entry(request: web.Request, parsed: Parsed) -> web.StreamRe
     auth="none",
     errors=(NotFound,),
 )
-async def get_public_entry_plural(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def get_public_entry_plural(
+    request: web.Request, parsed: Parsed[None, PublicEntryQuery, PublicEntryPath]
+) -> web.StreamResponse:
     """One entry of a public diary (same as `/public/entry/{entryId}`)."""
     return await _public_entry(request, parsed)
 
@@ -180,11 +185,13 @@ async def get_public_entry_plural(request: web.Request, parsed: Parsed) -> web.S
     rate_bucket="public_search",
     errors=(ValidationFailed,),
 )
-async def search_public_feed(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def search_public_feed(
+    request: web.Request, parsed: Parsed[None, PublicSearchQuery]
+) -> web.StreamResponse:
     """Hybrid search over the entries of every public diary."""
-    query: PublicSearchQuery = parsed.query
+    query = parsed.query
     pool = request.app[keys.READ_POOL]
-    scope = tuple(row["id"] for row in await pool.fetch(Q.public_diary_ids))
+    scope = await public_reads.public_diary_ids(pool)
     filters = SearchFilters(
         diary_ids=scope,
         limit=query.limit,
@@ -201,13 +208,13 @@ async def search_public_feed(request: web.Request, parsed: Parsed) -> web.Stream
             vector.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await vector
-    scores = {hit.row["id"]: hit.score for hit in outcome.hits}
+    scores = {hit.entry_id: hit.score for hit in outcome.hits}
     # Re-read the hits as public items: the author's key, and only while still public.
-    rows = {row["id"]: row for row in await pool.fetch(Q.public_entries_by_ids, list(scores))}
+    public = await public_reads.public_entries(pool, list(scores))
     items = [
-        public_entry_from_row(rows[entry_id], score=round(score, 6))
+        public[entry_id].model_copy(update={"score": round(score, 6)})
         for entry_id, score in scores.items()
-        if entry_id in rows
+        if entry_id in public
     ]
     return _cached(PublicSearchResult(items=items, query=query.q, search_type=outcome.search_type))
 

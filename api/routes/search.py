@@ -27,10 +27,9 @@ from aiohttp import web
 from numpy.typing import NDArray
 
 from api import keys
-from api.access import subject_of
+from api.access import readable_diary, subject_of
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
-from api.routes.diaries import readable_diary
 from infra.repos.search import SearchRepo
 from schemas import limits
 from schemas.embedding import (
@@ -40,7 +39,6 @@ from schemas.embedding import (
     SearchWeights,
 )
 from schemas.errors import NotFound
-from schemas.memory import entry_from_row
 
 if TYPE_CHECKING:
     from infra.embeddings import OnnxEmbedder
@@ -61,9 +59,9 @@ log = logging.getLogger(__name__)
     rate_bucket="search",
     errors=(NotFound,),
 )
-async def search_diaries(request: web.Request, parsed: Parsed) -> SearchResponse:
+async def search_diaries(request: web.Request, parsed: Parsed[SearchRequest]) -> SearchResponse:
     """Hybrid search over one diary or every diary the caller can read."""
-    body: SearchRequest = parsed.body
+    body = parsed.body
     filters = _filters(body, await _scope(request, body.diaryId))
     query_vector = asyncio.create_task(_embed_query(request, body.query))
     try:
@@ -75,14 +73,14 @@ async def search_diaries(request: web.Request, parsed: Parsed) -> SearchResponse
             query_vector.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await query_vector
-    results = [entry_from_row(hit.row, score=round(hit.score, 6)) for hit in outcome.hits]
+    results = [hit.entry() for hit in outcome.hits]
     return SearchResponse(results=results, total=len(results), search_type=outcome.search_type)
 
 
 async def _scope(request: web.Request, diary_id: UUID | None) -> tuple[UUID, ...]:
     if diary_id is not None:
         diary = await readable_diary(request, diary_id)  # 404 unless the caller may read it
-        return (diary["id"],)
+        return (diary.id,)
     subject = subject_of(require_principal(request))
     readable = await request.app[keys.PERMISSIONS].lookup("Diary", "read", subject)
     return tuple(sorted(UUID(object_id) for object_id in readable))

@@ -49,7 +49,6 @@ from datetime import datetime
 from typing import IO, Any, Final, TypeVar
 from uuid import UUID
 
-import asyncpg
 from aiohttp import web
 from temporalio.common import (
     SearchAttributePair,
@@ -59,13 +58,14 @@ from temporalio.common import (
 )
 
 from api import keys
-from api.access import TEAM_HEADER, allowed, require_team_header
+from api.access import allowed, visible_task
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
+from api.headers import TEAM_HEADER, require_team_header
 from api.middleware import REQUEST_ID_HEADER
-from api.routes.tasks import visible_task
-from infra.db import Q
 from infra.repos import artifacts as artifact_reads
+from infra.repos import team_reads
+from infra.repos.artifacts import ArtifactBlob
 from infra.s3 import BlobReader, artifact_key
 from schemas import limits
 from schemas.artifacts import (
@@ -214,14 +214,14 @@ async def run_upload_workflow(
 
 async def _proposing_team(request: web.Request, team_id: UUID) -> None:
     """The team of the header, if the caller may create tasks in it (and so stage for them)."""
-    team = await request.app[keys.READ_POOL].fetchrow(Q.team_get, team_id)
+    team = await team_reads.get_team(request.app[keys.READ_POOL], team_id)
     if team is None or not await allowed(request, "Team", team_id, "verify_claim"):
         raise NotFound("No such team", code="team-not-found")
     if not await allowed(request, "Team", team_id, "propose_tasks"):
         raise Forbidden(
             "Staging artifacts needs 'propose_tasks' on the team", code="task-propose-forbidden"
         )
-    if team["status"] != "active":
+    if team.status != "active":
         raise Conflict("The team is not active", code="team-not-active")
 
 
@@ -237,11 +237,13 @@ async def _proposing_team(request: web.Request, team_id: UUID) -> None:
     rate_bucket=UPLOAD_BUCKET,
     errors=(NotFound, Forbidden, Conflict, PayloadTooLarge, UnsupportedMediaType),
 )
-async def stage_task_artifact(request: web.Request, parsed: Parsed) -> StagedArtifact:
+async def stage_task_artifact(
+    request: web.Request, parsed: Parsed[None, StageQuery]
+) -> StagedArtifact:
     """Stage bytes (≤ 25 MiB, `application/octet-stream`) for binding at task creation."""
     team_id = require_team_header(request)
     await _proposing_team(request, team_id)
-    query: StageQuery = parsed.query
+    query = parsed.query
     content_type = query.contentType or DEFAULT_CONTENT_TYPE
     async with spooled_body(request) as body:
         await run_upload_workflow(
@@ -277,11 +279,13 @@ async def stage_task_artifact(request: web.Request, parsed: Parsed) -> StagedArt
     rate_bucket=UPLOAD_BUCKET,
     errors=(NotFound, Forbidden, Conflict, PayloadTooLarge, UnsupportedMediaType),
 )
-async def upload_task_artifact(request: web.Request, parsed: Parsed) -> TaskArtifact:
+async def upload_task_artifact(
+    request: web.Request, parsed: Parsed[None, UploadQuery, AttemptArtifactsPath]
+) -> TaskArtifact:
     """Attach an output artifact to a running attempt (its claimant only); the same bytes
     again with the same metadata answer the existing artifact."""
-    path: AttemptArtifactsPath = parsed.path
-    query: UploadQuery = parsed.query
+    path = parsed.path
+    query = parsed.query
     principal = require_principal(request)
     task = await visible_task(request, path.id)
     pool = request.app[keys.READ_POOL]
@@ -295,7 +299,7 @@ async def upload_task_artifact(request: web.Request, parsed: Parsed) -> TaskArti
             ArtifactAttachWorkflow.run,
             ArtifactAttachInput(
                 artifact_id=uuid.uuid4(),
-                team_id=task["team_id"],
+                team_id=task.teamId,
                 task_id=path.id,
                 attempt_n=path.n,
                 agent_id=principal.agent_id,
@@ -307,7 +311,7 @@ async def upload_task_artifact(request: web.Request, parsed: Parsed) -> TaskArti
                 content_encoding=query.contentEncoding,
             ),
             workflow_id=attach_workflow_id(path.id, path.n, body.cid),
-            team_id=task["team_id"],
+            team_id=task.teamId,
         )
         await store_bytes(request, body)
     return artifact_from_row(attached.model_dump())
@@ -328,10 +332,12 @@ async def upload_task_artifact(request: web.Request, parsed: Parsed) -> TaskArti
     headers=(TEAM_HEADER,),
     errors=(NotFound, ValidationFailed),
 )
-async def list_task_artifacts(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def list_task_artifacts(
+    request: web.Request, parsed: Parsed[None, ArtifactListQuery, TaskArtifactsPath]
+) -> web.StreamResponse:
     """The artifacts bound to a task (inputs, then outputs as uploaded), a page at a time."""
-    path: TaskArtifactsPath = parsed.path
-    query: ArtifactListQuery = parsed.query
+    path = parsed.path
+    query = parsed.query
     await visible_task(request, path.id)
     secret = request.app[keys.SETTINGS].secret_bytes
     binding = {"taskId": str(path.id)}
@@ -340,22 +346,20 @@ async def list_task_artifacts(request: web.Request, parsed: Parsed) -> web.Strea
         after = _position(
             decode_cursor(query.cursor, secret=secret, scope=LIST_CURSOR_SCOPE, binding=binding)
         )
-    rows = await artifact_reads.list_page(
+    artifacts = await artifact_reads.list_page(
         request.app[keys.READ_POOL], path.id, after, query.limit + 1
     )
-    page = rows[: query.limit]
+    page = artifacts[: query.limit]
     next_cursor = None
-    if len(rows) > query.limit:
+    if len(artifacts) > query.limit:
         last = page[-1]
         next_cursor = encode_cursor(
-            {"c": last["created_at"].isoformat(), "i": str(last["id"])},
+            {"c": last.createdAt.isoformat(), "i": str(last.id)},
             secret=secret,
             scope=LIST_CURSOR_SCOPE,
             binding=binding,
         )
-    listing = TaskArtifactList(
-        artifacts=[artifact_from_row(row) for row in page], nextCursor=next_cursor
-    )
+    listing = TaskArtifactList(artifacts=page, nextCursor=next_cursor)
     payload = listing.model_dump(mode="json", exclude_none=True)
     for artifact in payload["artifacts"]:
         artifact.setdefault("attemptN", None)  # null for an input, not absent
@@ -377,9 +381,9 @@ def _no_such_artifact() -> NotFound:
     return NotFound("No such artifact on this task", code="artifact-not-found")
 
 
-async def _stream(request: web.Request, artifact: asyncpg.Record) -> web.StreamResponse:
+async def _stream(request: web.Request, artifact: ArtifactBlob) -> web.StreamResponse:
     """Send the artifact's bytes as they come from S3, with its metadata in headers."""
-    reader: BlobReader | None = await request.app[keys.BLOBS].open(artifact_key(artifact["cid"]))
+    reader: BlobReader | None = await request.app[keys.BLOBS].open(artifact_key(artifact.cid))
     if reader is None:  # its upload has not stored the bytes (yet)
         raise NotFound(
             "The artifact's bytes are not stored (yet): retry shortly",
@@ -398,7 +402,7 @@ async def _stream(request: web.Request, artifact: asyncpg.Record) -> web.StreamR
     except Exception as exc:
         # Headers are gone: a problem body can no longer be sent, and anything written now
         # would be taken for content. Cut the connection so the client sees a short body.
-        log.warning("artifact download of %s cut short: %r", artifact["cid"], exc)
+        log.warning("artifact download of %s cut short: %r", artifact.cid, exc)
         if request.transport is not None:
             request.transport.close()
     finally:
@@ -418,14 +422,14 @@ def _middleware_headers(request: web.Request) -> dict[str, str]:
     return headers
 
 
-def _metadata_headers(artifact: asyncpg.Record) -> dict[str, str]:
+def _metadata_headers(artifact: ArtifactBlob) -> dict[str, str]:
     headers = {
-        ARTIFACT_ID_HEADER: str(artifact["id"]),
-        ARTIFACT_CID_HEADER: artifact["cid"],
-        ARTIFACT_TYPE_HEADER: artifact["content_type"] or DEFAULT_CONTENT_TYPE,
+        ARTIFACT_ID_HEADER: str(artifact.id),
+        ARTIFACT_CID_HEADER: artifact.cid,
+        ARTIFACT_TYPE_HEADER: artifact.content_type or DEFAULT_CONTENT_TYPE,
     }
-    if artifact["content_encoding"]:
-        headers[ARTIFACT_ENCODING_HEADER] = artifact["content_encoding"]
+    if artifact.content_encoding:
+        headers[ARTIFACT_ENCODING_HEADER] = artifact.content_encoding
     return headers
 
 
@@ -440,9 +444,11 @@ def _metadata_headers(artifact: asyncpg.Record) -> dict[str, str]:
     raw_response=OCTET_STREAM,
     errors=(NotFound,),
 )
-async def download_task_artifact_by_cid(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def download_task_artifact_by_cid(
+    request: web.Request, parsed: Parsed[None, None, TaskArtifactContentPath]
+) -> web.StreamResponse:
     """The bytes of a CID bound anywhere on the task (an input, or any attempt's output)."""
-    path: TaskArtifactContentPath = parsed.path
+    path = parsed.path
     await visible_task(request, path.id)
     artifact = await artifact_reads.bound_on_task(request.app[keys.READ_POOL], path.id, path.cid)
     if artifact is None:
@@ -461,9 +467,11 @@ async def download_task_artifact_by_cid(request: web.Request, parsed: Parsed) ->
     raw_response=OCTET_STREAM,
     errors=(NotFound,),
 )
-async def download_task_artifact(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def download_task_artifact(
+    request: web.Request, parsed: Parsed[None, None, AttemptArtifactContentPath]
+) -> web.StreamResponse:
     """The bytes of one attempt's output artifact."""
-    path: AttemptArtifactContentPath = parsed.path
+    path = parsed.path
     await visible_task(request, path.id)
     artifact = await artifact_reads.bound_on_attempt(
         request.app[keys.READ_POOL], path.id, path.n, path.cid

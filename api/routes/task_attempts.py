@@ -35,27 +35,30 @@ import asyncpg
 from aiohttp import web
 
 from api import keys
-from api.access import TEAM_HEADER, allowed, team_header
+from api.access import allowed, can_view_task
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
+from api.headers import TEAM_HEADER, team_header
 from api.pack_tasks import check_pack_output
-from api.routes.tasks import can_view_task
 from api.task_flows import TaskClosed, task_signal, task_update
-from infra.db import Q
+from infra.repos import task_reads
+from infra.repos.task_reads import AttemptTarget, ClaimTarget
 from schemas.base import Payload
 from schemas.errors import (
     Conflict,
     FieldError,
     Forbidden,
+    InternalError,
     InvalidSignature,
     NotFound,
     ValidationFailed,
 )
+from schemas.kernel.attempts import is_claimant, state_refusal
 from schemas.kernel.cids import json_cid
 from schemas.kernel.crypto import parse_public_key, verify_signature
 from schemas.kernel.task_types import validate_output
 from schemas.principals import Principal
-from schemas.task_api import AttemptPath, Task, TaskPath, attempt_from_row, task_from_row
+from schemas.task_api import AttemptPath, Task, TaskPath
 from schemas.task_attempts import (
     ABORT_UPDATE,
     CANCEL_UPDATE,
@@ -65,9 +68,7 @@ from schemas.task_attempts import (
     FAIL_UPDATE,
     HEARTBEAT_UPDATE,
     LIVENESS_SIGNAL,
-    NOT_CLAIMANT_CODE,
     NOT_QUEUED_CODE,
-    NOT_STARTED_CODE,
     OUTPUT_CID_MISMATCH_CODE,
     AbortCommand,
     AbortRequest,
@@ -88,6 +89,8 @@ from schemas.task_attempts import (
     Settled,
     attempt_finished,
     claim_condition_met,
+    not_claimant,
+    report_refused,
     task_finished,
 )
 from schemas.tasks import TERMINAL_ATTEMPT_STATUSES, TERMINAL_TASK_STATUSES
@@ -117,27 +120,26 @@ def _in_team_context(request: web.Request, team_id: UUID) -> None:
 
 
 async def _denied(
-    request: web.Request, task: asyncpg.Record, refusal: Forbidden
+    request: web.Request, task: AttemptTarget | ClaimTarget, refusal: Forbidden
 ) -> Forbidden | NotFound:
     """403 for a caller who can see the task (as `GET /tasks/{id}` decides), else 404."""
-    return refusal if await can_view_task(request, task) else NotFound("No such task")
+    visible = await can_view_task(request, task.team_id, task.id)
+    return refusal if visible else NotFound("No such task")
 
 
 async def _attempt_target(
     request: web.Request, path: AttemptPath, *, with_input: bool = False
-) -> asyncpg.Record:
+) -> AttemptTarget:
     """The task and attempt `n` of it, for the attempt's claimant; 404 or 403 for others."""
-    row = await _pool(request).fetchrow(Q.task_flow_attempt_target, path.id, path.n, with_input)
-    if row is None:
+    target = await task_reads.attempt_target(_pool(request), path.id, path.n, with_input=with_input)
+    if target is None:
         raise NotFound("No such task")
-    _in_team_context(request, row["team_id"])
+    _in_team_context(request, target.team_id)
     principal = require_principal(request)
-    claimant = row["claimed_by_agent_id"]
-    if claimant is not None and claimant == principal.agent_id:
-        return row
-    refusal = Forbidden("Only the attempt's claimant reports on it", code=NOT_CLAIMANT_CODE)
-    denied = await _denied(request, row, refusal)
-    if isinstance(denied, Forbidden) and row["attempt_status"] is None:
+    if is_claimant(target.claimed_by_agent_id, principal.agent_id):
+        return target
+    denied = await _denied(request, target, not_claimant(path.n))
+    if isinstance(denied, Forbidden) and target.attempt_status is None:
         raise NotFound(f"Task has no attempt {path.n}")
     raise denied
 
@@ -155,10 +157,10 @@ async def _update(
 
 
 async def _task_view(request: web.Request, task_id: UUID) -> Task:
-    row = await _pool(request).fetchrow(Q.task_read_get, task_id)
-    if row is None:
+    task = await task_reads.get_task(_pool(request), task_id)
+    if task is None:
         raise NotFound("No such task")
-    return task_from_row(row)
+    return task
 
 
 # --- claim ---------------------------------------------------------------------------------------
@@ -176,27 +178,29 @@ async def _task_view(request: web.Request, task_id: UUID) -> Task:
     scopes=CLAIM_SCOPES,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def claim_task(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def claim_task(
+    request: web.Request, parsed: Parsed[ClaimRequest, None, TaskPath]
+) -> web.StreamResponse:
     """Claim a queued task: a new attempt (`claimed`) with a lease (`leaseTtlSec`, default
     300 s). Send the first heartbeat within the task's dispatch timeout to start it. Answers
     `{task, attemptN, attempt, traceparent}` and the `traceparent` header, which continues the
     trace of the task's creation. 409 when the task is not queued or its claim condition is not
     met (`claim-condition-unmet`)."""
-    path: TaskPath = parsed.path
-    body: ClaimRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     principal = require_principal(request)
-    row = await _pool(request).fetchrow(Q.task_flow_claim_target, path.id)
-    if row is None:
+    target = await task_reads.claim_target(_pool(request), path.id)
+    if target is None:
         raise NotFound("No such task")
-    _in_team_context(request, row["team_id"])
+    _in_team_context(request, target.team_id)
     if not await allowed(request, "Task", path.id, "claim"):
         raise await _denied(
-            request, row, Forbidden("Claiming needs an executor of the task's team")
+            request, target, Forbidden("Claiming needs an executor of the task's team")
         )
     agent_id = _agent_of(principal)
-    if row["status"] != "queued":
-        raise Conflict(f"The task is {row['status']}, not queued", code=NOT_QUEUED_CODE)
-    if not claim_condition_met(row["claim_condition"], row["condition_status"]):
+    if target.status != "queued":
+        raise Conflict(f"The task is {target.status}, not queued", code=NOT_QUEUED_CODE)
+    if not claim_condition_met(target.claim_condition, target.condition_status):
         raise Conflict("The task's claim condition is not met", code=CONDITION_UNMET_CODE)
     command = ClaimCommand(agent_id=agent_id, lease_ttl_sec=body.leaseTtlSec)
     try:
@@ -205,12 +209,14 @@ async def claim_task(request: web.Request, parsed: Parsed) -> web.StreamResponse
         raise Conflict("The task is no longer queued", code=NOT_QUEUED_CODE) from None
     task, attempt = await asyncio.gather(
         _task_view(request, path.id),
-        _pool(request).fetchrow(Q.task_flow_attempt, path.id, granted.attempt_n),
+        task_reads.attempt_view(_pool(request), path.id, granted.attempt_n),
     )
+    if attempt is None:
+        raise InternalError("The claim was granted but its attempt is not readable")
     claimed = ClaimResponse(
         task=task,
         attemptN=granted.attempt_n,
-        attempt=attempt_from_row(attempt),
+        attempt=attempt,
         traceparent=granted.traceparent,
     )
     response = render(claimed)
@@ -233,21 +239,23 @@ async def claim_task(request: web.Request, parsed: Parsed) -> web.StreamResponse
     scopes=EXECUTE_SCOPES,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def heartbeat_attempt(request: web.Request, parsed: Parsed) -> dict[str, Any]:
+async def heartbeat_attempt(
+    request: web.Request, parsed: Parsed[HeartbeatRequest, None, AttemptPath]
+) -> dict[str, Any]:
     """The claimant is alive. The first heartbeat starts the attempt (`running`); each one
     renews the lease (`claimExpiresAt`, optionally with a new `leaseTtlSec`). After a cancel it
     answers `cancelled: true` with the reason: stop working and drop the result."""
-    path: AttemptPath = parsed.path
-    body: HeartbeatRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     target = await _attempt_target(request, path)
     _refuse_heartbeat_on_ended(target, path.n)
-    if target["attempt_status"] == "cancelled":
+    if target.attempt_status == "cancelled":
         return _with_nulls(_cancelled(target))
     command = HeartbeatCommand(
-        agent_id=target["claimed_by_agent_id"], attempt_n=path.n, lease_ttl_sec=body.leaseTtlSec
+        agent_id=target.claimant, attempt_n=path.n, lease_ttl_sec=body.leaseTtlSec
     )
     try:
-        if target["attempt_status"] == "running":
+        if target.attempt_status == "running":
             return _with_nulls(await _renew_liveness(request, path, target, command))
         ack = await _update(request, path.id, HEARTBEAT_UPDATE, command, HeartbeatAck)
     except TaskClosed:  # ended since the row was read: the row it left says how
@@ -264,12 +272,13 @@ async def heartbeat_attempt(request: web.Request, parsed: Parsed) -> dict[str, A
 
 
 async def _renew_liveness(
-    request: web.Request, path: AttemptPath, target: asyncpg.Record, command: HeartbeatCommand
+    request: web.Request, path: AttemptPath, target: AttemptTarget, command: HeartbeatCommand
 ) -> HeartbeatResponse:
     """A running attempt's later heartbeat: the rows answered the guards, so the workflow only
     hears it (a signal, not an Update) and renews the lease from the moment it does, a few
     milliseconds after the `claimExpiresAt` answered here. Its rows catch up as it projects."""
-    lease = command.lease_ttl_sec or target["lease_ttl_sec"]
+    lease = command.lease_ttl_sec or target.lease_ttl_sec
+    assert lease is not None  # the claimant's attempt exists, and has a lease
     expires = datetime.now(UTC) + timedelta(seconds=lease)
     await task_signal(request.app[keys.TEMPORAL], path.id, LIVENESS_SIGNAL, command)
     return HeartbeatResponse(cancelled=False, claimExpiresAt=expires)
@@ -280,18 +289,18 @@ def _with_nulls(response: HeartbeatResponse) -> dict[str, Any]:
     return response.model_dump(mode="json")
 
 
-def _refuse_heartbeat_on_ended(target: asyncpg.Record, attempt_n: int) -> None:
+def _refuse_heartbeat_on_ended(target: AttemptTarget, attempt_n: int) -> None:
     """An ended attempt takes no heartbeat, except a cancelled one (the worker learns of it)."""
-    status = target["attempt_status"]
+    status = target.attempt_status
     if status in TERMINAL_ATTEMPT_STATUSES and status != "cancelled":
         raise attempt_finished(attempt_n, status)
 
 
-def _cancelled(target: asyncpg.Record) -> HeartbeatResponse:
+def _cancelled(target: AttemptTarget) -> HeartbeatResponse:
     return HeartbeatResponse(
         cancelled=True,
-        cancelReason=target["cancel_reason"],
-        claimExpiresAt=target["claim_expires_at"],
+        cancelReason=target.cancel_reason,
+        claimExpiresAt=target.claim_expires_at,
     )
 
 
@@ -310,20 +319,22 @@ def _cancelled(target: asyncpg.Record) -> HeartbeatResponse:
     scopes=EXECUTE_SCOPES,
     errors=(*REPORT_ERRORS, InvalidSignature),
 )
-async def complete_attempt(request: web.Request, parsed: Parsed) -> Task:
+async def complete_attempt(
+    request: web.Request, parsed: Parsed[CompleteRequest, None, AttemptPath]
+) -> Task:
     """Submit the result of a started attempt: `output` (valid against the type's output
     schema), `outputCid` (the json CID of its RFC 8785 form, recomputed here) and optionally
     `contentSignature` (Ed25519 over the UTF-8 `outputCid`, by the claimant's key). 400 when
     any of them is wrong; 409 when the attempt has not started or has ended."""
-    path: AttemptPath = parsed.path
-    body: CompleteRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     target = await _attempt_target(request, path, with_input=True)
     _check_output(target, body)
-    await check_pack_output(request, path.id, target["task_type"], target["input"], body.output)
-    await _check_signature(request, target["claimed_by_agent_id"], body)
+    await check_pack_output(request, path.id, target.task_type, target.input, body.output)
+    await _check_signature(request, target.claimant, body)
     _refuse_report(target, path.n)
     command = CompleteCommand(
-        agent_id=target["claimed_by_agent_id"],
+        agent_id=target.claimant,
         attempt_n=path.n,
         output=body.output,
         output_cid=body.outputCid,
@@ -333,9 +344,9 @@ async def complete_attempt(request: web.Request, parsed: Parsed) -> Task:
     return await _report(request, path, COMPLETE_UPDATE, command)
 
 
-def _check_output(target: asyncpg.Record, body: CompleteRequest) -> None:
+def _check_output(target: AttemptTarget, body: CompleteRequest) -> None:
     errors = validate_output(
-        target["task_type"], body.output, task_input=target["input"], input_cid=target["input_cid"]
+        target.task_type, body.output, task_input=target.input, input_cid=target.input_cid
     )
     if errors:
         raise ValidationFailed(
@@ -362,9 +373,7 @@ async def _check_signature(request: web.Request, agent_id: UUID, body: CompleteR
     if body.contentSignature is None:
         return
     principal = require_principal(request)
-    public_key = principal.public_key or await _pool(request).fetchval(
-        Q.task_flow_agent_key, agent_id
-    )
+    public_key = principal.public_key or await task_reads.agent_public_key(_pool(request), agent_id)
     valid = public_key is not None and verify_signature(
         parse_public_key(public_key), body.outputCid.encode("utf-8"), body.contentSignature
     )
@@ -387,15 +396,17 @@ async def _check_signature(request: web.Request, agent_id: UUID, body: CompleteR
     scopes=EXECUTE_SCOPES,
     errors=REPORT_ERRORS,
 )
-async def fail_attempt(request: web.Request, parsed: Parsed) -> Task:
+async def fail_attempt(
+    request: web.Request, parsed: Parsed[FailRequest, None, AttemptPath]
+) -> Task:
     """Give up on a started attempt with `{error: {code, message, retryable?}}`. The task goes
     back to the queue when `retryable` and it has attempts left, else it fails."""
-    path: AttemptPath = parsed.path
-    body: FailRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     target = await _attempt_target(request, path)
     _refuse_report(target, path.n)
     command = FailCommand(
-        agent_id=target["claimed_by_agent_id"],
+        agent_id=target.claimant,
         attempt_n=path.n,
         error=body.error.model_dump(),
         retryable=body.error.retryable,
@@ -415,29 +426,28 @@ async def fail_attempt(request: web.Request, parsed: Parsed) -> Task:
     scopes=EXECUTE_SCOPES,
     errors=REPORT_ERRORS,
 )
-async def abort_attempt(request: web.Request, parsed: Parsed) -> Task:
+async def abort_attempt(
+    request: web.Request, parsed: Parsed[AbortRequest, None, AttemptPath]
+) -> Task:
     """The claimant abandons a started attempt (`aborted`, claim cleared, no cancellation
     fields): the task returns to the queue while it has attempts left, else it fails."""
-    path: AttemptPath = parsed.path
-    body: AbortRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     target = await _attempt_target(request, path)
     _refuse_report(target, path.n)
-    command = AbortCommand(
-        agent_id=target["claimed_by_agent_id"], attempt_n=path.n, reason=body.reason
-    )
+    command = AbortCommand(agent_id=target.claimant, attempt_n=path.n, reason=body.reason)
     return await _report(request, path, ABORT_UPDATE, command)
 
 
-def _refuse_report(target: asyncpg.Record, attempt_n: int) -> None:
+def _refuse_report(target: AttemptTarget, attempt_n: int) -> None:
     """SPEC 3.1 guards, answered from the rows when they already decide (the workflow's
     validator answers the races)."""
-    status = target["attempt_status"]
-    if status == "claimed":
-        raise Conflict(
-            f"Attempt {attempt_n} has not started: send a heartbeat first", code=NOT_STARTED_CODE
-        )
-    if status in TERMINAL_ATTEMPT_STATUSES:
-        raise attempt_finished(attempt_n, status)
+    status = target.attempt_status
+    if status is None:
+        return  # no attempt n: `_attempt_target` has answered already
+    refusal = state_refusal(status)
+    if refusal is not None:
+        raise report_refused(refusal, attempt_n, status)
 
 
 async def _report(request: web.Request, path: AttemptPath, update: str, command: Payload) -> Task:
@@ -446,7 +456,7 @@ async def _report(request: web.Request, path: AttemptPath, update: str, command:
     except TaskClosed:
         target = await _attempt_target(request, path)
         _refuse_report(target, path.n)
-        raise task_finished(target["status"]) from None
+        raise task_finished(target.status) from None
     return await _task_view(request, path.id)
 
 
@@ -465,25 +475,25 @@ async def _report(request: web.Request, path: AttemptPath, update: str, command:
     scopes=MANAGE_SCOPES,
     errors=REPORT_ERRORS,
 )
-async def cancel_task(request: web.Request, parsed: Parsed) -> Task:
+async def cancel_task(request: web.Request, parsed: Parsed[CancelRequest, None, TaskPath]) -> Task:
     """Cancel a task that has not ended, with a `reason` (owners and managers of its team, or
     an explicit task manager). A worker on it learns on its next heartbeat (`cancelled:
     true`); a result it sends afterwards is refused (409)."""
-    path: TaskPath = parsed.path
-    body: CancelRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     principal = require_principal(request)
-    row = await _pool(request).fetchrow(Q.task_flow_claim_target, path.id)
-    if row is None:
+    target = await task_reads.claim_target(_pool(request), path.id)
+    if target is None:
         raise NotFound("No such task")
-    _in_team_context(request, row["team_id"])
+    _in_team_context(request, target.team_id)
     if not await allowed(request, "Task", path.id, "cancel"):
         raise await _denied(
             request,
-            row,
+            target,
             Forbidden("Cancelling needs an owner or manager of the task's team, or a task manager"),
         )
-    if row["status"] in TERMINAL_TASK_STATUSES:
-        raise task_finished(row["status"])
+    if target.status in TERMINAL_TASK_STATUSES:
+        raise task_finished(target.status)
     command = CancelCommand(
         subject_ns=_subject_ns(principal), subject_id=principal.subject_id, reason=body.reason
     )

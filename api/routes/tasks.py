@@ -52,16 +52,16 @@ from opentelemetry.propagate import inject
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed, require_team_header, team_header
+from api.access import allowed, can_read, can_view_task, load_diary, visible_task
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
+from api.headers import require_team_header, team_header
 from api.pack_tasks import (
     check_judge_pack_input,
     names_rendered_pack,
     rendered_pack_reference,
 )
-from api.routes.diaries import can_read, load_diary
 from api.task_flows import start_task
 from infra.repos import task_reads
 from infra.repos.task_messages import AppendRefused, append_messages
@@ -90,7 +90,6 @@ from schemas.principals import Principal
 from schemas.task_api import (
     NO_PROJECT,
     TASK_GRANT_RELATIONS,
-    TASK_GRANT_ROLES,
     AppendMessagesRequest,
     AttemptPath,
     CreateTaskRequest,
@@ -108,14 +107,15 @@ from schemas.task_api import (
     TaskPath,
     TaskSchema,
     TaskSchemaList,
-    attempt_from_row,
-    message_from_row,
-    task_from_row,
 )
-from schemas.task_attempts import ATTEMPT_FINISHED_CODE, NOT_CLAIMANT_CODE, NOT_STARTED_CODE
+from schemas.task_attempts import report_refused
 from schemas.tasks import TaskStart
 from workflows.common import TASK_TYPE, TEAM_ID
-from workflows.task_grants import TaskGrantRevokeWorkflow, TaskGrantWriteWorkflow
+from workflows.task_grants import (
+    TaskGrantRevokeWorkflow,
+    TaskGrantWriteWorkflow,
+    task_grant_workflow_id,
+)
 
 routes = web.RouteTableDef()
 TAG = "tasks"
@@ -128,33 +128,6 @@ IDEMPOTENT_TASK_IDS: Final = uuid.UUID("6f0c2a52-52d4-5b8e-9a55-3c1f1e0a7b10")
 
 def _pool(request: web.Request) -> asyncpg.Pool:
     return request.app[keys.READ_POOL]
-
-
-def _no_such_task() -> NotFound:
-    return NotFound("No such task", code="task-not-found")
-
-
-# --- who may see a task -----------------------------------------------------------------------
-
-
-async def can_view_task(request: web.Request, task: asyncpg.Record) -> bool:
-    """Members of the owning team (any role) and explicit grantees (Task `view`)."""
-    return await allowed(request, "Team", task["team_id"], "verify_claim") or await allowed(
-        request, "Task", task["id"], "view"
-    )
-
-
-async def visible_task(request: web.Request, task_id: UUID) -> asyncpg.Record:
-    """The task row if the caller may see it; 404 otherwise (and for another team's header)."""
-    task = await task_reads.get_task(_pool(request), task_id)
-    if task is None:
-        raise _no_such_task()
-    header = team_header(request)
-    if header is not None and header != task["team_id"]:
-        raise _no_such_task()
-    if not await can_view_task(request, task):
-        raise _no_such_task()
-    return task
 
 
 # --- the type registry ------------------------------------------------------------------------
@@ -198,7 +171,9 @@ async def list_task_schemas(request: web.Request, parsed: Parsed) -> TaskSchemaL
     headers=(*TEAM_HEADER_DOC, IDEMPOTENCY_HEADER),
     errors=(ValidationFailed, Forbidden, NotFound, Conflict),
 )
-async def create_task(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def create_task(
+    request: web.Request, parsed: Parsed[CreateTaskRequest]
+) -> web.StreamResponse:
     """Create a task (queued); its attempt workflow `task/<taskId>` starts at once.
 
     Order of checks: the body (closed; 400), the type and its input schema (400, a pointer per
@@ -208,7 +183,7 @@ async def create_task(request: web.Request, parsed: Parsed) -> web.StreamRespons
     continuation source, the project, the staged artifacts and the claim condition (400).
     Nothing is written unless every check passes.
     """
-    body: CreateTaskRequest = parsed.body
+    body = parsed.body
     principal = require_principal(request)
     key = _idempotency_key(request)
     task_type = get_task_type(body.taskType)
@@ -268,8 +243,8 @@ async def create_task(request: web.Request, parsed: Parsed) -> web.StreamRespons
         traceparent=_traceparent(),
     )
     await start_task(request, start)
-    row = await task_reads.get_task(_pool(request), task_id)
-    if row is None:
+    task = await task_reads.get_task(_pool(request), task_id)
+    if task is None:
         # `start_task` returns once the row is committed, or at once when a workflow under this
         # id already ended: with a key, an earlier request's creation that failed (its run is
         # closed without a row), so this key cannot name a task any more.
@@ -279,9 +254,14 @@ async def create_task(request: web.Request, parsed: Parsed) -> web.StreamRespons
                 code="idempotency-key-failed",
             )
         raise InternalError("The task was started but its row is not readable")
-    if key is not None and row["idempotency_cid"] != request_cid:
-        raise _key_reused()  # a concurrent first use of the key with another body won
-    return render(task_from_row(row), 201)
+    if key is not None:
+        # a concurrent first use of the key with another body may have won
+        stored = await task_reads.task_for_idempotency_key(
+            _pool(request), body.teamId, principal.subject_id, key
+        )
+        if stored is None or stored.idempotency_cid != request_cid:
+            raise _key_reused()
+    return render(task, 201)
 
 
 def _idempotency_key(request: web.Request) -> str | None:
@@ -317,10 +297,9 @@ async def _replay(
     )
     if found is None:
         return None
-    if found["idempotency_cid"] != request_cid:
+    if found.idempotency_cid != request_cid:
         raise _key_reused()
-    row = await task_reads.get_task(_pool(request), found["id"])
-    return None if row is None else task_from_row(row)
+    return await task_reads.get_task(_pool(request), found.id)
 
 
 def _check_team_header(request: web.Request, team_id: UUID) -> None:
@@ -377,22 +356,22 @@ async def _continuation(
     pointer = "/input/continueFrom"
     source_id = UUID(str(source_ref["taskId"]))
     source = await task_reads.get_task(_pool(request), source_id)
-    if source is None or not await can_view_task(request, source):
+    if source is None or not await can_view_task(request, source.teamId, source.id):
         raise _invalid(f"{pointer}/taskId", "No such task", "continuation-source-not-found")
-    if source["team_id"] != body.teamId:
+    if source.teamId != body.teamId:
         raise _invalid(f"{pointer}/taskId", "The source task belongs to another team")
-    if source["task_type"] != "freeform":
+    if source.taskType != "freeform":
         raise _invalid(f"{pointer}/taskId", "Only a freeform task can be continued")
     attempt_n = source_ref.get("attemptN")
     completed = await task_reads.completed_attempt_n(_pool(request), source_id, attempt_n)
-    if source["status"] != "completed" or completed is None:
+    if source.status != "completed" or completed is None:
         what = f"attempt {attempt_n}" if attempt_n is not None else "task"
         raise _invalid(
             f"{pointer}/{'attemptN' if attempt_n is not None else 'taskId'}",
             f"The source {what} is not completed",
             "continuation-source-not-completed",
         )
-    inherited: UUID | None = source["project_id"]
+    inherited = source.projectId
     if "projectId" in body.model_fields_set and body.projectId != inherited:
         raise _invalid(
             "/projectId",
@@ -425,7 +404,7 @@ async def _bound_references(request: web.Request, body: CreateTaskRequest) -> li
         stored: dict[str, Any] = {"role": ref.role, "taskId": None}
         if ref.taskId is not None:
             task = await task_reads.get_task(_pool(request), ref.taskId)
-            if task is None or not await can_view_task(request, task):
+            if task is None or not await can_view_task(request, task.teamId, task.id):
                 raise _invalid(f"/references/{i}/taskId", "No such task", "reference-not-found")
             stored["taskId"] = str(ref.taskId)
         if names_rendered_pack(ref):
@@ -456,7 +435,7 @@ async def _claim_condition(
     if body.claimCondition is None:
         return automatic
     gate = await task_reads.get_task(_pool(request), body.claimCondition.taskId)
-    if gate is None or not await can_view_task(request, gate):
+    if gate is None or not await can_view_task(request, gate.teamId, gate.id):
         raise _invalid("/claimCondition/taskId", "No such task", "claim-condition-task-not-found")
     return body.claimCondition.model_dump(mode="json")
 
@@ -482,9 +461,11 @@ def _traceparent() -> str | None:
     headers=TEAM_HEADER_DOC,
     errors=(ValidationFailed, NotFound),
 )
-async def list_tasks(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def list_tasks(
+    request: web.Request, parsed: Parsed[None, TaskListQuery]
+) -> web.StreamResponse:
     """The team's tasks, newest first, filtered; `nextCursor` pages with the same filters."""
-    query: TaskListQuery = parsed.query
+    query = parsed.query
     team_id = require_team_header(request)
     if not await allowed(request, "Team", team_id, "verify_claim"):
         raise NotFound("No such team", code="team-not-found")
@@ -506,18 +487,18 @@ async def list_tasks(request: web.Request, parsed: Parsed) -> web.StreamResponse
             query.cursor, secret=secret, scope=LIST_CURSOR_SCOPE, binding=binding
         )
         after = _position(position)
-    rows = await task_reads.list_tasks(_pool(request), where, after, query.limit + 1)
-    page = rows[: query.limit]
+    tasks = await task_reads.list_tasks(_pool(request), where, after, query.limit + 1)
+    page = tasks[: query.limit]
     next_cursor = None
-    if len(rows) > query.limit:
+    if len(tasks) > query.limit:
         last = page[-1]
         next_cursor = encode_cursor(
-            {"c": last["created_at"].isoformat(), "i": str(last["id"])},
+            {"c": last.createdAt.isoformat(), "i": str(last.id)},
             secret=secret,
             scope=LIST_CURSOR_SCOPE,
             binding=binding,
         )
-    listed = TaskList(items=[task_from_row(row) for row in page])
+    listed = TaskList(items=page)
     payload = listed.model_dump(mode="json", exclude_none=True)
     payload["nextCursor"] = next_cursor  # null on the last page, not absent
     return render(payload)
@@ -555,9 +536,9 @@ def _position(position: dict[str, Any]) -> tuple[datetime, UUID]:
     headers=TEAM_HEADER_DOC,
     errors=(NotFound,),
 )
-async def get_task(request: web.Request, parsed: Parsed) -> Task:
+async def get_task(request: web.Request, parsed: Parsed[None, None, TaskPath]) -> Task:
     """One task (owning-team members and explicit grantees; 404 for anyone else)."""
-    return task_from_row(await visible_task(request, parsed.path.id))
+    return await visible_task(request, parsed.path.id)
 
 
 @endpoint(
@@ -571,21 +552,22 @@ async def get_task(request: web.Request, parsed: Parsed) -> Task:
     headers=TEAM_HEADER_DOC,
     errors=(NotFound,),
 )
-async def list_task_attempts(request: web.Request, parsed: Parsed) -> TaskAttemptList:
+async def list_task_attempts(
+    request: web.Request, parsed: Parsed[None, None, TaskPath]
+) -> TaskAttemptList:
     """The task's attempts, first to last."""
     task = await visible_task(request, parsed.path.id)
-    rows = await task_reads.list_attempts(_pool(request), task["id"])
-    return TaskAttemptList(items=[attempt_from_row(row) for row in rows])
+    return TaskAttemptList(items=await task_reads.list_attempts(_pool(request), task.id))
 
 
 # --- grants ------------------------------------------------------------------------------------
 
 
-async def _managed_task(request: web.Request, task_id: UUID) -> asyncpg.Record:
+async def _managed_task(request: web.Request, task_id: UUID) -> Task:
     """The task if the caller may share it: owning team owners/managers or a task manager."""
     task = await visible_task(request, task_id)
     if not (
-        await allowed(request, "Team", task["team_id"], "write")
+        await allowed(request, "Team", task.teamId, "write")
         or await allowed(request, "Task", task_id, "cancel")
     ):
         raise Forbidden(
@@ -604,10 +586,6 @@ def _grant_tuple(task_id: UUID, grant: TaskGrantRequest) -> RelationTuple:
     return RelationTuple.grant("Task", task_id, TASK_GRANT_RELATIONS[grant.role], subject)
 
 
-def _grant_workflow_id(task_id: UUID, grant: TaskGrantRequest) -> str:
-    return f"task/{task_id}/grants/{grant.subjectNs}:{grant.subjectId}/{grant.role}"
-
-
 @endpoint(
     routes,
     "POST",
@@ -621,11 +599,13 @@ def _grant_workflow_id(task_id: UUID, grant: TaskGrantRequest) -> str:
     headers=TEAM_HEADER_DOC,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def create_task_grant(request: web.Request, parsed: Parsed) -> TaskGrant:
+async def create_task_grant(
+    request: web.Request, parsed: Parsed[TaskGrantRequest, None, TaskPath]
+) -> TaskGrant:
     """Make an agent, a human or a group's members writers (view, claim) or managers (view,
     claim, cancel) of one task. Granting twice is a no-op."""
-    task_id: UUID = parsed.path.id
-    grant: TaskGrantRequest = parsed.body
+    task_id = parsed.path.id
+    grant = parsed.body
     task = await _managed_task(request, task_id)
     if not await task_reads.subject_exists(_pool(request), grant.subjectNs, grant.subjectId):
         raise NotFound(f"No such {grant.subjectNs}", code="subject-not-found")
@@ -633,7 +613,7 @@ async def create_task_grant(request: web.Request, parsed: Parsed) -> TaskGrant:
         request,
         TaskGrantWriteWorkflow.run,
         TupleWrite(tuples=[_grant_tuple(task_id, grant)]),
-        workflow_id=_grant_workflow_id(task_id, grant),
+        workflow_id=task_grant_workflow_id(task_id, grant.subjectNs, grant.subjectId, grant.role),
         on_duplicate=Conflict("This grant is being changed", code="grant-in-progress"),
         search=_search(task),
     )
@@ -653,23 +633,13 @@ async def create_task_grant(request: web.Request, parsed: Parsed) -> TaskGrant:
     headers=TEAM_HEADER_DOC,
     errors=(NotFound, Forbidden),
 )
-async def list_task_grants(request: web.Request, parsed: Parsed) -> TaskGrantList:
+async def list_task_grants(
+    request: web.Request, parsed: Parsed[None, None, TaskPath]
+) -> TaskGrantList:
     """Who holds explicit grants on the task (same authority as granting)."""
-    task_id: UUID = parsed.path.id
+    task_id = parsed.path.id
     await _managed_task(request, task_id)
-    rows = await task_reads.list_grants(_pool(request), task_id)
-    return TaskGrantList(
-        items=[
-            TaskGrant(
-                taskId=task_id,
-                subjectId=UUID(row["subject_id"]),
-                subjectNs=row["subject_ns"],
-                role=TASK_GRANT_ROLES[row["relation"]],
-                createdAt=row["created_at"],
-            )
-            for row in rows
-        ]
-    )
+    return TaskGrantList(items=await task_reads.list_grants(_pool(request), task_id))
 
 
 @endpoint(
@@ -684,26 +654,28 @@ async def list_task_grants(request: web.Request, parsed: Parsed) -> TaskGrantLis
     headers=TEAM_HEADER_DOC,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def revoke_task_grant(request: web.Request, parsed: Parsed) -> TaskGrantRevoked:
+async def revoke_task_grant(
+    request: web.Request, parsed: Parsed[TaskGrantRequest, None, TaskPath]
+) -> TaskGrantRevoked:
     """Remove one grant; revoking a grant that does not exist answers `revoked: false`."""
-    task_id: UUID = parsed.path.id
-    grant: TaskGrantRequest = parsed.body
+    task_id = parsed.path.id
+    grant = parsed.body
     task = await _managed_task(request, task_id)
     result = await execute(
         request,
         TaskGrantRevokeWorkflow.run,
         TupleDelete(tuples=[_grant_tuple(task_id, grant)]),
-        workflow_id=_grant_workflow_id(task_id, grant),
+        workflow_id=task_grant_workflow_id(task_id, grant.subjectNs, grant.subjectId, grant.role),
         on_duplicate=Conflict("This grant is being changed", code="grant-in-progress"),
         search=_search(task),
     )
     return TaskGrantRevoked(revoked=result.deleted > 0)
 
 
-def _search(task: asyncpg.Record) -> list[SearchAttributePair[Any]]:
+def _search(task: Task) -> list[SearchAttributePair[Any]]:
     return [
-        SearchAttributePair(TEAM_ID, str(task["team_id"])),
-        SearchAttributePair(TASK_TYPE, task["task_type"]),
+        SearchAttributePair(TEAM_ID, str(task.teamId)),
+        SearchAttributePair(TASK_TYPE, task.taskType),
     ]
 
 
@@ -723,11 +695,13 @@ def _search(task: asyncpg.Record) -> list[SearchAttributePair[Any]]:
     headers=TEAM_HEADER_DOC,
     errors=(ValidationFailed, NotFound, Forbidden, Conflict),
 )
-async def append_task_messages(request: web.Request, parsed: Parsed) -> MessagesAppended:
+async def append_task_messages(
+    request: web.Request, parsed: Parsed[AppendMessagesRequest, None, AttemptPath]
+) -> MessagesAppended:
     """Append one message or a batch (≤ 200) to a running attempt; the server numbers them
     (`seq`, gapless per attempt). Only the attempt's claimant may write."""
-    path: AttemptPath = parsed.path
-    body: AppendMessagesRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     principal = require_principal(request)
     messages = [m.model_dump(mode="json") for m in body.batch()]
     outcome = await append_messages(
@@ -747,13 +721,7 @@ async def _append_refusal(
     await visible_task(request, path.id)
     if refused.reason == "no-attempt":
         return NotFound("No such attempt", code="attempt-not-found")
-    if refused.reason == "not-claimant":
-        return Forbidden("Only the attempt's claimant posts messages", code=NOT_CLAIMANT_CODE)
-    if refused.reason == "not-started":
-        return Conflict(
-            "The attempt has not started: send a heartbeat first", code=NOT_STARTED_CODE
-        )
-    return Conflict(f"The attempt is {refused.status}", code=ATTEMPT_FINISHED_CODE)
+    return report_refused(refused.reason, path.n, refused.status or "", "posts messages")
 
 
 @endpoint(
@@ -768,17 +736,16 @@ async def _append_refusal(
     headers=TEAM_HEADER_DOC,
     errors=(NotFound,),
 )
-async def list_task_messages(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def list_task_messages(
+    request: web.Request, parsed: Parsed[None, MessagesQuery, AttemptPath]
+) -> web.StreamResponse:
     """An attempt's messages after `afterSeq` (exclusive), in `seq` order."""
-    path: AttemptPath = parsed.path
-    query: MessagesQuery = parsed.query
+    path = parsed.path
+    query = parsed.query
     await visible_task(request, path.id)
     attempt = await task_reads.get_attempt(_pool(request), path.id, path.n)
     if attempt is None:
         raise NotFound("No such attempt", code="attempt-not-found")
-    rows = await task_reads.list_messages(
-        _pool(request), attempt["id"], query.afterSeq, query.limit
-    )
-    items = [message_from_row(path.id, path.n, row) for row in rows]
+    items = await task_reads.list_messages(_pool(request), attempt, query.afterSeq, query.limit)
     listing = TaskMessageList(items=items, lastSeq=items[-1].seq if items else None)
     return render(listing.model_dump(mode="json"))  # a null payload stays in the JSON

@@ -41,8 +41,8 @@ from api.access import allowed
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
-from infra.db import Q
-from infra.repos.teams import group_from_row, invite_from_row, project_from_row
+from infra.repos import team_reads
+from infra.repos.team_reads import MemberRow, MembershipRow, TeamRow
 from schemas import limits
 from schemas.errors import (
     Conflict,
@@ -121,6 +121,17 @@ from workflows.teams import (
     TeamJoinWorkflow,
     TeamMemberRemoveWorkflow,
     TeamMemberRoleWorkflow,
+    group_create_workflow_id,
+    group_delete_workflow_id,
+    group_member_workflow_id,
+    invite_create_workflow_id,
+    invite_delete_workflow_id,
+    join_workflow_id,
+    project_create_workflow_id,
+    team_create_workflow_id,
+    team_delete_workflow_id,
+    team_founding_workflow_id,
+    team_member_workflow_id,
 )
 
 routes = web.RouteTableDef()
@@ -141,12 +152,12 @@ async def _run(
     team_id: uuid.UUID,
     workflow_id: str,
 ) -> ResultT:
-    """Run one team write as a workflow `teams/<team>/...`, findable by its TeamId."""
+    """Run one team write as a workflow (its id from `workflows.teams`), findable by TeamId."""
     return await execute(
         request,
         run,
         arg,
-        workflow_id=f"teams/{team_id}/{workflow_id}",
+        workflow_id=workflow_id,
         on_duplicate=BUSY,
         search=[SearchAttributePair(TEAM_ID, str(team_id))],
     )
@@ -155,8 +166,8 @@ async def _run(
 # --- who the caller is in a team --------------------------------------------------------------
 
 
-async def _team_row(request: web.Request, team_id: uuid.UUID) -> asyncpg.Record:
-    row = await _pool(request).fetchrow(Q.team_get, team_id)
+async def _team_row(request: web.Request, team_id: uuid.UUID) -> TeamRow:
+    row = await team_reads.get_team(_pool(request), team_id)
     if row is None:
         raise NotFound("No such team")
     return row
@@ -165,21 +176,19 @@ async def _team_row(request: web.Request, team_id: uuid.UUID) -> asyncpg.Record:
 async def _role_in(
     request: web.Request, team_id: uuid.UUID, subject_id: uuid.UUID
 ) -> TeamRole | None:
-    rows = await _pool(request).fetch(Q.team_subject_relations, str(team_id), str(subject_id))
-    return strongest([RELATION_ROLES[row["relation"]] for row in rows])
+    relations = await team_reads.subject_relations(_pool(request), team_id, subject_id)
+    return strongest([RELATION_ROLES[relation] for relation in relations])
 
 
-async def _visible_team(
-    request: web.Request, team_id: uuid.UUID
-) -> tuple[asyncpg.Record, TeamRole]:
+async def _visible_team(request: web.Request, team_id: uuid.UUID) -> tuple[TeamRow, TeamRole]:
     """The team and the caller's role in it; 404 unless the caller holds a role, or holds a
     founding seat of a team that never became active (its role-to-be is shown)."""
     principal = require_principal(request)
     team = await _team_row(request, team_id)
     role = await _role_in(request, team_id, principal.subject_id)
-    if role is None and team["status"] != "active":
-        seat = await _pool(request).fetchrow(Q.founding_of, team_id, principal.subject_id)
-        role = None if seat is None else seat["role"]
+    if role is None and team.status != "active":
+        seat = await team_reads.founding_seat(_pool(request), team_id, principal.subject_id)
+        role = None if seat is None else seat.role
     if role is None:
         raise NotFound("No such team")
     return team, role
@@ -202,28 +211,28 @@ async def _require_membership(request: web.Request, team_id: uuid.UUID) -> None:
 # --- views --------------------------------------------------------------------------------------
 
 
-def _team_view(row: asyncpg.Record, role: TeamRole | None, **extra: Any) -> Team:
+def _team_view(row: TeamRow, role: TeamRole | None, **extra: Any) -> Team:
     return Team(
-        id=row["id"],
-        name=row["name"],
-        personal=row["personal"],
-        status=row["status"],
-        createdBy=row["created_by"],
-        createdAt=row["created_at"],
-        updatedAt=row["updated_at"],
+        id=row.id,
+        name=row.name,
+        personal=row.personal,
+        status=row.status,
+        createdBy=row.created_by,
+        createdAt=row.created_at,
+        updatedAt=row.updated_at,
         role=role,
-        workflowId=row["workflow_id"],
+        workflowId=row.workflow_id,
         **extra,
     )
 
 
 async def _members(request: web.Request, team_id: uuid.UUID) -> list[TeamMember]:
-    rows = await _pool(request).fetch(Q.team_members, str(team_id))
+    rows = await team_reads.member_roles(_pool(request), team_id)
     roles: dict[uuid.UUID, list[TeamRole]] = {}
-    first: dict[uuid.UUID, asyncpg.Record] = {}
+    first: dict[uuid.UUID, MemberRow] = {}
     for row in rows:
-        roles.setdefault(row["subject_id"], []).append(RELATION_ROLES[row["relation"]])
-        first.setdefault(row["subject_id"], row)
+        roles.setdefault(row.subject_id, []).append(RELATION_ROLES[row.relation])
+        first.setdefault(row.subject_id, row)
     members = []
     for subject_id, row in first.items():
         role = strongest(roles[subject_id])
@@ -231,25 +240,24 @@ async def _members(request: web.Request, team_id: uuid.UUID) -> list[TeamMember]
         members.append(
             TeamMember(
                 subjectId=subject_id,
-                subjectNs=row["subject_ns"],
+                subjectNs=row.subject_ns,
                 role=role,
-                fingerprint=row["fingerprint"],
+                fingerprint=row.fingerprint,
             )
         )
     return members
 
 
 async def _acceptances(request: web.Request, team_id: uuid.UUID) -> list[FoundingAcceptanceView]:
-    rows = await _pool(request).fetch(Q.founding_list, team_id)
     return [
         FoundingAcceptanceView(
-            subjectId=row["subject_id"],
-            subjectNs=row["subject_ns"],
-            role=row["role"],
-            status=row["status"],
-            acceptedAt=row["accepted_at"],
+            subjectId=seat.subject_id,
+            subjectNs=seat.subject_ns,
+            role=seat.role,
+            status=seat.status,
+            acceptedAt=seat.accepted_at,
         )
-        for row in rows
+        for seat in await team_reads.founding_seats(_pool(request), team_id)
     ]
 
 
@@ -260,27 +268,25 @@ async def _acceptances(request: web.Request, team_id: uuid.UUID) -> list[Foundin
 async def list_teams(request: web.Request, parsed: Parsed) -> TeamList:
     """Teams the caller belongs to, and teams it was asked to found (status founding/archived)."""
     principal = require_principal(request)
-    rows = await _pool(request).fetch(
-        Q.team_list_for_subject, principal.subject_ns, str(principal.subject_id)
-    )
+    rows = await team_reads.memberships(_pool(request), principal.subject_ns, principal.subject_id)
     roles: dict[uuid.UUID, list[TeamRole]] = {}
     seats: dict[uuid.UUID, TeamRole] = {}
-    teams: dict[uuid.UUID, asyncpg.Record] = {}
+    teams: dict[uuid.UUID, MembershipRow] = {}
     for row in rows:
-        teams.setdefault(row["id"], row)
-        if row["relation"] is not None:
-            roles.setdefault(row["id"], []).append(RELATION_ROLES[row["relation"]])
-        else:
-            seats[row["id"]] = row["founding_role"]
+        teams.setdefault(row.id, row)
+        if row.relation is not None:
+            roles.setdefault(row.id, []).append(RELATION_ROLES[row.relation])
+        elif row.founding_role is not None:
+            seats[row.id] = row.founding_role
     items = []
     for team_id, row in teams.items():
         role = strongest(roles.get(team_id, [])) or seats[team_id]
         items.append(
             TeamSummary(
                 id=team_id,
-                name=row["name"],
-                personal=row["personal"],
-                status=row["status"],
+                name=row.name,
+                personal=row.personal,
+                status=row.status,
                 role=role,
             )
         )
@@ -297,14 +303,16 @@ async def list_teams(request: web.Request, parsed: Parsed) -> TeamList:
     response=Team,
     errors=(Conflict,),
 )
-async def create_team(request: web.Request, parsed: Parsed) -> web.StreamResponse:
+async def create_team(
+    request: web.Request, parsed: Parsed[CreateTeamRequest]
+) -> web.StreamResponse:
     """Create a team: active at once (201), or founding (202) when `foundingMembers` are named.
 
     A founding team waits up to 24 h for every founding member's `accept-founding`; then it is
     active and each founding member holds its role (owner unless another is given), or it is
     archived. The creator is an owner and has accepted by creating it.
     """
-    body: CreateTeamRequest = parsed.body
+    body = parsed.body
     principal = require_principal(request)
     team_id = uuid.uuid4()
     creator = Seat(subject_id=principal.subject_id, subject_ns=principal.subject_ns, role="owner")
@@ -319,7 +327,9 @@ async def create_team(request: web.Request, parsed: Parsed) -> web.StreamRespons
             )
     if not founders:
         create = TeamCreate(team_id=team_id, name=body.name, creator=creator)
-        await _run(request, TeamCreateWorkflow.run, create, team_id, "create")
+        await _run(
+            request, TeamCreateWorkflow.run, create, team_id, team_create_workflow_id(team_id)
+        )
         team = _team_view(await _team_row(request, team_id), "owner")
         return render(team, 201)
     seats = [creator] + [
@@ -338,7 +348,7 @@ async def _start_founding(
     request: web.Request, team_id: uuid.UUID, name: str, creator: Seat, seats: list[Seat]
 ) -> None:
     """Start `TeamFounding` and wait only until its rows exist (Update-with-Start)."""
-    workflow_id = f"teams/{team_id}/founding"
+    workflow_id = team_founding_workflow_id(team_id)
     start = WithStartWorkflowOperation(
         TeamFoundingWorkflow.run,
         TeamCreate(
@@ -363,11 +373,11 @@ async def _start_founding(
     response=Team,
     errors=(NotFound,),
 )
-async def get_team(request: web.Request, parsed: Parsed) -> Team:
+async def get_team(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> Team:
     """A team with its members (and, before it is active, its founding acceptances)."""
-    path: TeamPath = parsed.path
+    path = parsed.path
     team, role = await _visible_team(request, path.id)
-    acceptances = None if team["status"] == "active" else await _acceptances(request, path.id)
+    acceptances = None if team.status == "active" else await _acceptances(request, path.id)
     return _team_view(
         team, role, members=await _members(request, path.id), foundingAcceptances=acceptances
     )
@@ -382,11 +392,12 @@ async def get_team(request: web.Request, parsed: Parsed) -> Team:
     response=Deleted,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def delete_team(request: web.Request, parsed: Parsed) -> Deleted:
+async def delete_team(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> Deleted:
     """Delete a team (owners only). Personal teams stay; a team that owns diaries is a 409."""
-    path: TeamPath = parsed.path
+    path = parsed.path
     await _require_team(request, path.id, "manage")
-    await _run(request, TeamDeleteWorkflow.run, TeamRef(team_id=path.id), path.id, "delete")
+    workflow_id = team_delete_workflow_id(path.id)
+    await _run(request, TeamDeleteWorkflow.run, TeamRef(team_id=path.id), path.id, workflow_id)
     return Deleted()
 
 
@@ -399,20 +410,22 @@ async def delete_team(request: web.Request, parsed: Parsed) -> Deleted:
     response=FoundingAccepted,
     errors=(NotFound, Conflict),
 )
-async def accept_founding(request: web.Request, parsed: Parsed) -> FoundingAccepted:
+async def accept_founding(
+    request: web.Request, parsed: Parsed[None, None, TeamPath]
+) -> FoundingAccepted:
     """Record the caller's acceptance of a founding team (idempotent). The last acceptance
     answers with the team already `active`."""
-    path: TeamPath = parsed.path
+    path = parsed.path
     principal = require_principal(request)
     team = await _team_row(request, path.id)
-    seat = await _pool(request).fetchrow(Q.founding_of, path.id, principal.subject_id)
+    seat = await team_reads.founding_seat(_pool(request), path.id, principal.subject_id)
     if seat is None:
         raise NotFound("No such team")
-    if seat["status"] == "accepted":
-        return FoundingAccepted(accepted=True, teamStatus=team["status"])
-    if team["status"] != "founding":
-        raise _not_founding(team["status"])
-    handle = request.app[keys.TEMPORAL].get_workflow_handle(team["workflow_id"])
+    if seat.status == "accepted":
+        return FoundingAccepted(accepted=True, teamStatus=team.status)
+    if team.status != "founding" or team.workflow_id is None:
+        raise _not_founding(team.status)
+    handle = request.app[keys.TEMPORAL].get_workflow_handle(team.workflow_id)
     try:
         accepted: FoundingAccepted = await handle.execute_update(
             FOUNDING_ACCEPT_EVENT,
@@ -431,10 +444,10 @@ async def _accepted_after_end(
     request: web.Request, team_id: uuid.UUID, principal: Principal
 ) -> FoundingAccepted:
     team = await _team_row(request, team_id)
-    seat = await _pool(request).fetchrow(Q.founding_of, team_id, principal.subject_id)
-    if seat is not None and seat["status"] == "accepted":
-        return FoundingAccepted(accepted=True, teamStatus=team["status"])
-    raise _not_founding(team["status"])
+    seat = await team_reads.founding_seat(_pool(request), team_id, principal.subject_id)
+    if seat is not None and seat.status == "accepted":
+        return FoundingAccepted(accepted=True, teamStatus=team.status)
+    raise _not_founding(team.status)
 
 
 def _not_founding(status: str) -> DomainError:
@@ -453,9 +466,11 @@ def _not_founding(status: str) -> DomainError:
     response=MemberList,
     errors=(NotFound,),
 )
-async def list_team_members(request: web.Request, parsed: Parsed) -> MemberList:
+async def list_team_members(
+    request: web.Request, parsed: Parsed[None, None, TeamPath]
+) -> MemberList:
     """The team's members and their roles."""
-    path: TeamPath = parsed.path
+    path = parsed.path
     await _visible_team(request, path.id)
     return MemberList(items=await _members(request, path.id))
 
@@ -470,11 +485,13 @@ async def list_team_members(request: web.Request, parsed: Parsed) -> MemberList:
     response=TeamMember,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def update_team_member(request: web.Request, parsed: Parsed) -> TeamMember:
+async def update_team_member(
+    request: web.Request, parsed: Parsed[UpdateMemberRequest, None, MemberPath]
+) -> TeamMember:
     """Change a member's role (owners and managers; only owners grant or take `owner`; the last
     owner stays). Code `team-last-owner` (409), `owner-required` (403)."""
-    path: MemberPath = parsed.path
-    body: UpdateMemberRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     await _require_team(request, path.id, "manage_members")
     change = MemberRoleChange(
         team_id=path.id,
@@ -482,7 +499,8 @@ async def update_team_member(request: web.Request, parsed: Parsed) -> TeamMember
         role=body.role,
         may_touch_owners=await allowed(request, "Team", path.id, "manage"),
     )
-    await _run(request, TeamMemberRoleWorkflow.run, change, path.id, f"members/{path.subjectId}")
+    workflow_id = team_member_workflow_id(path.id, path.subjectId)
+    await _run(request, TeamMemberRoleWorkflow.run, change, path.id, workflow_id)
     for member in await _members(request, path.id):
         if member.subjectId == path.subjectId:
             return member
@@ -498,10 +516,12 @@ async def update_team_member(request: web.Request, parsed: Parsed) -> TeamMember
     response=Deleted,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def remove_team_member(request: web.Request, parsed: Parsed) -> Deleted:
+async def remove_team_member(
+    request: web.Request, parsed: Parsed[None, None, MemberPath]
+) -> Deleted:
     """Remove a member (owners and managers; only owners remove an owner), or leave the team
     yourself. The member also leaves the team's groups. Never the last owner (409)."""
-    path: MemberPath = parsed.path
+    path = parsed.path
     principal = require_principal(request)
     leaving = path.subjectId == principal.subject_id
     if leaving:
@@ -513,7 +533,8 @@ async def remove_team_member(request: web.Request, parsed: Parsed) -> Deleted:
         subject_id=path.subjectId,
         may_touch_owners=leaving or await allowed(request, "Team", path.id, "manage"),
     )
-    await _run(request, TeamMemberRemoveWorkflow.run, remove, path.id, f"members/{path.subjectId}")
+    workflow_id = team_member_workflow_id(path.id, path.subjectId)
+    await _run(request, TeamMemberRemoveWorkflow.run, remove, path.id, workflow_id)
     return Deleted()
 
 
@@ -531,11 +552,13 @@ async def remove_team_member(request: web.Request, parsed: Parsed) -> Deleted:
     response=Invite,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def create_team_invite(request: web.Request, parsed: Parsed) -> Invite:
+async def create_team_invite(
+    request: web.Request, parsed: Parsed[CreateInviteRequest, None, TeamPath]
+) -> Invite:
     """An invite code (`service_inv_…`) anyone may redeem with `POST /teams/join` until it
     expires or is used `maxUses` times. Not for personal teams (400 team-personal-immutable)."""
-    path: TeamPath = parsed.path
-    body: CreateInviteRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     principal = require_principal(request)
     await _require_team(request, path.id, "manage_members")
     invite_id = uuid.uuid4()
@@ -548,9 +571,8 @@ async def create_team_invite(request: web.Request, parsed: Parsed) -> Invite:
         expires_at=datetime.now(UTC) + timedelta(hours=body.expiresInHours),
         created_by=principal.subject_id,
     )
-    return await _run(
-        request, TeamInviteCreateWorkflow.run, create, path.id, f"invites/{invite_id}"
-    )
+    workflow_id = invite_create_workflow_id(path.id, invite_id)
+    return await _run(request, TeamInviteCreateWorkflow.run, create, path.id, workflow_id)
 
 
 @endpoint(
@@ -562,12 +584,13 @@ async def create_team_invite(request: web.Request, parsed: Parsed) -> Invite:
     response=InviteList,
     errors=(NotFound, Forbidden),
 )
-async def list_team_invites(request: web.Request, parsed: Parsed) -> InviteList:
+async def list_team_invites(
+    request: web.Request, parsed: Parsed[None, None, TeamPath]
+) -> InviteList:
     """The team's invites with their codes (owners and managers only: a code admits its holder)."""
-    path: TeamPath = parsed.path
+    path = parsed.path
     await _require_team(request, path.id, "manage_members")
-    rows = await _pool(request).fetch(Q.invite_list, path.id)
-    return InviteList(items=[invite_from_row(row) for row in rows])
+    return InviteList(items=await team_reads.list_invites(_pool(request), path.id))
 
 
 @endpoint(
@@ -579,14 +602,15 @@ async def list_team_invites(request: web.Request, parsed: Parsed) -> InviteList:
     response=Deleted,
     errors=(NotFound, Forbidden),
 )
-async def delete_team_invite(request: web.Request, parsed: Parsed) -> Deleted:
+async def delete_team_invite(
+    request: web.Request, parsed: Parsed[None, None, InvitePath]
+) -> Deleted:
     """Revoke an invite; its code stops working at once."""
-    path: InvitePath = parsed.path
+    path = parsed.path
     await _require_team(request, path.id, "manage_members")
     delete = InviteDelete(team_id=path.id, invite_id=path.inviteId)
-    await _run(
-        request, TeamInviteDeleteWorkflow.run, delete, path.id, f"invites/{path.inviteId}/delete"
-    )
+    workflow_id = invite_delete_workflow_id(path.id, path.inviteId)
+    await _run(request, TeamInviteDeleteWorkflow.run, delete, path.id, workflow_id)
     return Deleted()
 
 
@@ -599,39 +623,39 @@ async def delete_team_invite(request: web.Request, parsed: Parsed) -> Deleted:
     response=Joined,
     errors=(NotFound, Conflict, Gone),
 )
-async def join_team(request: web.Request, parsed: Parsed) -> Joined:
+async def join_team(request: web.Request, parsed: Parsed[JoinRequest]) -> Joined:
     """Join a team with an invite code: the invite's role. Expired or used up → 410
     (`invite-expired`, `invite-exhausted`); unknown → 404; already a member → 409."""
-    body: JoinRequest = parsed.body
+    body = parsed.body
     principal = require_principal(request)
-    team_id = await _pool(request).fetchval(Q.invite_team_of_code, body.code)
+    team_id = await team_reads.invite_team(_pool(request), body.code)
     if team_id is None:
         raise NotFound("No such invite")
     join = TeamJoin(
         code=body.code, subject_id=principal.subject_id, subject_ns=principal.subject_ns
     )
-    return await _run(request, TeamJoinWorkflow.run, join, team_id, f"join/{principal.subject_id}")
+    workflow_id = join_workflow_id(team_id, principal.subject_id)
+    return await _run(request, TeamJoinWorkflow.run, join, team_id, workflow_id)
 
 
 # --- groups -------------------------------------------------------------------------------------
 
 
-async def _group_row(request: web.Request, group_id: uuid.UUID) -> asyncpg.Record:
+async def _group_row(request: web.Request, group_id: uuid.UUID) -> Group:
     """The group, visible to members of its team only (404 otherwise)."""
-    row = await _pool(request).fetchrow(Q.group_get, group_id)
-    if row is None or not await allowed(request, "Team", row["team_id"], "verify_claim"):
+    group = await team_reads.get_group(_pool(request), group_id)
+    if group is None or not await allowed(request, "Team", group.teamId, "verify_claim"):
         raise NotFound("No such group")
-    return row
+    return group
 
 
-async def _require_group_manager(request: web.Request, group: asyncpg.Record) -> None:
-    if not await allowed(request, "Group", group["id"], "manage"):
+async def _require_group_manager(request: web.Request, group: Group) -> None:
+    if not await allowed(request, "Group", group.id, "manage"):
         raise Forbidden("Managing groups needs an owner or manager of the team")
 
 
 async def _group_members(request: web.Request, group_id: uuid.UUID) -> list[GroupMember]:
-    rows = await _pool(request).fetch(Q.group_members, str(group_id))
-    return [GroupMember(subjectId=row["subject_id"], subjectNs=row["subject_ns"]) for row in rows]
+    return await team_reads.group_members(_pool(request), group_id)
 
 
 @endpoint(
@@ -645,14 +669,17 @@ async def _group_members(request: web.Request, group_id: uuid.UUID) -> list[Grou
     response=Group,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def create_group(request: web.Request, parsed: Parsed) -> Group:
+async def create_group(
+    request: web.Request, parsed: Parsed[CreateGroupRequest, None, TeamPath]
+) -> Group:
     """A named group of team members (unique name per team; not in personal teams)."""
-    path: TeamPath = parsed.path
-    body: CreateGroupRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     await _require_team(request, path.id, "manage_members")
     group_id = uuid.uuid4()
     create = GroupCreate(group_id=group_id, team_id=path.id, name=body.name)
-    group = await _run(request, GroupCreateWorkflow.run, create, path.id, f"groups/{group_id}")
+    workflow_id = group_create_workflow_id(path.id, group_id)
+    group = await _run(request, GroupCreateWorkflow.run, create, path.id, workflow_id)
     return group.model_copy(update={"members": []})
 
 
@@ -665,12 +692,11 @@ async def create_group(request: web.Request, parsed: Parsed) -> Group:
     response=GroupList,
     errors=(NotFound,),
 )
-async def list_groups(request: web.Request, parsed: Parsed) -> GroupList:
+async def list_groups(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> GroupList:
     """The team's groups."""
-    path: TeamPath = parsed.path
+    path = parsed.path
     await _require_membership(request, path.id)
-    rows = await _pool(request).fetch(Q.group_list, path.id)
-    return GroupList(items=[group_from_row(row) for row in rows])
+    return GroupList(items=await team_reads.list_groups(_pool(request), path.id))
 
 
 @endpoint(
@@ -682,10 +708,10 @@ async def list_groups(request: web.Request, parsed: Parsed) -> GroupList:
     response=Group,
     errors=(NotFound,),
 )
-async def get_group(request: web.Request, parsed: Parsed) -> Group:
+async def get_group(request: web.Request, parsed: Parsed[None, None, GroupPath]) -> Group:
     """A group with its members."""
-    path: GroupPath = parsed.path
-    group = group_from_row(await _group_row(request, path.id))
+    path = parsed.path
+    group = await _group_row(request, path.id)
     return group.model_copy(update={"members": await _group_members(request, path.id)})
 
 
@@ -698,17 +724,14 @@ async def get_group(request: web.Request, parsed: Parsed) -> Group:
     response=Deleted,
     errors=(NotFound, Forbidden),
 )
-async def delete_group(request: web.Request, parsed: Parsed) -> Deleted:
+async def delete_group(request: web.Request, parsed: Parsed[None, None, GroupPath]) -> Deleted:
     """Delete a group and every grant made to it."""
-    path: GroupPath = parsed.path
+    path = parsed.path
     group = await _group_row(request, path.id)
     await _require_group_manager(request, group)
+    workflow_id = group_delete_workflow_id(group.teamId, path.id)
     await _run(
-        request,
-        GroupDeleteWorkflow.run,
-        GroupRef(group_id=path.id),
-        group["team_id"],
-        f"groups/{path.id}/delete",
+        request, GroupDeleteWorkflow.run, GroupRef(group_id=path.id), group.teamId, workflow_id
     )
     return Deleted()
 
@@ -724,22 +747,19 @@ async def delete_group(request: web.Request, parsed: Parsed) -> Deleted:
     response=GroupMember,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def add_group_member(request: web.Request, parsed: Parsed) -> GroupMember:
+async def add_group_member(
+    request: web.Request, parsed: Parsed[AddGroupMemberRequest, None, GroupPath]
+) -> GroupMember:
     """Add a member of the team to the group (404 `not-a-team-member` otherwise)."""
-    path: GroupPath = parsed.path
-    body: AddGroupMemberRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     group = await _group_row(request, path.id)
     await _require_group_manager(request, group)
     change = GroupMemberChange(
         group_id=path.id, subject_id=body.subjectId, subject_ns=body.subjectNs
     )
-    added = await _run(
-        request,
-        GroupMemberAddWorkflow.run,
-        change,
-        group["team_id"],
-        f"groups/{path.id}/members/{body.subjectId}",
-    )
+    workflow_id = group_member_workflow_id(group.teamId, path.id, body.subjectId)
+    added = await _run(request, GroupMemberAddWorkflow.run, change, group.teamId, workflow_id)
     assert added.subject_ns is not None
     return GroupMember(subjectId=added.subject_id, subjectNs=added.subject_ns)
 
@@ -753,9 +773,11 @@ async def add_group_member(request: web.Request, parsed: Parsed) -> GroupMember:
     response=GroupMemberList,
     errors=(NotFound,),
 )
-async def list_group_members(request: web.Request, parsed: Parsed) -> GroupMemberList:
+async def list_group_members(
+    request: web.Request, parsed: Parsed[None, None, GroupPath]
+) -> GroupMemberList:
     """The group's members."""
-    path: GroupPath = parsed.path
+    path = parsed.path
     await _group_row(request, path.id)
     return GroupMemberList(items=await _group_members(request, path.id))
 
@@ -769,21 +791,18 @@ async def list_group_members(request: web.Request, parsed: Parsed) -> GroupMembe
     response=Deleted,
     errors=(NotFound, Forbidden),
 )
-async def remove_group_member(request: web.Request, parsed: Parsed) -> Deleted:
+async def remove_group_member(
+    request: web.Request, parsed: Parsed[None, None, GroupMemberPath]
+) -> Deleted:
     """Remove a member from the group (managers), or leave it yourself."""
-    path: GroupMemberPath = parsed.path
+    path = parsed.path
     principal = require_principal(request)
     group = await _group_row(request, path.id)
     if path.subjectId != principal.subject_id:
         await _require_group_manager(request, group)
     remove = GroupMemberRemove(group_id=path.id, subject_id=path.subjectId)
-    await _run(
-        request,
-        GroupMemberRemoveWorkflow.run,
-        remove,
-        group["team_id"],
-        f"groups/{path.id}/members/{path.subjectId}",
-    )
+    workflow_id = group_member_workflow_id(group.teamId, path.id, path.subjectId)
+    await _run(request, GroupMemberRemoveWorkflow.run, remove, group.teamId, workflow_id)
     return Deleted()
 
 
@@ -801,17 +820,20 @@ async def remove_group_member(request: web.Request, parsed: Parsed) -> Deleted:
     response=Project,
     errors=(NotFound, Forbidden, Conflict),
 )
-async def create_project(request: web.Request, parsed: Parsed) -> Project:
+async def create_project(
+    request: web.Request, parsed: Parsed[CreateProjectRequest, None, TeamPath]
+) -> Project:
     """A project of the team, which tasks may name as `projectId` (owners and managers)."""
-    path: TeamPath = parsed.path
-    body: CreateProjectRequest = parsed.body
+    path = parsed.path
+    body = parsed.body
     principal = require_principal(request)
     await _require_team(request, path.id, "write")
     project_id = uuid.uuid4()
     create = ProjectCreate(
         project_id=project_id, team_id=path.id, name=body.name, created_by=principal.subject_id
     )
-    return await _run(request, ProjectCreateWorkflow.run, create, path.id, f"projects/{project_id}")
+    workflow_id = project_create_workflow_id(path.id, project_id)
+    return await _run(request, ProjectCreateWorkflow.run, create, path.id, workflow_id)
 
 
 @endpoint(
@@ -823,9 +845,8 @@ async def create_project(request: web.Request, parsed: Parsed) -> Project:
     response=ProjectList,
     errors=(NotFound,),
 )
-async def list_projects(request: web.Request, parsed: Parsed) -> ProjectList:
+async def list_projects(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> ProjectList:
     """The team's projects."""
-    path: TeamPath = parsed.path
+    path = parsed.path
     await _require_membership(request, path.id)
-    rows = await _pool(request).fetch(Q.project_list, path.id)
-    return ProjectList(items=[project_from_row(row) for row in rows])
+    return ProjectList(items=await team_reads.list_projects(_pool(request), path.id))

@@ -30,11 +30,10 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.service import RPCError, RPCStatusCode
 
 from api import keys
-from api.access import allowed, require, subject_of
+from api.access import allowed, can_read, readable_diary, require, subject_of
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
-from api.routes.diaries import can_read, readable_diary
-from infra.db import Q
+from infra.repos import memory_reads, team_reads
 from infra.repos.transfers import (
     check_destination,
     get_transfer,
@@ -56,10 +55,9 @@ from schemas.transfers import (
     TransferPath,
     TransferRecord,
     already_resolved,
-    workflow_id_of,
 )
 from workflows.common import DIARY_ID, TEAM_ID
-from workflows.transfers import DiaryTransferWorkflow
+from workflows.transfers import DiaryTransferWorkflow, transfer_workflow_id
 
 routes = web.RouteTableDef()
 TAG = "transfers"
@@ -83,13 +81,15 @@ DECIDE_ERRORS = (NotFound, Forbidden, Conflict)
     scopes=CHANGE_SCOPES,
     errors=(NotFound, Forbidden, ValidationFailed, Conflict),
 )
-async def create_transfer(request: web.Request, parsed: Parsed) -> Transfer:
+async def create_transfer(
+    request: web.Request, parsed: Parsed[TransferCreateRequest, None, DiaryTransfersPath]
+) -> Transfer:
     """Propose to hand a diary to another team; its owners have 7 days to accept."""
     principal = require_principal(request)
-    diary_id: uuid.UUID = parsed.path.diaryId
-    body: TransferCreateRequest = parsed.body
+    diary_id = parsed.path.diaryId
+    body = parsed.body
     diary = await readable_diary(request, diary_id)
-    source_team_id: uuid.UUID = diary["team_id"]
+    source_team_id = diary.teamId
     await require(
         request,
         "Team",
@@ -98,7 +98,7 @@ async def create_transfer(request: web.Request, parsed: Parsed) -> Transfer:
         denied=Forbidden("Only an owner of the diary's team transfers it", code="not-team-owner"),
     )
     pool = request.app[keys.READ_POOL]
-    destination = await pool.fetchrow(Q.transfer_team, body.destinationTeamId)
+    destination = await team_reads.team_state(pool, body.destinationTeamId)
     check_destination(destination, source_team_id, body.destinationTeamId)
     if await pending_transfer_of(pool, diary_id) is not None:
         raise Conflict("This diary already has a pending transfer", code=PENDING_CODE)
@@ -112,7 +112,7 @@ async def create_transfer(request: web.Request, parsed: Parsed) -> Transfer:
             destination_team_id=body.destinationTeamId,
             initiated_by=principal.subject_id,
         ),
-        id=workflow_id_of(transfer_id),
+        id=transfer_workflow_id(transfer_id),
         task_queue=request.app[keys.SETTINGS].temporal_task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
         search_attributes=TypedSearchAttributes(
@@ -145,7 +145,9 @@ async def create_transfer(request: web.Request, parsed: Parsed) -> Transfer:
     scopes=CHANGE_SCOPES,
     errors=DECIDE_ERRORS,
 )
-async def accept_transfer(request: web.Request, parsed: Parsed) -> Transfer:
+async def accept_transfer(
+    request: web.Request, parsed: Parsed[None, None, TransferPath]
+) -> Transfer:
     """Accept a pending transfer: the diary moves to your team (destination owners only)."""
     return await _decide(request, parsed.path, "accepted")
 
@@ -160,7 +162,9 @@ async def accept_transfer(request: web.Request, parsed: Parsed) -> Transfer:
     scopes=CHANGE_SCOPES,
     errors=DECIDE_ERRORS,
 )
-async def reject_transfer(request: web.Request, parsed: Parsed) -> Transfer:
+async def reject_transfer(
+    request: web.Request, parsed: Parsed[None, None, TransferPath]
+) -> Transfer:
     """Reject a pending transfer: the diary stays with its team (destination owners only)."""
     return await _decide(request, parsed.path, "rejected")
 
@@ -216,7 +220,7 @@ async def _visible_transfer(request: web.Request, path: TransferPath) -> Transfe
     for team_id in (record.destination_team_id, record.source_team_id):
         if await allowed(request, "Team", team_id, "access"):
             return record
-    diary = await request.app[keys.READ_POOL].fetchrow(Q.memory_get_diary, record.diary_id)
+    diary = await memory_reads.get_diary(request.app[keys.READ_POOL], record.diary_id)
     if diary is not None and await can_read(request, diary):
         return record
     raise missing
@@ -253,12 +257,14 @@ async def list_pending_transfers(request: web.Request, parsed: Parsed) -> Transf
     scopes=READ_SCOPES,
     errors=(NotFound, Forbidden),
 )
-async def list_diary_transfers(request: web.Request, parsed: Parsed) -> TransferList:
+async def list_diary_transfers(
+    request: web.Request, parsed: Parsed[None, None, DiaryTransfersPath]
+) -> TransferList:
     """A diary's transfers, newest first (members of its team, or its managers)."""
-    diary_id: uuid.UUID = parsed.path.diaryId
+    diary_id = parsed.path.diaryId
     diary = await readable_diary(request, diary_id)
     if not (
-        await allowed(request, "Team", diary["team_id"], "access")
+        await allowed(request, "Team", diary.teamId, "access")
         or await allowed(request, "Diary", diary_id, "manage")
     ):
         raise Forbidden("Only the diary's team sees its transfers")
@@ -277,7 +283,9 @@ async def list_diary_transfers(request: web.Request, parsed: Parsed) -> Transfer
     scopes=READ_SCOPES,
     errors=(NotFound,),
 )
-async def get_diary_transfer(request: web.Request, parsed: Parsed) -> Transfer:
+async def get_diary_transfer(
+    request: web.Request, parsed: Parsed[None, None, TransferPath]
+) -> Transfer:
     """One transfer, for members of its teams and readers of its diary."""
     record = await _visible_transfer(request, parsed.path)
     return _current(record, datetime.now(UTC))

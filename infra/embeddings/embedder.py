@@ -22,6 +22,7 @@ from infra.embeddings.onnx_builder import (
     BertConfig,
     build_from_folder,
 )
+from schemas import limits
 from schemas.kernel.embedding_text import entry_embedding_text
 
 __all__ = [
@@ -83,8 +84,8 @@ class OnnxEmbedder:
         *,
         model_name: str,
         dimension: int,
-        max_length: int = 256,
-        batch_size: int = 16,
+        max_length: int = limits.EMBEDDING_MAX_TOKENS,
+        batch_size: int = limits.EMBEDDING_BATCH_TEXTS,
         pad_id: int = 0,
     ) -> None:
         output_shape = session.get_outputs()[0].shape
@@ -110,10 +111,10 @@ class OnnxEmbedder:
         model_dir: Path | None = None,
         *,
         model_name: str = DEFAULT_MODEL_NAME,
-        dimension: int = 384,
+        dimension: int = limits.EMBEDDING_DIMENSIONS,
         threads: int = 2,
-        max_length: int = 256,
-        batch_size: int = 16,
+        max_length: int = limits.EMBEDDING_MAX_TOKENS,
+        batch_size: int = limits.EMBEDDING_BATCH_TEXTS,
         expected_sha256: str = MINILM_L6_V2_SHA256,
     ) -> OnnxEmbedder:
         """Verify the weights' sha256, build the graph and open the session (~0.5 s).

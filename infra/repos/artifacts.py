@@ -22,17 +22,18 @@ from uuid import UUID
 import asyncpg
 
 from infra.db import Q
+from infra.repos.rows import Row, fetch_one
 from schemas.artifacts import (
     ArtifactAttachInput,
     ArtifactStageInput,
     AttachedArtifact,
+    TaskArtifact,
+    artifact_from_row,
 )
-from schemas.errors import Conflict, Forbidden, NotFound
-from schemas.task_attempts import (  # the attempt routes' codes: one guard, one answer
-    ATTEMPT_FINISHED_CODE,
-    NOT_CLAIMANT_CODE,
-    NOT_STARTED_CODE,
-)
+from schemas.errors import Conflict, NotFound
+from schemas.kernel.attempts import report_refusal
+from schemas.task_attempts import report_refused  # the attempt routes' answer, one wording
+from schemas.tasks import AttemptStatus
 
 Db: TypeAlias = asyncpg.Pool | asyncpg.Connection
 DeleteObjects: TypeAlias = Callable[[Sequence[str]], Awaitable[None]]
@@ -41,7 +42,7 @@ ATTEMPT_NOT_FOUND_CODE: Final = "attempt-not-found"
 METADATA_CONFLICT_CODE: Final = "artifact-metadata-conflict"
 
 
-def attempt_guard(attempt: asyncpg.Record | None, attempt_n: int, agent_id: UUID | None) -> None:
+def attempt_guard(attempt: AttemptGuard | None, attempt_n: int, agent_id: UUID | None) -> None:
     """Only the claimant of a started attempt uploads its outputs (SPEC 2.6).
 
     Checked by the API before it reads the body, and again under the attempt's row lock when
@@ -50,19 +51,9 @@ def attempt_guard(attempt: asyncpg.Record | None, attempt_n: int, agent_id: UUID
     """
     if attempt is None:
         raise NotFound(f"The task has no attempt {attempt_n}", code=ATTEMPT_NOT_FOUND_CODE)
-    if agent_id is None or attempt["claimed_by_agent_id"] != agent_id:
-        raise Forbidden(
-            f"Only the claimant of attempt {attempt_n} uploads its artifacts",
-            code=NOT_CLAIMANT_CODE,
-        )
-    status = attempt["status"]
-    if status == "claimed":
-        raise Conflict(
-            f"Attempt {attempt_n} has not started: send a heartbeat first",
-            code=NOT_STARTED_CODE,
-        )
-    if status != "running":
-        raise Conflict(f"Attempt {attempt_n} is {status}", code=ATTEMPT_FINISHED_CODE)
+    refusal = report_refusal(attempt.status, attempt.claimed_by_agent_id, agent_id)
+    if refusal is not None:
+        raise report_refused(refusal, attempt_n, attempt.status, "uploads its artifacts")
 
 
 def metadata_conflict(cid: str, attempt_n: int) -> Conflict:
@@ -76,42 +67,43 @@ def metadata_conflict(cid: str, attempt_n: int) -> Conflict:
 # --- readers ----------------------------------------------------------------------------------
 
 
-async def get_task(db: Db, task_id: UUID) -> asyncpg.Record | None:
-    """`(id, team_id, status, claim_agent_id)` of a task."""
-    row: asyncpg.Record | None = await db.fetchrow(Q.artifact_task_get, task_id)
-    return row
+class AttemptGuard(Row):
+    """What `attempt_guard` decides on."""
+
+    status: AttemptStatus
+    claimed_by_agent_id: UUID
 
 
-async def get_attempt(db: Db, task_id: UUID, attempt_n: int) -> asyncpg.Record | None:
-    """`(status, claimed_by_agent_id)` of one attempt."""
-    row: asyncpg.Record | None = await db.fetchrow(Q.artifact_attempt_get, task_id, attempt_n)
-    return row
+class ArtifactBlob(Row):
+    """An artifact binding as a download needs it."""
+
+    id: UUID
+    cid: str
+    content_type: str | None
+    content_encoding: str | None
+    size_bytes: int
+
+
+async def get_attempt(db: Db, task_id: UUID, attempt_n: int) -> AttemptGuard | None:
+    return await fetch_one(db, AttemptGuard, Q.artifact_attempt_get, task_id, attempt_n)
 
 
 async def list_page(
     db: Db, task_id: UUID, after: tuple[datetime, UUID] | None, limit: int
-) -> list[asyncpg.Record]:
+) -> list[TaskArtifact]:
     """Up to `limit` artifacts of the task after the keyset position `after`."""
     after_at, after_id = after if after is not None else (None, None)
-    rows: list[asyncpg.Record] = await db.fetch(
-        Q.artifact_list_page, task_id, after_at, after_id, limit
-    )
-    return rows
+    rows = await db.fetch(Q.artifact_list_page, task_id, after_at, after_id, limit)
+    return [artifact_from_row(row) for row in rows]
 
 
-async def bound_on_task(db: Db, task_id: UUID, cid: str) -> asyncpg.Record | None:
-    """The artifact row that binds `cid` anywhere on the task (an input first)."""
-    row: asyncpg.Record | None = await db.fetchrow(Q.artifact_by_task_cid, task_id, cid)
-    return row
+async def bound_on_task(db: Db, task_id: UUID, cid: str) -> ArtifactBlob | None:
+    """The artifact that binds `cid` anywhere on the task (an input first)."""
+    return await fetch_one(db, ArtifactBlob, Q.artifact_by_task_cid, task_id, cid)
 
 
-async def bound_on_attempt(
-    db: Db, task_id: UUID, attempt_n: int, cid: str
-) -> asyncpg.Record | None:
-    row: asyncpg.Record | None = await db.fetchrow(
-        Q.artifact_by_attempt_cid, task_id, attempt_n, cid
-    )
-    return row
+async def bound_on_attempt(db: Db, task_id: UUID, attempt_n: int, cid: str) -> ArtifactBlob | None:
+    return await fetch_one(db, ArtifactBlob, Q.artifact_by_attempt_cid, task_id, attempt_n, cid)
 
 
 # --- writers ----------------------------------------------------------------------------------
@@ -137,7 +129,9 @@ class ArtifactRepo:
         """Bind an output to a running attempt of its claimant; the same CID again on the same
         attempt answers the existing row (a retry) or 409 when its metadata differs."""
         async with self._pool.acquire() as conn, conn.transaction():
-            attempt = await conn.fetchrow(Q.artifact_attempt_lock, inp.task_id, inp.attempt_n)
+            attempt = await fetch_one(
+                conn, AttemptGuard, Q.artifact_attempt_lock, inp.task_id, inp.attempt_n
+            )
             attempt_guard(attempt, inp.attempt_n, inp.agent_id)
             await conn.execute(Q.artifact_blob_insert, inp.cid, inp.size_bytes)
             inserted = await conn.execute(

@@ -77,12 +77,13 @@ class IdentityRepo:
     ) -> bool:
         """False when the email is taken by another identity."""
         try:
-            await self._pool.execute(
-                Q.insert_identity, identity_id, schema_id, traits, password_hash, email
-            )
+            async with self._pool.acquire() as conn, conn.transaction():
+                await conn.execute(
+                    Q.insert_identity, identity_id, schema_id, traits, password_hash, email
+                )
+                row = await conn.fetchrow(Q.get_identity, identity_id)
         except asyncpg.UniqueViolationError:
             return False
-        row = await self._pool.fetchrow(Q.get_identity, identity_id)
         return row is not None
 
     async def delete_identity(self, identity_id: uuid.UUID) -> None:

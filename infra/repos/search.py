@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 from infra.db import Q
 from schemas import limits
 from schemas.embedding import SearchFilters, SearchType, SearchWeights
+from schemas.memory import Entry, entry_from_row
 
 Vector = Sequence[float] | NDArray[np.float32]
 QueryVector = Vector | Awaitable[Vector | None] | None
@@ -113,6 +114,15 @@ class SearchHit:
     row: Mapping[str, Any]
     score: float
     relevance: float
+
+    @property
+    def entry_id(self) -> UUID:
+        entry_id: UUID = self.row["id"]
+        return entry_id
+
+    def entry(self) -> Entry:
+        """The hit as the API shows it, with its score (6 decimals)."""
+        return entry_from_row(self.row, score=round(self.score, 6))
 
 
 @dataclass(frozen=True, slots=True)

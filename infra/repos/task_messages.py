@@ -22,8 +22,9 @@ import asyncpg
 
 from infra.db import Q
 from schemas.errors import ValidationFailed
+from schemas.kernel.attempts import ReportRefusal, report_refusal
 
-Refusal = Literal["no-attempt", "not-claimant", "not-started", "terminal"]
+Refusal = Literal["no-attempt"] | ReportRefusal
 
 
 @dataclass(frozen=True)
@@ -72,10 +73,5 @@ def _not_json(why: str) -> ValidationFailed:
 def _refusal(attempt: asyncpg.Record | None, claimant_id: UUID) -> AppendRefused | None:
     if attempt is None:
         return AppendRefused("no-attempt")
-    if attempt["claimed_by_agent_id"] != claimant_id:
-        return AppendRefused("not-claimant", attempt["status"])
-    if attempt["status"] == "claimed":
-        return AppendRefused("not-started", attempt["status"])
-    if attempt["status"] != "running":
-        return AppendRefused("terminal", attempt["status"])
-    return None
+    refusal = report_refusal(attempt["status"], attempt["claimed_by_agent_id"], claimant_id)
+    return None if refusal is None else AppendRefused(refusal, attempt["status"])

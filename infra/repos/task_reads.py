@@ -1,8 +1,10 @@
-"""Reads of the task queue for the REST API (SPEC 4.5): tasks, attempts, grants, messages, and
-what `POST /tasks` checks before it starts a task (projects, staged artifacts, idempotency).
+"""Reads of the task queue for the REST API (SPEC 4.5): tasks, attempts, grants, messages,
+what `POST /tasks` checks before it starts a task (projects, staged artifacts, idempotency), and
+what the attempt routes decide on (`attempt_target`, `claim_target`).
 
-Functions take a pool or a connection first; the API passes its read-only pool. Rows are
-mapped to the wire by `schemas.task_api` (`task_from_row`, `attempt_from_row`).
+Functions take a pool or a connection first; the API passes its read-only pool. They return the
+wire models of `schemas.task_api` (`Task`, `TaskAttempt`, ...), mapped from the rows once here,
+or a row model (`infra.repos.rows`) where a route decides on columns the wire does not show.
 """
 
 from __future__ import annotations
@@ -10,14 +12,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeAlias
+from typing import Any
 from uuid import UUID
 
-import asyncpg
-
 from infra.db import Q
-
-Db: TypeAlias = asyncpg.Pool | asyncpg.Connection
+from infra.repos.rows import Db, GrantTuple, Row, fetch_all, fetch_one
+from schemas.task_api import (
+    Task,
+    TaskAttempt,
+    TaskGrant,
+    TaskMessage,
+    attempt_from_row,
+    message_from_row,
+    task_from_row,
+)
+from schemas.tasks import AttemptStatus, TaskStatus
 
 
 @dataclass(frozen=True)
@@ -42,27 +51,81 @@ class StagedArtifact:
     size_bytes: int
 
 
-async def get_task(db: Db, task_id: UUID) -> asyncpg.Record | None:
-    row: asyncpg.Record | None = await db.fetchrow(Q.task_read_get, task_id)
-    return row
+class IdempotentTask(Row):
+    """The task an Idempotency-Key names, and the CID of the body it was created with."""
+
+    id: UUID
+    idempotency_cid: str | None
+
+
+class AttemptRef(Row):
+    id: UUID
+    task_id: UUID
+    attempt_n: int
+    status: AttemptStatus
+    claimed_by_agent_id: UUID
+
+
+class AttemptTarget(Row):
+    """What an attempt route decides on: the task, and attempt n of it (its columns are None
+    when there is no such attempt); `input` only when asked for."""
+
+    id: UUID
+    team_id: UUID
+    status: TaskStatus
+    task_type: str
+    input_cid: str
+    workflow_id: str
+    cancel_reason: str | None
+    input: Any = None
+    attempt_status: AttemptStatus | None
+    claimed_by_agent_id: UUID | None
+    claim_expires_at: datetime | None
+    lease_ttl_sec: int | None
+
+    @property
+    def claimant(self) -> UUID:
+        """The attempt's agent; asked only once the attempt is known to exist."""
+        if self.claimed_by_agent_id is None:
+            raise LookupError(f"Task {self.id} has no such attempt")
+        return self.claimed_by_agent_id
+
+
+class ClaimTarget(Row):
+    """What a claim (or a cancel) decides on: the task, and the status of the task its claim
+    condition names."""
+
+    id: UUID
+    team_id: UUID
+    status: TaskStatus
+    workflow_id: str
+    claim_condition: dict[str, Any] | None
+    condition_status: TaskStatus | None
+
+
+# --- tasks ------------------------------------------------------------------------------------
+
+
+async def get_task(db: Db, task_id: UUID) -> Task | None:
+    row = await db.fetchrow(Q.task_read_get, task_id)
+    return None if row is None else task_from_row(row)
 
 
 async def task_for_idempotency_key(
     db: Db, team_id: UUID, creator_id: UUID, key: str
-) -> asyncpg.Record | None:
-    """`(id, idempotency_cid)` of the task this creator already made with `key` in the team."""
-    row: asyncpg.Record | None = await db.fetchrow(
-        Q.task_read_by_idempotency_key, team_id, creator_id, key
+) -> IdempotentTask | None:
+    """The task this creator already made with `key` in the team."""
+    return await fetch_one(
+        db, IdempotentTask, Q.task_read_by_idempotency_key, team_id, creator_id, key
     )
-    return row
 
 
 async def list_tasks(
     db: Db, where: TaskFilter, after: tuple[datetime, UUID] | None, limit: int
-) -> list[asyncpg.Record]:
+) -> list[Task]:
     """Up to `limit` tasks after the keyset position `after`, newest first."""
     after_at, after_id = after if after is not None else (None, None)
-    rows: list[asyncpg.Record] = await db.fetch(
+    rows = await db.fetch(
         Q.task_read_list,
         where.team_id,
         where.statuses,
@@ -76,24 +139,7 @@ async def list_tasks(
         after_id,
         limit,
     )
-    return rows
-
-
-async def list_attempts(db: Db, task_id: UUID) -> list[asyncpg.Record]:
-    rows: list[asyncpg.Record] = await db.fetch(Q.task_read_attempts, task_id)
-    return rows
-
-
-async def get_attempt(db: Db, task_id: UUID, attempt_n: int) -> asyncpg.Record | None:
-    """`(id, task_id, attempt_n, status, claimed_by_agent_id)` of one attempt."""
-    row: asyncpg.Record | None = await db.fetchrow(Q.task_read_attempt, task_id, attempt_n)
-    return row
-
-
-async def completed_attempt_n(db: Db, task_id: UUID, attempt_n: int | None) -> int | None:
-    """The completed attempt `attempt_n` of the task (the latest when None), else None."""
-    found: int | None = await db.fetchval(Q.task_read_completed_attempt, task_id, attempt_n)
-    return found
+    return [task_from_row(row) for row in rows]
 
 
 async def project_team(db: Db, project_id: UUID) -> UUID | None:
@@ -116,18 +162,62 @@ async def staged_artifacts(db: Db, team_id: UUID, cids: Sequence[str]) -> dict[s
     }
 
 
-async def list_grants(db: Db, task_id: UUID) -> list[asyncpg.Record]:
-    """`(relation, subject_ns, subject_id, created_at)` of the task's writer/manager tuples."""
-    rows: list[asyncpg.Record] = await db.fetch(Q.task_read_grants, str(task_id))
-    return rows
+async def list_grants(db: Db, task_id: UUID) -> list[TaskGrant]:
+    """The task's explicit writer and manager grants."""
+    tuples = await fetch_all(db, GrantTuple, Q.task_read_grants, str(task_id))
+    return [TaskGrant(taskId=task_id, **held.grant()) for held in tuples]
 
 
 async def subject_exists(db: Db, subject_ns: str, subject_id: UUID) -> bool:
     return bool(await db.fetchval(Q.task_read_subject_exists, subject_ns, subject_id))
 
 
+# --- attempts ---------------------------------------------------------------------------------
+
+
+async def list_attempts(db: Db, task_id: UUID) -> list[TaskAttempt]:
+    return [attempt_from_row(row) for row in await db.fetch(Q.task_read_attempts, task_id)]
+
+
+async def get_attempt(db: Db, task_id: UUID, attempt_n: int) -> AttemptRef | None:
+    return await fetch_one(db, AttemptRef, Q.task_read_attempt, task_id, attempt_n)
+
+
+async def attempt_view(db: Db, task_id: UUID, attempt_n: int) -> TaskAttempt | None:
+    """Attempt `attempt_n` of the task with every column, as the API shows it."""
+    row = await db.fetchrow(Q.task_flow_attempt, task_id, attempt_n)
+    return None if row is None else attempt_from_row(row)
+
+
+async def completed_attempt_n(db: Db, task_id: UUID, attempt_n: int | None) -> int | None:
+    """The completed attempt `attempt_n` of the task (the latest when None), else None."""
+    found: int | None = await db.fetchval(Q.task_read_completed_attempt, task_id, attempt_n)
+    return found
+
+
+async def attempt_target(
+    db: Db, task_id: UUID, attempt_n: int, *, with_input: bool = False
+) -> AttemptTarget | None:
+    return await fetch_one(
+        db, AttemptTarget, Q.task_flow_attempt_target, task_id, attempt_n, with_input
+    )
+
+
+async def claim_target(db: Db, task_id: UUID) -> ClaimTarget | None:
+    return await fetch_one(db, ClaimTarget, Q.task_flow_claim_target, task_id)
+
+
+async def agent_public_key(db: Db, agent_id: UUID) -> str | None:
+    key: str | None = await db.fetchval(Q.task_flow_agent_key, agent_id)
+    return key
+
+
+# --- messages ---------------------------------------------------------------------------------
+
+
 async def list_messages(
-    db: Db, attempt_id: UUID, after_seq: int, limit: int
-) -> list[asyncpg.Record]:
-    rows: list[asyncpg.Record] = await db.fetch(Q.task_read_messages, attempt_id, after_seq, limit)
-    return rows
+    db: Db, attempt: AttemptRef, after_seq: int, limit: int
+) -> list[TaskMessage]:
+    """The attempt's messages after `after_seq` (exclusive), in `seq` order."""
+    rows = await db.fetch(Q.task_read_messages, attempt.id, after_seq, limit)
+    return [message_from_row(attempt.task_id, attempt.attempt_n, row) for row in rows]

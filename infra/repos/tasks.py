@@ -9,18 +9,20 @@ already there. The workflow orders its projections, so the last one written is t
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid5
 
 import asyncpg
+from pydantic import BaseModel, ConfigDict
 
 from infra import permissions as tuples
 from infra.db import Q
 from schemas.errors import FieldError, NotFound, ValidationFailed
 from schemas.kernel.permissions import Namespace, RelationTuple, Subject
 from schemas.packs import is_pack_cid
-from schemas.task_attempts import TaskProjection, task_workflow_id
-from schemas.tasks import TaskStart
+from schemas.task_attempts import AttemptState, TaskProjection, TaskState, task_workflow_id
+from schemas.tasks import AttemptStatus, TaskStart
 
 
 def task_tuples(start: TaskStart) -> list[RelationTuple]:
@@ -53,46 +55,12 @@ class TaskRepo:
         """Insert the queued task and its tuples; False when the row existed already. The API
         checked the team, diary and project; one deleted since is a 404, not a retry."""
         try:
-            return await self._insert(start)
+            async with self._pool.acquire() as conn, conn.transaction():
+                return await _insert(conn, start)
         except asyncpg.ForeignKeyViolationError:
             raise NotFound(
                 "The task's team, diary or project no longer exists", code="task-owner-gone"
             ) from None
-
-    async def _insert(self, start: TaskStart) -> bool:
-        async with self._pool.acquire() as conn, conn.transaction():
-            inserted = await conn.fetchval(
-                Q.task_write_insert,
-                start.task_id,
-                start.team_id,
-                start.diary_id,
-                start.project_id,
-                start.task_type,
-                start.title,
-                start.input,
-                start.input_cid,
-                start.input_schema_cid,
-                start.output_kind,
-                start.correlation_id,
-                start.references,
-                start.claim_condition,
-                start.allowed_profiles,
-                start.required_trust_level,
-                start.max_attempts,
-                start.dispatch_timeout_sec,
-                start.running_timeout_sec,
-                start.expires_at,
-                start.proposed_by_agent_id,
-                start.proposed_by_human_id,
-                start.idempotency_key,
-                start.idempotency_cid,
-                task_workflow_id(start.task_id),
-            )
-            if inserted is None:
-                return False  # a retry after a committed attempt
-            await tuples.write_tuples(conn, task_tuples(start))
-            await _bind_inputs(conn, start)
-        return True
 
     async def project(self, projection: TaskProjection) -> None:
         """Write one transition: task state and attempt row in one statement (a heartbeat, the
@@ -113,47 +81,96 @@ class TaskRepo:
                 )
 
 
-def _projection_args(projection: TaskProjection) -> list[Any]:
-    """The parameters of `task_write_projection`: the attempt's columns, then the task's."""
-    task, attempt, task_id = projection.task, projection.attempt, projection.task_id
-    attempt_columns: list[Any] = [None] * 20
-    if attempt is not None:
-        attempt_columns = [
-            attempt.attempt_id,
-            task_id,
-            attempt.attempt_n,
-            task_workflow_id(task_id),
-            attempt.lease_id,
-            attempt.agent_id,
-            attempt.status,
-            attempt.lease_ttl_sec,
-            attempt.claimed_at,
-            attempt.started_at,
-            attempt.last_heartbeat_at,
-            attempt.claim_expires_at,
-            attempt.finished_at,
-            attempt.output,
-            attempt.output_cid,
-            attempt.content_signature,
-            attempt.usage,
-            attempt.error,
-            attempt.timeout_reason,
-            attempt.traceparent,
-        ]
-    return [
-        attempt is not None,
-        *attempt_columns,
-        task_id,
-        task.status,
-        task.attempt_count,
-        task.claim_agent_id,
-        task.claim_expires_at,
-        task.cancelled_by_agent_id,
-        task.cancelled_by_human_id,
-        task.cancel_reason,
-        task.cancelled_at,
-        task.completed_at,
-    ]
+class AttemptColumns(BaseModel):
+    """The `task_attempts` columns a projection writes, named as the table names them (the
+    statement reads them by name from one jsonb parameter)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    id: UUID
+    task_id: UUID
+    attempt_n: int
+    workflow_id: str
+    lease_id: UUID
+    claimed_by_agent_id: UUID
+    status: AttemptStatus
+    lease_ttl_sec: int
+    claimed_at: datetime
+    started_at: datetime | None
+    last_heartbeat_at: datetime | None
+    claim_expires_at: datetime | None
+    finished_at: datetime | None
+    output: dict[str, Any] | None
+    output_cid: str | None
+    content_signature: str | None
+    usage: dict[str, Any] | None
+    error: dict[str, Any] | None
+    timeout_reason: str | None
+    traceparent: str
+
+    @classmethod
+    def of(cls, task_id: UUID, attempt: AttemptState) -> AttemptColumns:
+        return cls(
+            id=attempt.attempt_id,
+            task_id=task_id,
+            workflow_id=task_workflow_id(task_id),
+            claimed_by_agent_id=attempt.agent_id,
+            **attempt.model_dump(exclude={"attempt_id", "agent_id"}),
+        )
+
+
+class TaskColumns(TaskState):
+    """The `tasks` columns a projection writes: the task's state, and the row it belongs to."""
+
+    id: UUID
+
+
+def _projection_args(projection: TaskProjection) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The two parameters of `task_write_projection`: the attempt's columns and the task's."""
+    attempt = projection.attempt
+    attempt_columns = (
+        None
+        if attempt is None
+        else AttemptColumns.of(projection.task_id, attempt).model_dump(mode="json")
+    )
+    task_columns = TaskColumns(id=projection.task_id, **projection.task.model_dump())
+    return attempt_columns, task_columns.model_dump(mode="json")
+
+
+async def _insert(conn: asyncpg.Connection, start: TaskStart) -> bool:
+    """The task row, its tuples and its input bindings; False when the row existed already."""
+    inserted = await conn.fetchval(
+        Q.task_write_insert,
+        start.task_id,
+        start.team_id,
+        start.diary_id,
+        start.project_id,
+        start.task_type,
+        start.title,
+        start.input,
+        start.input_cid,
+        start.input_schema_cid,
+        start.output_kind,
+        start.correlation_id,
+        start.references,
+        start.claim_condition,
+        start.allowed_profiles,
+        start.required_trust_level,
+        start.max_attempts,
+        start.dispatch_timeout_sec,
+        start.running_timeout_sec,
+        start.expires_at,
+        start.proposed_by_agent_id,
+        start.proposed_by_human_id,
+        start.idempotency_key,
+        start.idempotency_cid,
+        task_workflow_id(start.task_id),
+    )
+    if inserted is None:
+        return False  # a retry after a committed attempt
+    await tuples.write_tuples(conn, task_tuples(start))
+    await _bind_inputs(conn, start)
+    return True
 
 
 async def _bind_inputs(conn: asyncpg.Connection, start: TaskStart) -> None:

@@ -17,6 +17,8 @@ import asyncpg
 
 from infra import permissions as tuples
 from infra.db import Q
+from infra.repos.rows import fetch_one
+from infra.repos.team_reads import TeamState
 from schemas.errors import Conflict, NotFound, ValidationFailed
 from schemas.kernel.permissions import RelationTuple, Subject
 from schemas.transfers import (
@@ -69,7 +71,7 @@ async def pending_transfers_to(db: Db, team_ids: Sequence[UUID]) -> list[Transfe
 
 
 def check_destination(
-    team: asyncpg.Record | None, source_team_id: UUID, destination_team_id: UUID
+    team: TeamState | None, source_team_id: UUID, destination_team_id: UUID
 ) -> None:
     """The destination must exist, be another team, not a personal one, and be active.
 
@@ -79,9 +81,9 @@ def check_destination(
         raise NotFound("No such destination team", code="team-not-found")
     if destination_team_id == source_team_id:
         raise ValidationFailed("The diary already belongs to this team", code=SAME_TEAM_CODE)
-    if team["personal"]:
+    if team.personal:
         raise ValidationFailed("A personal team cannot receive diaries", code=PERSONAL_TEAM_CODE)
-    if team["status"] != "active":
+    if team.status != "active":
         raise ValidationFailed("The destination team is not active", code=TEAM_NOT_ACTIVE_CODE)
 
 
@@ -107,7 +109,7 @@ class TransferRepo:
                 raise NotFound("No such diary", code="diary-not-found")
             if diary["team_id"] != t.source_team_id:
                 raise Conflict("The diary changed teams meanwhile", code=DIARY_MOVED_CODE)
-            team = await conn.fetchrow(Q.transfer_lock_team, t.destination_team_id)
+            team = await fetch_one(conn, TeamState, Q.transfer_lock_team, t.destination_team_id)
             check_destination(team, t.source_team_id, t.destination_team_id)
             if await pending_transfer_of(conn, t.diary_id) is not None:
                 raise _pending()

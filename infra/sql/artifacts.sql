@@ -36,10 +36,6 @@ SELECT id, team_id, task_id, attempt_n, cid, kind, title, role, content_type, co
 FROM task_artifacts
 WHERE task_id = $1 AND attempt_n = $2 AND cid = $3
 
--- name: artifact_task_get
--- what every artifact route checks first: the task, its team and the current claimant
-SELECT id, team_id, status, claim_agent_id FROM tasks WHERE id = $1
-
 -- name: artifact_attempt_get
 SELECT status, claimed_by_agent_id FROM task_attempts WHERE task_id = $1 AND attempt_n = $2
 

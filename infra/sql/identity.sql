@@ -5,6 +5,13 @@ FROM oauth_clients c
 JOIN agents a ON a.identity_id = c.identity_id
 WHERE c.client_id = $1
 
+-- name: get_agent_of_client
+-- The agent an OAuth2 client acts for (the token hook's claims).
+SELECT a.id, a.identity_id, a.public_key, a.fingerprint, a.created_at, a.updated_at
+FROM oauth_clients c
+JOIN agents a ON a.identity_id = c.identity_id
+WHERE c.client_id = $1
+
 -- name: get_client_generation
 SELECT c.secret_generation, c.scope, a.id AS agent_id, a.public_key, a.fingerprint
 FROM oauth_clients c

@@ -13,17 +13,21 @@ ON CONFLICT (id) DO NOTHING
 RETURNING id
 
 -- name: task_write_projection
--- One transition in one statement: the attempt's row upserted to the workflow's values (skipped
--- when $1 is false: a task without an attempt) and the task's state. $2..$21 are the attempt's
--- columns, $22..$31 the task's.
+-- One transition in one statement: the attempt's row upserted to the workflow's values ($1, a
+-- jsonb object named by the `task_attempts` columns; NULL for a task without an attempt) and
+-- the task's state ($2, a jsonb object named by the `tasks` columns). `infra.repos.tasks`
+-- builds both from typed models (`AttemptColumns`, `TaskColumns`).
 WITH attempt AS (
     INSERT INTO task_attempts (
         id, task_id, attempt_n, workflow_id, lease_id, claimed_by_agent_id, status,
         lease_ttl_sec, claimed_at, started_at, last_heartbeat_at, claim_expires_at, finished_at,
         output, output_cid, content_signature, usage, error, timeout_reason, traceparent)
-    SELECT $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-           $20, $21
-    WHERE $1::boolean
+    SELECT a.id, a.task_id, a.attempt_n, a.workflow_id, a.lease_id, a.claimed_by_agent_id,
+           a.status, a.lease_ttl_sec, a.claimed_at, a.started_at, a.last_heartbeat_at,
+           a.claim_expires_at, a.finished_at, a.output, a.output_cid, a.content_signature,
+           a.usage, a.error, a.timeout_reason, a.traceparent
+    FROM jsonb_populate_record(NULL::task_attempts, $1::jsonb) AS a
+    WHERE $1::jsonb IS NOT NULL
     ON CONFLICT (task_id, attempt_n) DO UPDATE
     SET status = EXCLUDED.status, lease_ttl_sec = EXCLUDED.lease_ttl_sec,
         started_at = EXCLUDED.started_at, last_heartbeat_at = EXCLUDED.last_heartbeat_at,
@@ -32,11 +36,13 @@ WITH attempt AS (
         content_signature = EXCLUDED.content_signature, usage = EXCLUDED.usage,
         error = EXCLUDED.error, timeout_reason = EXCLUDED.timeout_reason
 )
-UPDATE tasks
-SET status = $23, attempt_count = $24, claim_agent_id = $25, claim_expires_at = $26,
-    cancelled_by_agent_id = $27, cancelled_by_human_id = $28, cancel_reason = $29,
-    cancelled_at = $30, completed_at = $31, updated_at = now()
-WHERE id = $22
+UPDATE tasks AS t
+SET status = s.status, attempt_count = s.attempt_count, claim_agent_id = s.claim_agent_id,
+    claim_expires_at = s.claim_expires_at, cancelled_by_agent_id = s.cancelled_by_agent_id,
+    cancelled_by_human_id = s.cancelled_by_human_id, cancel_reason = s.cancel_reason,
+    cancelled_at = s.cancelled_at, completed_at = s.completed_at, updated_at = now()
+FROM jsonb_populate_record(NULL::tasks, $2::jsonb) AS s
+WHERE t.id = s.id
 
 -- name: task_flow_attempt_target
 -- What an attempt route decides on: the task, and attempt $2 of it when there is one ($3: also

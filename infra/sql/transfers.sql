@@ -33,9 +33,6 @@ FROM diary_transfers
 WHERE destination_team_id = ANY($1::uuid[]) AND status = 'pending' AND expires_at > now()
 ORDER BY created_at, id
 
--- name: transfer_team
-SELECT id, personal, status FROM teams WHERE id = $1
-
 -- name: transfer_lock_team
 -- Shared lock: the team cannot be archived or deleted while a diary moves into it.
 SELECT id, personal, status FROM teams WHERE id = $1 FOR SHARE

@@ -310,7 +310,7 @@ async def test_delete_object_removes_its_tuples_and_those_naming_it(
 async def test_activities_are_idempotent(
     db_pool: asyncpg.Pool, engine: PostgresPermissionEngine
 ) -> None:
-    activities = PermissionActivities(db_pool, TupleRepository())
+    activities = PermissionActivities(TupleRepository(db_pool))
     env = ActivityEnvironment()
     writer = Subject(ns="Agent", id=str(uuid.uuid4()))
     diary = str(uuid.uuid4())
@@ -342,7 +342,7 @@ async def test_activities_are_idempotent(
 
 
 async def test_activity_refuses_a_tuple_the_model_does_not_admit(db_pool: asyncpg.Pool) -> None:
-    activities = PermissionActivities(db_pool, TupleRepository())
+    activities = PermissionActivities(TupleRepository(db_pool))
     valid = RelationTuple.parse("Diary:mixed#writers@Agent:writer")
     invalid = RelationTuple.parse("Diary:mixed#writers@Team:acme")
     with pytest.raises(ValidationFailed):

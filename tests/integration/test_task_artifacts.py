@@ -23,6 +23,7 @@ from infra.s3 import BlobStore, artifact_key
 from schemas import limits
 from schemas.kernel.cids import bytes_cid, json_cid
 from schemas.kernel.task_types import input_schema_cid
+from schemas.task_attempts import task_workflow_id
 from workflows.artifacts import sweep_schedule_id
 
 MIB = 1024 * 1024
@@ -87,7 +88,7 @@ async def insert_task(db_pool: Any, world: World) -> uuid.UUID:
         json_cid({"brief": "x"}),
         input_schema_cid("freeform"),
         world.owner.subject_id,
-        f"task/{task_id}",
+        task_workflow_id(task_id),
     )
     return task_id
 
@@ -101,7 +102,7 @@ async def insert_attempt(
         uuid.uuid4(),
         task_id,
         attempt_n,
-        f"task/{task_id}",
+        task_workflow_id(task_id),
         uuid.uuid4(),
         agent.subject_id,
         status,

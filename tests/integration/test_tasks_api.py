@@ -19,6 +19,7 @@ from actors import Actor, new_diary
 
 from schemas.kernel.cids import bytes_cid, json_cid
 from schemas.kernel.task_types import TASK_TYPE_NAMES, input_schema_cid
+from schemas.task_attempts import task_workflow_id
 
 # --- the world: one team with a member of each role, and an outsider --------------------------
 
@@ -132,7 +133,7 @@ async def insert_task(db_pool: Any, world: World, **columns: Any) -> uuid.UUID:
         "dispatch_timeout_sec": 300,
         "running_timeout_sec": 7200,
         "proposed_by_agent_id": world.owner.subject_id,
-        "workflow_id": f"task/{task_id}",
+        "workflow_id": task_workflow_id(task_id),
         "status": "queued",
         **columns,
     }
@@ -153,7 +154,7 @@ async def insert_attempt(
         attempt_id,
         task_id,
         attempt_n,
-        f"task/{task_id}",
+        task_workflow_id(task_id),
         uuid.uuid4(),
         agent.subject_id,
         status,

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from workflows.teams import team_founding_workflow_id
+
 INVITE_CODE = re.compile(r"^service_inv_[A-Za-z0-9_-]{22}$")
 
 
@@ -307,7 +309,7 @@ async def test_founding_becomes_active_when_every_member_accepts(actors, db_pool
     # an active team's owners can do owner things: the cofounder invites
     status, invite = await cofounder.call("POST", f"/teams/{team_id}/invites", json={})
     assert status == 201, invite
-    handle = actors._stack.temporal.get_workflow_handle(f"teams/{team_id}/founding")
+    handle = actors._stack.temporal.get_workflow_handle(team_founding_workflow_id(team_id))
     assert (await handle.result())["status"] == "active"
 
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+from aiohttp import web
+
 import api.app  # noqa: F401  (registers every route)
 from api.auth import GLOBAL_ANON_BUCKET, GLOBAL_AUTH_BUCKET, GLOBAL_READ_BUCKET
-from api.endpoint import ENDPOINTS
+from api.endpoint import ENDPOINTS, Handler, Parsed, endpoint
 from schemas.limits import RATE_LIMITS_PER_MINUTE
+from schemas.memory import DiaryCreateRequest, DiaryPath, DiaryUpdateRequest, TagQuery
 from schemas.principals import AGENT_SCOPES
 
 
@@ -24,3 +30,27 @@ def test_routes_are_unique() -> None:
     pairs = [(spec.method, spec.path) for spec in ENDPOINTS]
     assert len(pairs) == len(set(pairs))
     assert len({spec.operation_id for spec in ENDPOINTS}) == len(ENDPOINTS)
+
+
+def _declare(handler: Handler, **options: Any) -> None:
+    """Declare `handler` on a table of its own (the check runs before anything is recorded)."""
+    endpoint(web.RouteTableDef(), "POST", "/probe", tag="probe", **options)(handler)
+
+
+async def _typed(request: web.Request, parsed: Parsed[DiaryCreateRequest, None, DiaryPath]) -> None:
+    return None
+
+
+async def _untyped(request: web.Request, parsed: Parsed) -> None:
+    return None
+
+
+def test_a_handler_declares_the_models_its_endpoint_parses() -> None:
+    """`parsed: Parsed[Body, Query, Path]` must name the endpoint's models (None where it has
+    none), so the type a handler reads is the one it gets; a mismatch fails at declaration."""
+    with pytest.raises(TypeError, match="_typed declares"):
+        _declare(_typed, body=DiaryCreateRequest, path_params=DiaryPath, query=TagQuery)
+    with pytest.raises(TypeError, match="_untyped declares"):
+        _declare(_untyped, body=DiaryCreateRequest)
+    with pytest.raises(TypeError):
+        _declare(_typed, body=DiaryUpdateRequest, path_params=DiaryPath)

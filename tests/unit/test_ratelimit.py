@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from api.ratelimit import WINDOW_SEC, RateLimiter
+from api.ratelimit import RateLimiter
 from schemas.errors import RateLimited
+from schemas.limits import RATE_LIMIT_WINDOW_SEC as WINDOW_SEC
 from schemas.limits import RATE_LIMITS_PER_MINUTE
 
 T0 = 1000.0

@@ -22,6 +22,7 @@ from infra.settings import Settings
 from schemas import limits
 from schemas.artifacts import ArtifactSweepInput, ArtifactSweepResult
 from schemas.kernel.cids import bytes_cid
+from schemas.task_attempts import task_workflow_id
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
 from workflows.artifacts import (
@@ -31,7 +32,7 @@ from workflows.artifacts import (
 )
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
-GRACE = timedelta(seconds=limits.ARTIFACT_ORPHAN_GRACE_SEC)
+GRACE = limits.ARTIFACT_ORPHAN_GRACE
 
 
 class Env:
@@ -97,7 +98,7 @@ async def _team_with_a_task(pool: asyncpg.Pool) -> tuple[uuid.UUID, uuid.UUID]:
             team_id,
             diary_id,
             owner,
-            f"task/{task_id}",
+            task_workflow_id(task_id),
         )
     return team_id, task_id
 

@@ -25,8 +25,13 @@ from schemas.embedding import EmbedRequest, EmbedResult
 from schemas.memory import DiaryCreateInput, EntryDraft, EntryEmbedding
 from schemas.queues import embedding_queue_for
 from workers.interceptors import DomainErrorInterceptor
-from workflows.diaries import DiaryCreateWorkflow
-from workflows.entries import EntryCreateWorkflow, EntryEmbeddingWorkflow
+from workflows.diaries import DiaryCreateWorkflow, diary_create_workflow_id
+from workflows.entries import (
+    EntryCreateWorkflow,
+    EntryEmbeddingWorkflow,
+    entry_create_workflow_id,
+    entry_embedding_workflow_id,
+)
 
 
 @dataclass
@@ -118,7 +123,7 @@ async def _diary(rig: Rig) -> uuid.UUID:
             created_by=agent_id,
             created_by_ns="Agent",
         ),
-        id=f"diaries/{diary_id}/create",
+        id=diary_create_workflow_id(diary_id),
         task_queue=rig.queue,
     )
     return diary_id
@@ -131,9 +136,9 @@ async def _create(rig: Rig) -> tuple[uuid.UUID, str]:
         entry_id=entry_id, diary_id=diary_id, content="remember this", created_by=uuid.uuid4()
     )
     inserted = await rig.env.client.execute_workflow(
-        EntryCreateWorkflow.run, draft, id=f"entries/{entry_id}/create", task_queue=rig.queue
+        EntryCreateWorkflow.run, draft, id=entry_create_workflow_id(entry_id), task_queue=rig.queue
     )
-    rig.started.append(f"entries/{entry_id}/embedding/{inserted.cid}")
+    rig.started.append(entry_embedding_workflow_id(entry_id, inserted.cid))
     return entry_id, inserted.cid
 
 
@@ -144,7 +149,7 @@ async def test_entry_is_stored_without_vector_and_a_retry_is_left_running(rig: R
     )
     assert row["cid"] == cid and row["missing"] is True
     assert rig.embedder.calls >= 2  # the write gave up after two quick tries
-    late = rig.env.client.get_workflow_handle(f"entries/{entry_id}/embedding/{cid}")
+    late = rig.env.client.get_workflow_handle(entry_embedding_workflow_id(entry_id, cid))
     description = await late.describe()
     assert description.workflow_type == "EntryEmbedding"
 

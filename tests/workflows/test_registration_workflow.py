@@ -20,8 +20,8 @@ from schemas.identity import RegistrationInput, VoucherIssue
 from schemas.kernel.crypto import fingerprint, hash_secret, new_voucher_code
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
-from workflows.registration import RegistrationWorkflow
-from workflows.vouchers import VoucherIssueWorkflow
+from workflows.registration import RegistrationWorkflow, registration_workflow_id
+from workflows.vouchers import VoucherIssueWorkflow, voucher_workflow_id
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
 
@@ -66,7 +66,7 @@ async def issue(env: WorkflowEnvironment, queue: str) -> str:
     voucher = await env.client.execute_workflow(
         VoucherIssueWorkflow.run,
         VoucherIssue(voucher_id=uuid.uuid4(), code=new_voucher_code()),
-        id=f"vouchers/{uuid.uuid4()}",
+        id=voucher_workflow_id(uuid.uuid4()),
         task_queue=queue,
     )
     return voucher.code
@@ -76,7 +76,10 @@ async def test_registration_binds_agent_and_redeems_voucher(time_skipping_env, w
     queue, pool = worker
     inp = registration(await issue(time_skipping_env, queue))
     handle = await time_skipping_env.client.start_workflow(
-        RegistrationWorkflow.run, inp, id=f"registration/{inp.fingerprint}", task_queue=queue
+        RegistrationWorkflow.run,
+        inp,
+        id=registration_workflow_id(inp.fingerprint),
+        task_queue=queue,
     )
     result = await handle.result()
     assert result.identity_id == inp.identity_id

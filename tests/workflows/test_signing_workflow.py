@@ -31,9 +31,9 @@ from schemas.kernel.crypto import fingerprint, hash_secret, new_voucher_code, si
 from schemas.signing import SignatureSubmission, SigningEnvelope, SigningRequestInput
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
-from workflows.registration import RegistrationWorkflow
-from workflows.signing import SigningRequestWorkflow
-from workflows.vouchers import VoucherIssueWorkflow
+from workflows.registration import RegistrationWorkflow, registration_workflow_id
+from workflows.signing import SigningRequestWorkflow, signing_workflow_id
+from workflows.vouchers import VoucherIssueWorkflow, voucher_workflow_id
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
 
@@ -69,7 +69,7 @@ async def register(env: WorkflowEnvironment, queue: str) -> Agent:
     voucher = await env.client.execute_workflow(
         VoucherIssueWorkflow.run,
         VoucherIssue(voucher_id=uuid.uuid4(), code=new_voucher_code()),
-        id=f"vouchers/{uuid.uuid4()}",
+        id=voucher_workflow_id(uuid.uuid4()),
         task_queue=queue,
     )
     key = nacl.signing.SigningKey.generate()
@@ -84,7 +84,10 @@ async def register(env: WorkflowEnvironment, queue: str) -> Agent:
         client_secret_hash=hash_secret("s", SECRET),
     )
     result = await env.client.execute_workflow(
-        RegistrationWorkflow.run, inp, id=f"registration/{inp.fingerprint}", task_queue=queue
+        RegistrationWorkflow.run,
+        inp,
+        id=registration_workflow_id(inp.fingerprint),
+        task_queue=queue,
     )
     return Agent(result.agent_id, key)
 
@@ -101,7 +104,7 @@ async def open_request(env: WorkflowEnvironment, queue: str, agent: Agent) -> Si
             message="sign me",
             nonce=uuid.uuid4(),
         ),
-        id=f"signing/{request_id}",
+        id=signing_workflow_id(request_id),
         task_queue=queue,
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
     )
@@ -130,7 +133,7 @@ async def test_no_signature_for_300_s_expires_and_a_late_signature_is_409(
         limits.SIGNING_REQUEST_TTL_SEC, abs=5
     )
     handle = time_skipping_env.client.get_workflow_handle_for(
-        SigningRequestWorkflow.run, f"signing/{envelope.request_id}"
+        SigningRequestWorkflow.run, signing_workflow_id(envelope.request_id)
     )
 
     # Only handles from `start_workflow` skip time by themselves; this one is told to.
@@ -168,7 +171,7 @@ async def test_the_validator_refuses_a_malformed_signature_before_writing(
     agent = await register(time_skipping_env, queue)
     envelope = await open_request(time_skipping_env, queue, agent)
     handle = time_skipping_env.client.get_workflow_handle_for(
-        SigningRequestWorkflow.run, f"signing/{envelope.request_id}"
+        SigningRequestWorkflow.run, signing_workflow_id(envelope.request_id)
     )
 
     with pytest.raises(WorkflowUpdateFailedError) as failed:
@@ -203,7 +206,7 @@ async def test_a_signature_just_before_the_deadline_completes(
     agent = await register(time_skipping_env, queue)
     envelope = await open_request(time_skipping_env, queue, agent)
     handle = time_skipping_env.client.get_workflow_handle_for(
-        SigningRequestWorkflow.run, f"signing/{envelope.request_id}"
+        SigningRequestWorkflow.run, signing_workflow_id(envelope.request_id)
     )
     await time_skipping_env.sleep(limits.SIGNING_REQUEST_TTL_SEC - 10)
     assert (await handle.query(SigningRequestWorkflow.result)).status == "pending"

@@ -31,7 +31,7 @@ from schemas.teams import (
 )
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
-from workflows.teams import TeamFoundingWorkflow
+from workflows.teams import TeamFoundingWorkflow, team_founding_workflow_id
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
 
@@ -84,7 +84,7 @@ async def start_founding(
         name="founders",
         creator=creator,
         seats=[creator, *others],
-        workflow_id=f"teams/{team_id}/founding",
+        workflow_id=team_founding_workflow_id(team_id),
     )
     handle = await env.client.start_workflow(
         TeamFoundingWorkflow.run, inp, id=inp.workflow_id or "", task_queue=queue
@@ -194,7 +194,7 @@ async def test_seeding_with_an_unknown_member_fails_and_writes_nothing(
         team_id=team_id, name="ghosts", creator=creator, seats=[creator, ghost], workflow_id="w"
     )
     handle = await time_skipping_env.client.start_workflow(
-        TeamFoundingWorkflow.run, inp, id=f"teams/{team_id}/founding", task_queue=queue
+        TeamFoundingWorkflow.run, inp, id=team_founding_workflow_id(team_id), task_queue=queue
     )
     with pytest.raises(WorkflowUpdateFailedError) as failed:
         await handle.execute_update(FOUNDING_SEEDED, result_type=FoundingState)

@@ -18,10 +18,10 @@ from temporalio.worker import Worker
 
 from infra.db import create_pool
 from infra.temporal import problem_from_failure
-from schemas.transfers import TransferDecision, TransferInput, workflow_id_of
+from schemas.transfers import TransferDecision, TransferInput
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
-from workflows.transfers import DiaryTransferWorkflow
+from workflows.transfers import DiaryTransferWorkflow, transfer_workflow_id
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
 
@@ -82,7 +82,7 @@ async def start(
     env: WorkflowEnvironment, queue: str, inp: TransferInput
 ) -> WorkflowHandle[Any, Any]:
     return await env.client.start_workflow(
-        DiaryTransferWorkflow.run, inp, id=workflow_id_of(inp.transfer_id), task_queue=queue
+        DiaryTransferWorkflow.run, inp, id=transfer_workflow_id(inp.transfer_id), task_queue=queue
     )
 
 

@@ -1,0 +1,40 @@
+"""What `@endpoint` records about a route: method, path, models, auth, scopes, errors.
+
+A module of its own so that both the endpoint wiring (`api.endpoint`) and the authorization it
+runs (`api.auth`) can read a spec without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from schemas.errors import DomainError
+
+AuthMode = Literal["none", "optional", "required"]
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    method: str
+    path: str
+    operation_id: str
+    summary: str
+    tag: str
+    status: int = 200
+    body: type[BaseModel] | None = None
+    body_form: bool = False
+    # The handler parses the body itself (the token endpoint answers RFC 6749 errors, not problems)
+    manual_body: bool = False
+    query: type[BaseModel] | None = None
+    path_params: type[BaseModel] | None = None
+    response: type[BaseModel] | None = None
+    auth: AuthMode = "required"
+    scopes: tuple[str, ...] = ()
+    errors: tuple[type[DomainError], ...] = ()
+    rate_bucket: str | None = None
+    headers: tuple[str, ...] = ()
+    raw_response: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)

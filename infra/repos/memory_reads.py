@@ -1,0 +1,157 @@
+"""Reads of diaries, entries, relations, grants and tags for the API (SPEC 4.2, 4.3).
+
+Functions take a pool or a connection first (the API passes its read-only pool) and return the
+wire model where the route renders what it reads (`Diary`, `Entry`, `Relation`), and a row
+model (`infra.repos.rows`) where it decides on columns the wire does not show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from uuid import UUID
+
+from infra.db import Q
+from infra.repos.rows import Db, GrantTuple, Row, fetch_all, fetch_one
+from schemas.memory import (
+    Diary,
+    Entry,
+    Grant,
+    Relation,
+    TagCount,
+    diary_from_row,
+    entry_from_row,
+    relation_from_row,
+)
+
+
+class EntryRef(Row):
+    """What a batch delete decides on: the entry's diary and whether it is signed."""
+
+    id: UUID
+    diary_id: UUID
+    signing_request_id: UUID | None
+
+
+class LocatedRelation(Row):
+    """A relation and the diary of its source entry (whose permissions govern it)."""
+
+    relation: Relation
+    diary_id: UUID
+
+
+class Signer(Row):
+    """The signing request behind a signed entry, with the signer's key."""
+
+    message: str
+    nonce: UUID
+    signature: str | None
+    public_key: str
+    fingerprint: str
+
+
+class EntryFilter(Row):
+    """`GET /diaries/{id}/entries` filters (None: no filter)."""
+
+    diary_id: UUID
+    tags: list[str] | None = None
+    exclude_tags: list[str] | None = None
+    entry_type: str | None = None
+
+    def args(self) -> tuple[UUID, list[str] | None, list[str] | None, str | None]:
+        return (self.diary_id, self.tags, self.exclude_tags, self.entry_type)
+
+
+# --- diaries ----------------------------------------------------------------------------------
+
+
+async def get_diary(db: Db, diary_id: UUID) -> Diary | None:
+    row = await db.fetchrow(Q.memory_get_diary, diary_id)
+    return None if row is None else diary_from_row(row)
+
+
+async def list_diaries(db: Db, diary_ids: Sequence[UUID], team_id: UUID | None) -> list[Diary]:
+    """The diaries among `diary_ids` (those the caller can read), of one team when given."""
+    rows = await db.fetch(Q.memory_list_diaries, list(diary_ids), team_id)
+    return [diary_from_row(row) for row in rows]
+
+
+async def subject_exists(db: Db, subject_ns: str, subject_id: UUID) -> bool:
+    """Whether the agent, human or group a grant names exists."""
+    query = {"Agent": Q.memory_agent_exists, "Human": Q.memory_human_exists}.get(
+        subject_ns, Q.memory_group_exists
+    )
+    return await db.fetchval(query, subject_id) is not None
+
+
+async def list_grants(db: Db, diary_id: UUID) -> list[Grant]:
+    """Who holds writer or manager grants on the diary."""
+    tuples = await fetch_all(db, GrantTuple, Q.memory_list_grants, str(diary_id))
+    return [Grant(diaryId=diary_id, **held.grant()) for held in tuples]
+
+
+async def tag_histogram(
+    db: Db, diary_id: UUID, prefix: str | None, min_count: int, entry_type: str | None
+) -> list[TagCount]:
+    """How many entries carry each tag, most used first."""
+    rows = await db.fetch(Q.memory_tag_histogram, diary_id, prefix, min_count, entry_type)
+    return [TagCount(tag=row["tag"], count=row["count"]) for row in rows]
+
+
+# --- entries ----------------------------------------------------------------------------------
+
+
+async def get_entry(db: Db, entry_id: UUID) -> Entry | None:
+    row = await db.fetchrow(Q.memory_get_entry, entry_id)
+    return None if row is None else entry_from_row(row)
+
+
+async def list_entries(
+    db: Db, where: EntryFilter, limit: int, offset: int
+) -> tuple[list[Entry], int]:
+    """One page of the diary's entries, newest first, and how many match in all."""
+    rows = await db.fetch(Q.memory_list_entries, *where.args(), limit, offset)
+    total: int = (
+        rows[0]["total"] if rows else await db.fetchval(Q.memory_count_entries, *where.args())
+    )
+    return [entry_from_row(row) for row in rows], total
+
+
+async def entry_refs(db: Db, entry_ids: Sequence[UUID]) -> list[EntryRef]:
+    return await fetch_all(db, EntryRef, Q.memory_get_entries_for_change, list(entry_ids))
+
+
+async def entry_signer(db: Db, signing_request_id: UUID) -> Signer | None:
+    return await fetch_one(db, Signer, Q.memory_entry_signer, signing_request_id)
+
+
+async def diary_has_cid(db: Db, diary_id: UUID, cid: str) -> bool:
+    """Whether an entry of the diary has this CID."""
+    return await db.fetchval(Q.memory_entry_by_cid, diary_id, cid) is not None
+
+
+# --- relations --------------------------------------------------------------------------------
+
+
+async def get_relation(db: Db, relation_id: UUID) -> LocatedRelation | None:
+    row = await db.fetchrow(Q.memory_get_relation, relation_id)
+    if row is None:
+        return None
+    return LocatedRelation(relation=relation_from_row(row), diary_id=row["diary_id"])
+
+
+async def list_relations(
+    db: Db,
+    entry_id: UUID,
+    direction: str,
+    relation: str | None,
+    status: str | None,
+    limit: int,
+    offset: int,
+) -> tuple[list[Relation], int]:
+    """One page of the entry's relations (`direction`: as_source, as_target, both), and how
+    many match in all."""
+    rows = await db.fetch(
+        Q.memory_list_relations, entry_id, direction, relation, status, limit, offset
+    )
+    total: int = rows[0]["total"] if rows else 0
+    return [relation_from_row(row) for row in rows], total
