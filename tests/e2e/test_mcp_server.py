@@ -256,6 +256,8 @@ async def test_challenge_is_404_when_unset(stack: Any) -> None:
     port = free_port()
     async with running(ToolServerConfig(api_url=stack.base_url, port=port)) as server:
         base = server.url.removesuffix("/mcp")
-        async with aiohttp.ClientSession() as http:
-            async with http.get(base + "/.well-known/openai-apps-challenge") as response:
-                assert response.status == 404
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(base + "/.well-known/openai-apps-challenge") as response,
+        ):
+            assert response.status == 404

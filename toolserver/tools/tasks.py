@@ -163,12 +163,18 @@ async def check_locally(
         )
 
 
+def _create_request(**fields: Any) -> CreateTaskRequest:
+    """The REST body with the fields that were given: an explicit null `projectId` means
+    something else than none (a 400), so absent values stay absent."""
+    return CreateTaskRequest(**{name: value for name, value in fields.items() if value is not None})
+
+
 @tool(output=Task, render=_task_text)
 async def tasks_create(call: Call, args: TasksCreate) -> Task:
     """Propose a task to a team's queue for an agent to claim. The input is checked against
     the type's schema (tasks_schemas) before anything is sent."""
     await check_locally(call, args.task_type, args.input, len(args.references))
-    body = CreateTaskRequest(
+    body = _create_request(
         taskType=args.task_type,
         teamId=args.team_id,
         diaryId=args.diary_id,
@@ -217,7 +223,7 @@ async def tasks_continue(call: Call, args: TasksContinue) -> Task:
         continue_from["attemptN"] = args.attempt_n
     task_input = {"brief": args.brief, "continueFrom": continue_from}
     await check_locally(call, "freeform", task_input, 0)
-    body = CreateTaskRequest(
+    body = _create_request(
         taskType="freeform",
         teamId=source.teamId,
         diaryId=source.diaryId,
