@@ -23,6 +23,7 @@ from mcp_support import (
 )
 
 from schemas.version import VERSION
+from toolserver.contract import committed
 
 SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 # spec 4.7 without the Packs group (packs are another change)
@@ -85,6 +86,11 @@ async def test_list_tools_is_the_catalogue_with_typed_snake_case_contracts(
     assert tools["entries_get"].annotations.read_only_hint is True  # type: ignore[union-attr]
     assert tools["entries_delete"].annotations.destructive_hint is True  # type: ignore[union-attr]
     assert tools["tasks_cancel"].input_schema["required"] == ["id", "team_id", "reason"]
+    # what tools/list serves is the committed contract (spec 9)
+    snapshot = committed()["tools"]
+    assert {name: tool.input_schema for name, tool in tools.items()} == {
+        name: entry["inputSchema"] for name, entry in snapshot.items()
+    }
 
 
 async def test_server_info_names_the_service_and_its_version(mcp_server: Any, actors: Any) -> None:
