@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/tasks.py
 	$(BIN)/python bench/tasks_artifacts.py
+	$(BIN)/python bench/mcp.py
 
 openapi: $(STAMP)
 	@$(BIN)/cairn openapi

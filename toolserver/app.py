@@ -19,7 +19,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp
 
 from schemas import limits
@@ -88,6 +88,13 @@ def build_app(config: ToolServerConfig, backend: Backend | None = None) -> tuple
         if not config.challenge_token:
             return PlainTextResponse("Not Found", status_code=404)
         return PlainTextResponse(config.challenge_token)
+
+    @server.custom_route("/healthz", methods=["GET"], include_in_schema=False)  # type: ignore[untyped-decorator]
+    async def health(request: Request) -> Response:
+        """Liveness, the version, and how many token exchanges this process has made."""
+        return JSONResponse(
+            {"status": "ok", "version": VERSION, "tokenExchanges": backend.token_exchanges}
+        )
 
     starlette = server.streamable_http_app(
         streamable_http_path=config.path,
