@@ -5,7 +5,8 @@
 Starts the embedded stack (bench/_stack.py) and `cairn mcp` as its own process, registers 16
 agents, seeds one diary with entries, then measures:
 
-1. one client, sequential: `POST /diary/search` (REST, bearer token) against the
+1. one client, sequential and interleaved (REST, MCP, tools/list in turn, so each sees the
+   same moment of a shared machine): `POST /diary/search` (REST, bearer token) against the
    `entries_search` tool over MCP (a raw JSON-RPC `tools/call` on the stateless endpoint, with
    X-Client-Id/X-Client-Secret), same query and diary; p50/p95. Also `tools/list` p50, and the
    same two calls through the official SDK client (`mcp.client.streamable_http`), whose own
@@ -35,9 +36,13 @@ from typing import Any
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# Run as a script, this file's folder comes first on sys.path and its name would shadow the
+# `mcp` SDK: look up modules from the repository root instead.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
 
-from bench._stack import BenchStack, CpuMeter, _Child, run_and_report
+from bench._stack import BenchStack, CpuMeter, _Child, run_and_report  # noqa: E402
 
 OUTPUT = Path(__file__).resolve().parent / "results" / "mcp.json"
 QUERY = "how do deploys run database migrations"
@@ -87,6 +92,22 @@ def summary(samples: Sequence[float]) -> dict[str, Any]:
         "p95_ms": pct(0.95),
         "mean_ms": round(statistics.fmean(ordered), 2),
     }
+
+
+async def interleaved(
+    calls: dict[str, Callable[[], Awaitable[Any]]], runs: int, warmup: int = 10
+) -> dict[str, list[float]]:
+    """Each call in turn, `runs` rounds: every variant sees the same moment of a shared machine."""
+    for _ in range(warmup):
+        for call in calls.values():
+            await call()
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(runs):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            await call()
+            samples[name].append((time.perf_counter() - start) * 1000)
+    return samples
 
 
 async def timed(call: Callable[[], Awaitable[Any]], runs: int, warmup: int = 10) -> list[float]:
@@ -286,9 +307,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             one = agents[0]
 
             log("one client: REST search, MCP entries_search, tools/list")
-            rest = summary(await timed(rest_search(http, stack.base_url, one, diary), args.runs))
-            via_mcp = summary(await timed(mcp_search(http, url, one, diary), args.runs))
-            tools_list = summary(await timed(mcp_call(http, url, one, "tools/list", {}), args.runs))
+            samples = await interleaved(
+                {
+                    "rest": rest_search(http, stack.base_url, one, diary),
+                    "mcp": mcp_search(http, url, one, diary),
+                    "tools_list": mcp_call(http, url, one, "tools/list", {}),
+                },
+                args.runs,
+            )
+            rest, via_mcp = summary(samples["rest"]), summary(samples["mcp"])
+            tools_list = summary(samples["tools_list"])
             log("one client through the official SDK client")
             sdk = await sdk_latencies(url, one, diary, max(50, args.runs // 3))
 

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import Tool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp
@@ -43,6 +44,17 @@ MAX_REQUEST_BYTES = limits.ARTIFACT_MAX_BYTES * 4 // 3 + 64 * 1024
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
+class ToolServer(MCPServer):
+    """`MCPServer` whose tool list is built once: the catalogue is fixed at start-up."""
+
+    _listed: list[Tool] | None = None
+
+    async def list_tools(self) -> list[Tool]:
+        if self._listed is None:
+            self._listed = await super().list_tools()
+        return self._listed
+
+
 def build_server(backend: Backend) -> MCPServer:
     @contextlib.asynccontextmanager
     async def lifespan(server: MCPServer) -> AsyncIterator[None]:
@@ -52,7 +64,7 @@ def build_server(backend: Backend) -> MCPServer:
         finally:
             await backend.stop()
 
-    server: MCPServer = MCPServer(
+    server: MCPServer = ToolServer(
         name=SERVER_NAME,
         title="Cairn",
         version=VERSION,

@@ -172,7 +172,23 @@ async def invoke(
 
 
 def input_schema(arguments: type[Arguments]) -> dict[str, Any]:
-    return arguments.model_json_schema(by_alias=True)
+    schema: dict[str, Any] = _untitled(arguments.model_json_schema(by_alias=True))
+    return schema
+
+
+def _untitled(schema: Any) -> Any:
+    """Without pydantic's generated titles ("Diary Id"): they repeat the names, and a host
+    re-reads every byte of `tools/list`. (A property named `title` is a schema, not a string,
+    and stays.)"""
+    if isinstance(schema, dict):
+        return {
+            key: _untitled(value)
+            for key, value in schema.items()
+            if not (key == "title" and isinstance(value, str))
+        }
+    if isinstance(schema, list):
+        return [_untitled(value) for value in schema]
+    return schema
 
 
 def output_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -185,7 +201,8 @@ def output_schema(model: type[BaseModel]) -> dict[str, Any]:
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
         schema = {**schema["$defs"][ref.removeprefix("#/$defs/")], **schema}
         del schema["$ref"]
-    return schema
+    untitled: dict[str, Any] = _untitled(schema)
+    return untitled
 
 
 def _optional_nullables(schema: dict[str, Any]) -> None:

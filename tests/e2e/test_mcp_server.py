@@ -162,6 +162,28 @@ async def test_refusals_are_401_before_any_message_is_parsed(
     assert secret not in str(body)
 
 
+async def test_transport_security_accepts_only_known_hosts(mcp_server: Any, actors: Any) -> None:
+    agent = await actors.agent()
+    ping = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+    headers = {**client_headers(agent), "mcp-protocol-version": "2025-11-25"}
+    status, _ = await _raw_post(mcp_server.url, headers, ping)
+    assert status == 200
+    rebinding = {**headers, "Host": "evil.example:8001"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            mcp_server.url,
+            data=ping,
+            headers={
+                **rebinding,
+                "content-type": "application/json",
+                "accept": "application/json, text/event-stream",
+            },
+        ) as response,
+    ):
+        assert response.status in (400, 403, 421)
+
+
 async def test_the_token_is_exchanged_once_per_client_and_renewed_on_401(
     mcp_server: Any, actors: Any
 ) -> None:
