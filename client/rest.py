@@ -428,8 +428,12 @@ class CairnClient:
         return Done.model_validate(await self.request("DELETE", f"/entries/{entry_id}"))
 
     async def search(self, body: SearchRequest) -> SearchResponse:
-        found = await self.request("POST", "/diary/search", json=_json(body))
-        return SearchResponse.model_validate(found)
+        return SearchResponse.model_validate(await self.search_json(body))
+
+    async def search_json(self, body: SearchRequest) -> dict[str, Any]:
+        """The `SearchResponse` JSON as the API sent it, unparsed (for a proxy that forwards it)."""
+        found: dict[str, Any] = await self.request("POST", "/diary/search", json=_json(body))
+        return found
 
     async def create_relation(self, entry_id: UUID, body: RelationCreateRequest) -> Relation:
         created = await self.request("POST", f"/entries/{entry_id}/relations", json=_json(body))

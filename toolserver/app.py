@@ -13,12 +13,13 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import uvicorn
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import Tool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp
@@ -44,15 +45,21 @@ MAX_REQUEST_BYTES = limits.ARTIFACT_MAX_BYTES * 4 // 3 + 64 * 1024
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
-class ToolServer(MCPServer):
-    """`MCPServer` whose tool list is built once: the catalogue is fixed at start-up."""
+class CachedToolList:
+    """Server middleware: `tools/list` answered from the wire form of its first answer (one per
+    protocol version). The catalogue is fixed at start-up, and building and checking the
+    ~80 KB listing again on every request was most of its time."""
 
-    _listed: list[Tool] | None = None
+    def __init__(self) -> None:
+        self._wire: dict[str, Any] = {}
 
-    async def list_tools(self) -> list[Tool]:
-        if self._listed is None:
-            self._listed = await super().list_tools()
-        return self._listed
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
+        if ctx.method != "tools/list" or (ctx.params or {}).get("cursor"):
+            return await call_next(ctx)
+        version = ctx.protocol_version
+        if version not in self._wire:
+            self._wire[version] = await call_next(ctx)
+        return self._wire[version]
 
 
 def build_server(backend: Backend) -> MCPServer:
@@ -64,7 +71,7 @@ def build_server(backend: Backend) -> MCPServer:
         finally:
             await backend.stop()
 
-    server: MCPServer = ToolServer(
+    server: MCPServer = MCPServer(
         name=SERVER_NAME,
         title="Cairn",
         version=VERSION,
@@ -72,6 +79,7 @@ def build_server(backend: Backend) -> MCPServer:
         tools=[sdk_tool(definition, backend) for definition in CATALOGUE],
         lifespan=lifespan,
         log_level="WARNING",
+        middleware=[CachedToolList()],
     )
     prompts.register(server)
     return server

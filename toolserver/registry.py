@@ -26,7 +26,9 @@ from client.rest import ApiError, CairnClient
 from toolserver.backend import Backend, Credential
 
 CREDENTIAL_KEY = "cairn.credential"  # where the auth gate leaves the caller's credential
-TEXT_SUMMARY_LIMIT = 200
+# The text rendering repeats the JSON for hosts that ignore structured content, up to this
+# size; beyond it (an artifact's base64, a long page) the text is the summary alone.
+TEXT_JSON_LIMIT = 16_000
 
 
 class Arguments(ArgModelBase):
@@ -119,7 +121,11 @@ def tool(
 
 def ok(name: str, structured: dict[str, Any], render: Render | None) -> CallToolResult:
     summary = render(structured) if render else f"{name}: done"
-    text = summary + "\n" + json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+    body = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+    if len(body) <= TEXT_JSON_LIMIT:
+        text = summary + "\n" + body
+    else:
+        text = summary + f"\n(the full result, {len(body)} characters, is the structured content)"
     return CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=structured
     )

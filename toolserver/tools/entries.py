@@ -194,10 +194,11 @@ async def entries_search(call: Call, args: EntriesSearch) -> dict[str, Any]:
         createdBefore=args.created_before,
         limit=args.limit,
     )
-    found = (await call.api.search(body)).model_dump(mode="json", by_alias=True, exclude_none=True)
-    scope = {"allReadableDiaries": args.diary_id is None}
+    # the hot path: the API's JSON goes out as it came (the output schema is the same model)
+    found = await call.api.search_json(body)
+    scope: dict[str, Any] = {"allReadableDiaries": args.diary_id is None}
     if args.diary_id is not None:
-        scope["diaryId"] = str(args.diary_id)  # type: ignore[assignment]
+        scope["diaryId"] = str(args.diary_id)
     return {**found, "scope": scope}
 
 
