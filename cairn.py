@@ -113,6 +113,9 @@ async def _run_dev(settings: Settings, args: argparse.Namespace, started: float)
     async with running_worker(settings, client):
         runner = await _serve_api(settings)
         try:
+            if "SERVICE_TEMPORAL_UI_URL" not in os.environ:  # the UI this command started
+                ui = f"http://127.0.0.1:{args.ui_port}"
+                settings = settings.model_copy(update={"temporal_ui_url": ui})
             async with running(toolserver_config(settings)):
                 voucher = await issue_bootstrap_voucher(client, settings)
                 _print_banner(settings, args, voucher.code, time.monotonic() - started)
