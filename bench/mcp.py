@@ -11,8 +11,8 @@ agents, seeds one diary with entries, then measures:
    X-Client-Id/X-Client-Secret), same query and diary; p50/p95. Also `tools/list` p50, and the
    same two calls through the official SDK client (`mcp.client.streamable_http`), whose own
    work (output-schema validation, anyio streams) is on the load generator;
-2. N concurrent clients (one agent each), closed loop for `--duration` seconds: REST searches/s
-   against MCP entries_search calls/s;
+2. N concurrent clients (one agent each), closed loops for `--duration` seconds per variant,
+   in alternating windows: REST searches/s against MCP entries_search calls/s;
 3. token exchanges the MCP server made (`/healthz` counter) against the number of distinct
    clients it saw: the target is one exchange per client per token lifetime.
 
@@ -240,26 +240,42 @@ async def sdk_latencies(url: str, agent: Agent, diary: str, runs: int) -> dict[s
 
 
 async def throughput(
-    calls: list[Callable[[], Awaitable[None]]], duration: float, meter: CpuMeter
-) -> dict[str, Any]:
-    done = 0
-    stop_at = time.perf_counter() + duration
+    variants: dict[str, list[Callable[[], Awaitable[None]]]],
+    duration: float,
+    windows: int,
+    pids: dict[str, int],
+) -> dict[str, dict[str, Any]]:
+    """Closed loops, one per client, for `duration` seconds per variant, cut into `windows`
+    alternating windows (REST, MCP, REST, MCP...): a shared machine's background load then
+    weighs on both alike instead of on whichever ran second."""
+    ops = dict.fromkeys(variants, 0)
+    seconds = dict.fromkeys(variants, 0.0)
+    cpu: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
 
-    async def loop(call: Callable[[], Awaitable[None]]) -> None:
-        nonlocal done
+    async def loop(name: str, call: Callable[[], Awaitable[None]], stop_at: float) -> None:
         while time.perf_counter() < stop_at:
             await call()
-            done += 1
+            ops[name] += 1
 
-    meter.start()
-    started = time.perf_counter()
-    await asyncio.gather(*(loop(call) for call in calls))
-    elapsed = time.perf_counter() - started
+    for _ in range(windows):
+        for name, calls in variants.items():
+            meter = CpuMeter(pids)
+            before = ops[name]
+            meter.start()
+            started = time.perf_counter()
+            stop_at = started + duration / windows
+            await asyncio.gather(*(loop(name, call, stop_at) for call in calls))
+            seconds[name] += time.perf_counter() - started
+            cpu[name].append(meter.stop(ops[name] - before))
     return {
-        "ops": done,
-        "seconds": round(elapsed, 2),
-        "ops_per_s": round(done / elapsed, 1),
-        **meter.stop(done),
+        name: {
+            "ops": ops[name],
+            "seconds": round(seconds[name], 2),
+            "ops_per_s": round(ops[name] / seconds[name], 1),
+            "cores_per_window": [window["cores"] for window in cpu[name]],
+            "cpu_ms_per_op_per_window": [window["cpu_ms_per_op"] for window in cpu[name]],
+        }
+        for name in variants
     }
 
 
@@ -321,15 +337,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             sdk = await sdk_latencies(url, one, diary, max(50, args.runs // 3))
 
             pids = {**stack.pids(), "mcp": mcp.process.pid if mcp.process else 0}
-            log(f"{args.clients} concurrent clients, {args.duration} s each")
-            rest_load = await throughput(
-                [rest_search(http, stack.base_url, a, diary) for a in agents],
+            log(f"{args.clients} concurrent clients, {args.duration} s each, alternating")
+            loads = await throughput(
+                {
+                    "rest": [rest_search(http, stack.base_url, a, diary) for a in agents],
+                    "mcp": [mcp_search(http, url, a, diary) for a in agents],
+                },
                 args.duration,
-                CpuMeter(pids),
+                args.windows,
+                pids,
             )
-            mcp_load = await throughput(
-                [mcp_search(http, url, a, diary) for a in agents], args.duration, CpuMeter(pids)
-            )
+            rest_load, mcp_load = loads["rest"], loads["mcp"]
             async with http.get(root + "/healthz") as response:
                 exchanges = (await response.json(content_type=None))["tokenExchanges"]
 
@@ -379,11 +397,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--entries", type=int, default=200)
-    parser.add_argument("--duration", type=float, default=15.0)
+    parser.add_argument("--duration", type=float, default=30.0)
+    parser.add_argument("--windows", type=int, default=6)
     parser.add_argument("--output", type=Path, default=OUTPUT)
     args = parser.parse_args()
     if args.quick:
-        args.runs, args.entries, args.duration = 60, 40, 5.0
+        args.runs, args.entries, args.duration, args.windows = 60, 40, 6.0, 2
     run_and_report(run(args), args.output)
 
 

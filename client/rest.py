@@ -192,15 +192,16 @@ class CairnClient:
     """One agent's view of the API. Use as `async with CairnClient(base_url) as api:`.
 
     The caller authenticates with OAuth2 client credentials (exchanged for a token, cached in
-    `tokens`) or with an agent key (`agent_key`, sent as the bearer itself). A client built
-    around a shared `session` (the MCP server's) is used without `async with`.
+    `tokens`) or with a fixed `bearer` (an agent key, or a token obtained elsewhere) sent as
+    it is and never renewed. A client built around a shared `session` (the MCP server's) is
+    used without `async with`.
     """
 
     base_url: str
     credentials: ClientCredentials | None = None
     scope: str | None = None
     session: aiohttp.ClientSession | None = None
-    agent_key: str | None = field(default=None, repr=False)
+    bearer: str | None = field(default=None, repr=False)
     tokens: TokenCache = field(default_factory=TokenCache, repr=False)
     _owns_session: bool = field(default=False, repr=False)
 
@@ -271,7 +272,7 @@ class CairnClient:
             async with self.session.request(
                 method, self.base_url + path, json=json, params=query, headers=sent, data=data
             ) as response:
-                renewable = auth and self.credentials is not None and self.agent_key is None
+                renewable = auth and self.credentials is not None and self.bearer is None
                 if response.status == 401 and renewable and attempt == 0:
                     continue
                 if response.status >= 400:
@@ -282,8 +283,8 @@ class CairnClient:
         raise AssertionError("unreachable")
 
     async def access_token(self, *, force: bool = False) -> str:
-        if self.agent_key is not None:
-            return self.agent_key
+        if self.bearer is not None:
+            return self.bearer
         if self.credentials is None:
             raise ValueError("no client credentials")
         assert self.session is not None
@@ -358,8 +359,9 @@ class CairnClient:
 
     # --- diaries and grants --------------------------------------------------------------
 
-    async def list_diaries(self) -> DiaryList:
-        return DiaryList.model_validate(await self.request("GET", "/diaries"))
+    async def list_diaries(self, *, team_id: UUID | None = None) -> DiaryList:
+        """Every diary the caller reads, or those of one team."""
+        return DiaryList.model_validate(await self.request("GET", "/diaries", team=team_id))
 
     async def create_diary(self, team_id: UUID, body: DiaryCreateRequest) -> Diary:
         created = await self.request("POST", "/diaries", json=_json(body), team=team_id)

@@ -85,9 +85,7 @@ class Backend:
         if self._session is None:
             raise RuntimeError("the backend is not started")
         if isinstance(credential, AgentKey):
-            return CairnClient(
-                self.config.api_url, session=self._session, agent_key=credential.secret
-            )
+            return CairnClient(self.config.api_url, session=self._session, bearer=credential.secret)
         return CairnClient(
             self.config.api_url, credentials=credential, session=self._session, tokens=self.tokens
         )

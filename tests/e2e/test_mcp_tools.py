@@ -58,6 +58,8 @@ async def test_diary_and_grant_tools(mcp_server: Any, actors: Any) -> None:
         assert "visibility" in str(bad)
         listed = await _call(s, "diaries_list", {})
         assert diary["id"] in [d["id"] for d in listed["items"]]
+        mine = await _call(s, "diaries_list", {"team_id": team})
+        assert {d["teamId"] for d in mine["items"]} == {team}
         assert (await s.call_tool("diaries_list", {"limit": 5})).is_error
         got = await _call(s, "diaries_get", {"diary_id": diary["id"]})
         assert got["name"] == "notes"

@@ -19,7 +19,7 @@ from schemas.memory import (
     TagHistogram,
     Visibility,
 )
-from toolserver.registry import Arguments, Call, NoArguments, tool
+from toolserver.registry import Arguments, Call, tool
 
 DiaryId = Annotated[UUID, Field(description="The diary's id (see diaries_list)")]
 
@@ -28,11 +28,15 @@ def _count(noun: str, key: str = "items") -> Any:
     return lambda result: f"{len(result[key])} {noun}"
 
 
+class DiariesList(Arguments):
+    team_id: UUID | None = Field(default=None, description="Only this team's diaries")
+
+
 @tool(output=DiaryList, read_only=True, render=_count("diaries"))
-async def diaries_list(call: Call, args: NoArguments) -> DiaryList:
+async def diaries_list(call: Call, args: DiariesList) -> DiaryList:
     """List the diaries you can read (your teams' diaries and those shared with you). Use it
     to find a diary_id before reading or writing entries."""
-    return await call.api.list_diaries()
+    return await call.api.list_diaries(team_id=args.team_id)
 
 
 class DiariesCreate(Arguments):
