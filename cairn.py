@@ -209,6 +209,7 @@ def toolserver_config(settings: Settings) -> ToolServerConfig:
         temporal_ui_url=settings.temporal_ui_url,
         temporal_namespace=settings.temporal_namespace,
         challenge_token=settings.mcp_challenge_token.get_secret_value(),
+        challenge_path=settings.mcp_challenge_path,
     )
 
 

@@ -76,6 +76,11 @@ class Settings(BaseSettings):
         default=SecretStr(""),
         description="Token served at the MCP server's /.well-known/ challenge path (unset: 404).",
     )
+    mcp_challenge_path: str = Field(
+        default="/.well-known/openai-apps-challenge",
+        pattern=r"^/\.well-known/[A-Za-z0-9._-]+$",
+        description="Path of that challenge (the app directory's own name for it).",
+    )
     temporal_ui_url: str = Field(
         default="http://127.0.0.1:8233",
         description="Temporal Web UI base URL: `tasks_console_link` points there.",
