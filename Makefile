@@ -64,6 +64,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/tasks_artifacts.py
 	$(BIN)/python bench/daemon.py
 	$(BIN)/python bench/packs.py
+	$(BIN)/python bench/mcp.py
 
 openapi: $(STAMP)
 	@$(BIN)/cairn openapi

@@ -3,6 +3,7 @@
 cairn dev                 everything on one machine (Postgres, Temporal, S3, worker, API)
 cairn api | worker        the two production processes (addresses from SERVICE_* settings);
                           `cairn api --processes N` serves one port from N processes
+cairn mcp                 the tool-protocol (MCP) server, a client of the API
 cairn migrate             apply database migrations
 cairn admin voucher       issue a bootstrap voucher (needs Temporal and a running worker)
 cairn admin rotate-signing-key
@@ -24,11 +25,15 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from client import cli as agent_commands
 from infra.settings import Settings
+
+if TYPE_CHECKING:
+    from toolserver.config import ToolServerConfig
 
 log = logging.getLogger("cairn")
 
@@ -101,6 +106,7 @@ def dev(args: argparse.Namespace) -> None:
 async def _run_dev(settings: Settings, args: argparse.Namespace, started: float) -> None:
     from infra.db import migrate
     from infra.temporal import connect
+    from toolserver.app import running
     from workers.admin import issue_bootstrap_voucher
     from workers.main import running_worker
 
@@ -108,12 +114,16 @@ async def _run_dev(settings: Settings, args: argparse.Namespace, started: float)
     client = await connect(settings)
     async with running_worker(settings, client):
         runner = await _serve_api(settings)
-        voucher = await issue_bootstrap_voucher(client, settings)
-        _print_banner(settings, args, voucher.code, time.monotonic() - started)
         try:
-            await _until_signalled()
+            if "SERVICE_TEMPORAL_UI_URL" not in os.environ:  # the UI this command started
+                ui = f"http://127.0.0.1:{args.ui_port}"
+                settings = settings.model_copy(update={"temporal_ui_url": ui})
+            async with running(toolserver_config(settings)):
+                voucher = await issue_bootstrap_voucher(client, settings)
+                _print_banner(settings, args, voucher.code, time.monotonic() - started)
+                await _until_signalled()
+                print("\nstopping…", flush=True)
         finally:
-            print("\nstopping…", flush=True)
             await runner.cleanup()
 
 
@@ -123,6 +133,7 @@ def _print_banner(settings: Settings, args: argparse.Namespace, voucher: str, to
         f"Cairn is ready ({took:.1f} s).",
         f"  API          {api}",
         f"  OpenAPI      {api}/openapi.json",
+        f"  MCP          {settings.mcp_url} (X-Client-Id + X-Client-Secret)",
         f"  Temporal UI  http://127.0.0.1:{args.ui_port}",
         f"  Temporal     {settings.temporal_address} (namespace {settings.temporal_namespace})",
         f"  S3           {settings.s3_endpoint} (bucket {settings.s3_bucket})",
@@ -186,6 +197,30 @@ async def _until_orphaned(parent_pid: int) -> None:
     signalled.cancel()
 
 
+def toolserver_config(settings: Settings) -> ToolServerConfig:
+    from urllib.parse import urlsplit
+
+    from toolserver.config import ToolServerConfig
+
+    return ToolServerConfig(
+        api_url=(settings.mcp_api_url or settings.base_url).rstrip("/"),
+        public_url=settings.mcp_url,
+        host=settings.mcp_host,
+        port=settings.mcp_port,
+        path=urlsplit(settings.mcp_url).path or "/mcp",
+        temporal_ui_url=settings.temporal_ui_url,
+        temporal_namespace=settings.temporal_namespace,
+        challenge_token=settings.mcp_challenge_token.get_secret_value(),
+        challenge_path=settings.mcp_challenge_path,
+    )
+
+
+def mcp(args: argparse.Namespace) -> None:
+    from toolserver.app import serve
+
+    serve(toolserver_config(Settings()))
+
+
 def worker(args: argparse.Namespace) -> None:
     from workers.main import run_worker
 
@@ -242,6 +277,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     api_parser.set_defaults(run=api)
     commands.add_parser("worker", help="run a Temporal worker").set_defaults(run=worker)
+    commands.add_parser("mcp", help="serve the tool-protocol (MCP) server").set_defaults(run=mcp)
     commands.add_parser("migrate", help="apply database migrations").set_defaults(run=migrate_cmd)
     admin_parser = commands.add_parser("admin", help="operator actions")
     admin_parser.add_argument("action", choices=["voucher", "rotate-signing-key"])

@@ -106,7 +106,7 @@ def run_daemon(args: argparse.Namespace) -> None:
         log.warning("no SERVICE_SIGNING_KEY_REF: outputs are completed unsigned")
 
     async def main() -> int:
-        async with CairnClient(base_url, agent_key=key) as api:
+        async with CairnClient(base_url, bearer=key) as api:
             daemon = Daemon(api, settings, signing_key=private_key)
             await daemon.run()
             return daemon.completed
@@ -131,7 +131,7 @@ def run_whoami(args: argparse.Namespace) -> None:
 
     async def main() -> dict[str, Any]:
         async with CairnClient(
-            base_url, credentials=credential.client, agent_key=credential.agent_key
+            base_url, credentials=credential.client, bearer=credential.agent_key
         ) as api:
             return (await api.whoami()).model_dump(mode="json", exclude_none=True)
 

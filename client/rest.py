@@ -7,15 +7,24 @@ the client fetches a new token and retries once (spec section 5). Errors come ba
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
+import hashlib
 import time
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
 import aiohttp
+from pydantic import BaseModel
 
+from schemas.artifacts import StagedArtifact, TaskArtifact, TaskArtifactList
+from schemas.embedding import SearchRequest, SearchResponse
 from schemas.identity import (
     AgentProfile,
+    Done,
     RecoveryChallenge,
     RecoveryCompleted,
     RecoveryVerified,
@@ -25,11 +34,53 @@ from schemas.identity import (
     VoucherList,
     Whoami,
 )
+from schemas.memory import (
+    Diary,
+    DiaryCreateRequest,
+    DiaryList,
+    Entry,
+    EntryCreateRequest,
+    EntryList,
+    EntryUpdateRequest,
+    Grant,
+    GrantList,
+    GrantRequest,
+    Relation,
+    RelationCreateRequest,
+    RelationList,
+    RelationUpdateRequest,
+    TagHistogram,
+)
+from schemas.signing import SigningRequestView, SignOutcome, VerifyRequest, VerifyResult
+from schemas.task_api import (
+    CreateTaskRequest,
+    Task,
+    TaskAttemptList,
+    TaskList,
+    TaskMessageList,
+    TaskSchemaList,
+)
+from schemas.teams import (
+    CreateInviteRequest,
+    CreateTeamRequest,
+    Deleted,
+    Invite,
+    InviteList,
+    Joined,
+    MemberList,
+    Team,
+    TeamList,
+    TeamMember,
+)
 
 REFRESH_MARGIN_SEC = 300
+TEAM_HEADER = "x-service-team-id"
+AGENT_KEY_PREFIX = "service_ak_"
 
 
 class ApiError(Exception):
+    """A REST problem (RFC 9457 body) or an OAuth2 error (RFC 6749 body), with its status."""
+
     def __init__(self, status: int, body: dict[str, Any]) -> None:
         super().__init__(f"{status} {body.get('code') or body.get('error')}: {body.get('detail')}")
         self.status = status
@@ -40,34 +91,130 @@ class ApiError(Exception):
         value = self.body.get("code") or self.body.get("error")
         return str(value) if value is not None else None
 
+    @property
+    def detail(self) -> str:
+        value = self.body.get("detail") or self.body.get("error_description") or ""
+        return str(value)
 
-@dataclass
+
+@dataclass(frozen=True)
 class ClientCredentials:
     client_id: str
-    client_secret: str
+    client_secret: str = field(repr=False)
+
+    @property
+    def cache_key(self) -> str:
+        """Names the pair without the secret: a wrong secret never finds another's token."""
+        material = f"{self.client_id}\0{self.client_secret}".encode()
+        return hashlib.sha256(material).hexdigest()
+
+
+@dataclass
+class _CachedToken:
+    value: str
+    expires_at: float
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class TokenCache:
+    """Client-credentials access tokens shared by many clients (spec 5.1).
+
+    One token per (client, secret), reused until five minutes before it expires; concurrent
+    callers wait for one exchange instead of each making their own. `exchanges` counts the
+    calls to the token endpoint, so a caller can check "once per client per token lifetime".
+    """
+
+    def __init__(self, *, max_clients: int = 10_000) -> None:
+        self._tokens: dict[str, _CachedToken] = {}
+        self._max_clients = max_clients
+        self.exchanges = 0
+
+    async def token(
+        self,
+        http: aiohttp.ClientSession,
+        base_url: str,
+        credentials: ClientCredentials,
+        *,
+        scope: str | None = None,
+        renew: bool = False,
+    ) -> str:
+        key = credentials.cache_key if scope is None else f"{credentials.cache_key} {scope}"
+        entry = self._tokens.get(key)
+        if entry is None:
+            if len(self._tokens) >= self._max_clients:
+                self._tokens.pop(next(iter(self._tokens)))
+            entry = self._tokens.setdefault(key, _CachedToken("", 0.0))
+        stale = entry.value
+        async with entry.lock:
+            fresh = time.time() < entry.expires_at - REFRESH_MARGIN_SEC
+            # A caller that saw a token rejected renews it once, unless another already did.
+            if entry.value and fresh and not (renew and entry.value == stale):
+                return entry.value
+            token = await self.exchange(http, base_url, credentials, scope)
+            entry.value = token.access_token
+            entry.expires_at = time.time() + token.expires_in
+            return entry.value
+
+    async def exchange(
+        self,
+        http: aiohttp.ClientSession,
+        base_url: str,
+        credentials: ClientCredentials,
+        scope: str | None,
+    ) -> TokenResponse:
+        self.exchanges += 1
+        basic = base64.b64encode(
+            f"{credentials.client_id}:{credentials.client_secret}".encode()
+        ).decode()
+        form = {"grant_type": "client_credentials"}
+        if scope:
+            form["scope"] = scope
+        async with http.post(
+            base_url + "/oauth2/token", data=form, headers={"Authorization": f"Basic {basic}"}
+        ) as response:
+            body = await response.json(content_type=None)
+            if response.status != 200:
+                raise ApiError(response.status, body if isinstance(body, dict) else {})
+            return TokenResponse.model_validate(body)
+
+
+@dataclass(frozen=True)
+class Download:
+    """Bytes of an artifact and the metadata headers that came with them."""
+
+    content: bytes
+    content_type: str
+    headers: dict[str, str]
 
 
 @dataclass
 class CairnClient:
-    """One agent's view of the API. Use as `async with CairnClient(base_url) as api:`."""
+    """One agent's view of the API. Use as `async with CairnClient(base_url) as api:`.
+
+    The caller authenticates with OAuth2 client credentials (exchanged for a token, cached in
+    `tokens`) or with a fixed `bearer` (an agent key, or a token obtained elsewhere) sent as
+    it is and never renewed. A client built around a shared `session` (the MCP server's) is
+    used without `async with`.
+    """
 
     base_url: str
     credentials: ClientCredentials | None = None
-    # An agent key (spec 5.4) is sent as it is: never exchanged, never refreshed, so a 401 on it
-    # is final (a revoked or rotated key does not come back by retrying).
-    agent_key: str | None = field(default=None, repr=False)
     scope: str | None = None
     session: aiohttp.ClientSession | None = None
-    _token: str | None = field(default=None, repr=False)
-    _token_expires: float = 0.0
+    bearer: str | None = field(default=None, repr=False)
+    tokens: TokenCache = field(default_factory=TokenCache, repr=False)
+    _owns_session: bool = field(default=False, repr=False)
 
     async def __aenter__(self) -> CairnClient:
-        self.session = aiohttp.ClientSession()
+        if self.session is None:
+            self.session = aiohttp.ClientSession()
+            self._owns_session = True
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self.session is not None:
+        if self.session is not None and self._owns_session:
             await self.session.close()
+            self.session = None
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -77,27 +224,62 @@ class CairnClient:
         path: str,
         *,
         json: Any = None,
-        params: dict[str, str] | None = None,
+        params: Mapping[str, Any] | None = None,
         auth: bool = True,
         headers: dict[str, str] | None = None,
+        team: UUID | str | None = None,
+        data: bytes | None = None,
     ) -> Any:
+        """The JSON body of a 2xx answer; `ApiError` otherwise. A 401 renews the token once."""
+        async with self._send(
+            method, path, json=json, params=params, auth=auth, headers=headers, team=team, data=data
+        ) as response:
+            if response.content_length == 0:
+                return {}
+            return await response.json(content_type=None)
+
+    async def download(
+        self, path: str, *, team: UUID | str | None = None, params: Mapping[str, Any] | None = None
+    ) -> Download:
+        async with self._send("GET", path, team=team, params=params) as response:
+            return Download(
+                content=await response.read(),
+                content_type=response.content_type,
+                headers={k.lower(): v for k, v in response.headers.items()},
+            )
+
+    @contextlib.asynccontextmanager
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        auth: bool = True,
+        headers: dict[str, str] | None = None,
+        team: UUID | str | None = None,
+        data: bytes | None = None,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        assert self.session is not None, "use the client as an async context manager"
+        query = _query(params) if params else None
         for attempt in range(2):
             sent = dict(headers or {})
+            if team is not None:
+                sent[TEAM_HEADER] = str(team)
             if auth:
                 sent["Authorization"] = f"Bearer {await self.access_token(force=attempt > 0)}"
-            assert self.session is not None, "use the client as an async context manager"
             async with self.session.request(
-                method, self.base_url + path, json=json, params=params, headers=sent
+                method, self.base_url + path, json=json, params=query, headers=sent, data=data
             ) as response:
-                body = (
-                    await response.json(content_type=None) if response.content_length != 0 else {}
-                )
-                retry = self.credentials is not None and self.agent_key is None
-                if response.status == 401 and auth and attempt == 0 and retry:
+                renewable = auth and self.credentials is not None and self.bearer is None
+                if response.status == 401 and renewable and attempt == 0:
                     continue
                 if response.status >= 400:
+                    body = await response.json(content_type=None) if response.content_length else {}
                     raise ApiError(response.status, body if isinstance(body, dict) else {})
-                return body
+                yield response
+                return
         raise AssertionError("unreachable")
 
     async def upload(
@@ -124,32 +306,20 @@ class CairnClient:
             return body
 
     async def access_token(self, *, force: bool = False) -> str:
-        if self.agent_key is not None:
-            return self.agent_key
-        if not force and self._token and time.time() < self._token_expires - REFRESH_MARGIN_SEC:
-            return self._token
-        token = await self.fetch_token()
-        self._token = token.access_token
-        self._token_expires = time.time() + token.expires_in
-        return self._token
+        if self.bearer is not None:
+            return self.bearer
+        if self.credentials is None:
+            raise ValueError("no client credentials")
+        assert self.session is not None
+        return await self.tokens.token(
+            self.session, self.base_url, self.credentials, scope=self.scope, renew=force
+        )
 
     async def fetch_token(self) -> TokenResponse:
         if self.credentials is None:
             raise ValueError("no client credentials")
-        basic = base64.b64encode(
-            f"{self.credentials.client_id}:{self.credentials.client_secret}".encode()
-        ).decode()
-        form = {"grant_type": "client_credentials"}
-        if self.scope:
-            form["scope"] = self.scope
         assert self.session is not None
-        async with self.session.post(
-            self.base_url + "/oauth2/token", data=form, headers={"Authorization": f"Basic {basic}"}
-        ) as response:
-            body = await response.json(content_type=None)
-            if response.status != 200:
-                raise ApiError(response.status, body)
-            return TokenResponse.model_validate(body)
+        return await self.tokens.exchange(self.session, self.base_url, self.credentials, self.scope)
 
     # --- identity ------------------------------------------------------------------------
 
@@ -162,7 +332,6 @@ class CairnClient:
         )
         registered = RegisterResponse.model_validate(body)
         self.credentials = ClientCredentials(registered.clientId, registered.clientSecret)
-        self._token = None
         return registered
 
     async def whoami(self) -> Whoami:
@@ -209,5 +378,298 @@ class CairnClient:
                 raise ApiError(response.status, body)
         completed = RecoveryCompleted.model_validate(body)
         self.credentials = ClientCredentials(completed.clientId, completed.clientSecret)
-        self._token = None
         return completed
+
+    # --- diaries and grants --------------------------------------------------------------
+
+    async def list_diaries(self, *, team_id: UUID | None = None) -> DiaryList:
+        """Every diary the caller reads, or those of one team."""
+        return DiaryList.model_validate(await self.request("GET", "/diaries", team=team_id))
+
+    async def create_diary(self, team_id: UUID, body: DiaryCreateRequest) -> Diary:
+        created = await self.request("POST", "/diaries", json=_json(body), team=team_id)
+        return Diary.model_validate(created)
+
+    async def get_diary(self, diary_id: UUID) -> Diary:
+        return Diary.model_validate(await self.request("GET", f"/diaries/{diary_id}"))
+
+    async def diary_tags(
+        self,
+        diary_id: UUID,
+        *,
+        prefix: str | None = None,
+        min_count: int = 1,
+        entry_type: str | None = None,
+    ) -> TagHistogram:
+        params = {"prefix": prefix, "minCount": min_count, "entryType": entry_type}
+        body = await self.request("GET", f"/diaries/{diary_id}/tags", params=params)
+        return TagHistogram.model_validate(body)
+
+    async def create_grant(self, diary_id: UUID, body: GrantRequest) -> Grant:
+        created = await self.request("POST", f"/diaries/{diary_id}/grants", json=_json(body))
+        return Grant.model_validate(created)
+
+    async def list_grants(self, diary_id: UUID) -> GrantList:
+        return GrantList.model_validate(await self.request("GET", f"/diaries/{diary_id}/grants"))
+
+    async def revoke_grant(self, diary_id: UUID, body: GrantRequest) -> Done:
+        revoked = await self.request("DELETE", f"/diaries/{diary_id}/grants", json=_json(body))
+        return Done.model_validate(revoked)
+
+    # --- entries, search, relations ------------------------------------------------------
+
+    async def create_entry(self, diary_id: UUID, body: EntryCreateRequest) -> Entry:
+        created = await self.request("POST", f"/diaries/{diary_id}/entries", json=_json(body))
+        return Entry.model_validate(created)
+
+    async def get_entry(self, entry_id: UUID) -> Entry:
+        return Entry.model_validate(await self.request("GET", f"/entries/{entry_id}"))
+
+    async def list_entries(
+        self,
+        diary_id: UUID,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        tags: list[str] | None = None,
+        exclude_tags: list[str] | None = None,
+        entry_type: str | None = None,
+    ) -> EntryList:
+        params = {
+            "limit": limit,
+            "offset": offset,
+            "tags": tags,
+            "excludeTags": exclude_tags,
+            "entryType": entry_type,
+        }
+        body = await self.request("GET", f"/diaries/{diary_id}/entries", params=params)
+        return EntryList.model_validate(body)
+
+    async def update_entry(self, entry_id: UUID, body: EntryUpdateRequest) -> Entry:
+        updated = await self.request("PATCH", f"/entries/{entry_id}", json=_json(body))
+        return Entry.model_validate(updated)
+
+    async def delete_entry(self, entry_id: UUID) -> Done:
+        return Done.model_validate(await self.request("DELETE", f"/entries/{entry_id}"))
+
+    async def search(self, body: SearchRequest) -> SearchResponse:
+        return SearchResponse.model_validate(await self.search_json(body))
+
+    async def search_json(self, body: SearchRequest) -> dict[str, Any]:
+        """The `SearchResponse` JSON as the API sent it, unparsed (for a proxy that forwards it)."""
+        found: dict[str, Any] = await self.request("POST", "/diary/search", json=_json(body))
+        return found
+
+    async def create_relation(self, entry_id: UUID, body: RelationCreateRequest) -> Relation:
+        created = await self.request("POST", f"/entries/{entry_id}/relations", json=_json(body))
+        return Relation.model_validate(created)
+
+    async def list_relations(
+        self,
+        entry_id: UUID,
+        *,
+        relation: str | None = None,
+        status: str | None = None,
+        direction: str = "both",
+        limit: int = 50,
+        offset: int = 0,
+    ) -> RelationList:
+        params = {
+            "relation": relation,
+            "status": status,
+            "direction": direction,
+            "limit": limit,
+            "offset": offset,
+        }
+        body = await self.request("GET", f"/entries/{entry_id}/relations", params=params)
+        return RelationList.model_validate(body)
+
+    async def update_relation(self, relation_id: UUID, body: RelationUpdateRequest) -> Relation:
+        updated = await self.request("PATCH", f"/relations/{relation_id}", json=_json(body))
+        return Relation.model_validate(updated)
+
+    async def delete_relation(self, relation_id: UUID) -> None:
+        await self.request("DELETE", f"/relations/{relation_id}")
+
+    # --- teams ---------------------------------------------------------------------------
+
+    async def list_teams(self) -> TeamList:
+        return TeamList.model_validate(await self.request("GET", "/teams"))
+
+    async def create_team(self, body: CreateTeamRequest) -> Team:
+        return Team.model_validate(await self.request("POST", "/teams", json=_json(body)))
+
+    async def delete_team(self, team_id: UUID) -> Deleted:
+        return Deleted.model_validate(await self.request("DELETE", f"/teams/{team_id}"))
+
+    async def join_team(self, code: str) -> Joined:
+        return Joined.model_validate(await self.request("POST", "/teams/join", json={"code": code}))
+
+    async def list_members(self, team_id: UUID) -> MemberList:
+        return MemberList.model_validate(await self.request("GET", f"/teams/{team_id}/members"))
+
+    async def update_member_role(self, team_id: UUID, subject_id: UUID, role: str) -> TeamMember:
+        path = f"/teams/{team_id}/members/{subject_id}"
+        return TeamMember.model_validate(await self.request("PATCH", path, json={"role": role}))
+
+    async def remove_member(self, team_id: UUID, subject_id: UUID) -> Deleted:
+        path = f"/teams/{team_id}/members/{subject_id}"
+        return Deleted.model_validate(await self.request("DELETE", path))
+
+    async def create_invite(self, team_id: UUID, body: CreateInviteRequest) -> Invite:
+        created = await self.request("POST", f"/teams/{team_id}/invites", json=_json(body))
+        return Invite.model_validate(created)
+
+    async def list_invites(self, team_id: UUID) -> InviteList:
+        return InviteList.model_validate(await self.request("GET", f"/teams/{team_id}/invites"))
+
+    async def delete_invite(self, team_id: UUID, invite_id: UUID) -> Deleted:
+        path = f"/teams/{team_id}/invites/{invite_id}"
+        return Deleted.model_validate(await self.request("DELETE", path))
+
+    # --- signing -------------------------------------------------------------------------
+
+    async def create_signing_request(self, message: str) -> SigningRequestView:
+        body = await self.request("POST", "/crypto/signing-requests", json={"message": message})
+        return SigningRequestView.model_validate(body)
+
+    async def get_signing_request(self, request_id: UUID) -> SigningRequestView:
+        body = await self.request("GET", f"/crypto/signing-requests/{request_id}")
+        return SigningRequestView.model_validate(body)
+
+    async def submit_signature(self, request_id: UUID, signature: str) -> SignOutcome:
+        path = f"/crypto/signing-requests/{request_id}/sign"
+        return SignOutcome.model_validate(
+            await self.request("POST", path, json={"signature": signature})
+        )
+
+    async def verify_signature(self, body: VerifyRequest) -> VerifyResult:
+        verified = await self.request("POST", "/crypto/verify", json=_json(body))
+        return VerifyResult.model_validate(verified)
+
+    # --- tasks ---------------------------------------------------------------------------
+
+    async def task_schemas(self) -> TaskSchemaList:
+        return TaskSchemaList.model_validate(await self.request("GET", "/tasks/schemas"))
+
+    async def create_task(
+        self, body: CreateTaskRequest, *, idempotency_key: str | None = None
+    ) -> Task:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        created = await self.request(
+            "POST", "/tasks", json=_json(body), team=body.teamId, headers=headers
+        )
+        return Task.model_validate(created)
+
+    async def get_task(self, task_id: UUID, *, team_id: UUID | None = None) -> Task:
+        return Task.model_validate(await self.request("GET", f"/tasks/{task_id}", team=team_id))
+
+    async def list_tasks(self, team_id: UUID, **filters: Any) -> TaskList:
+        """`filters` are the query names of `GET /tasks` (`status`, `taskType`, `cursor`...)."""
+        body = await self.request("GET", "/tasks", params=filters, team=team_id)
+        return TaskList.model_validate(body)
+
+    async def cancel_task(self, task_id: UUID, team_id: UUID, reason: str) -> Task:
+        path = f"/tasks/{task_id}/cancel"
+        body = await self.request("POST", path, json={"reason": reason}, team=team_id)
+        return Task.model_validate(body)
+
+    async def list_attempts(self, task_id: UUID, *, team_id: UUID | None = None) -> TaskAttemptList:
+        body = await self.request("GET", f"/tasks/{task_id}/attempts", team=team_id)
+        return TaskAttemptList.model_validate(body)
+
+    async def list_messages(
+        self,
+        task_id: UUID,
+        attempt_n: int,
+        *,
+        team_id: UUID | None = None,
+        after_seq: int = 0,
+        limit: int = 200,
+    ) -> TaskMessageList:
+        path = f"/tasks/{task_id}/attempts/{attempt_n}/messages"
+        params = {"afterSeq": after_seq, "limit": limit}
+        body = await self.request("GET", path, params=params, team=team_id)
+        return TaskMessageList.model_validate(body)
+
+    async def stage_artifact(
+        self,
+        team_id: UUID,
+        content: bytes,
+        *,
+        content_type: str | None = None,
+        content_encoding: str | None = None,
+    ) -> StagedArtifact:
+        params = {"contentType": content_type, "contentEncoding": content_encoding}
+        body = await self.request(
+            "PUT",
+            "/task-artifacts/staged",
+            params=params,
+            team=team_id,
+            data=content,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        return StagedArtifact.model_validate(body)
+
+    async def upload_artifact(
+        self,
+        task_id: UUID,
+        attempt_n: int,
+        team_id: UUID,
+        content: bytes,
+        *,
+        kind: str,
+        title: str,
+        content_type: str | None = None,
+        content_encoding: str | None = None,
+    ) -> TaskArtifact:
+        params = {
+            "kind": kind,
+            "title": title,
+            "contentType": content_type,
+            "contentEncoding": content_encoding,
+        }
+        body = await self.request(
+            "PUT",
+            f"/tasks/{task_id}/attempts/{attempt_n}/artifacts",
+            params=params,
+            team=team_id,
+            data=content,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        return TaskArtifact.model_validate(body)
+
+    async def list_artifacts(
+        self, task_id: UUID, team_id: UUID, *, limit: int = 50, cursor: str | None = None
+    ) -> TaskArtifactList:
+        params = {"limit": limit, "cursor": cursor}
+        body = await self.request("GET", f"/tasks/{task_id}/artifacts", params=params, team=team_id)
+        return TaskArtifactList.model_validate(body)
+
+    async def download_artifact(
+        self, task_id: UUID, team_id: UUID, cid: str, *, attempt_n: int | None = None
+    ) -> Download:
+        if attempt_n is None:
+            return await self.download(f"/tasks/{task_id}/artifacts/{cid}/content", team=team_id)
+        path = f"/tasks/{task_id}/attempts/{attempt_n}/artifacts/{cid}/content"
+        return await self.download(path, team=team_id)
+
+
+def _json(body: BaseModel) -> Any:
+    """A request model as the API reads it: camelCase aliases, no unset optional fields."""
+    return body.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _query(params: Mapping[str, Any]) -> dict[str, str]:
+    """Query values as the API reads them: no None, booleans lower-case, lists comma-joined."""
+    query: dict[str, str] = {}
+    for name, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            query[name] = "true" if value else "false"
+        elif isinstance(value, list | tuple):
+            query[name] = ",".join(str(v) for v in value)
+        else:
+            query[name] = str(value)
+    return query

@@ -60,6 +60,32 @@ class Settings(BaseSettings):
         description="Shared secret for /hooks/* (external IdP / OAuth2 server).",
     )
 
+    mcp_host: str = "127.0.0.1"
+    mcp_port: int = Field(default=8001, description="Port of the tool-protocol (MCP) server.")
+    mcp_public_url: str = Field(
+        default="",
+        description=(
+            "Public URL of the MCP endpoint (default http://{mcp_host}:{mcp_port}/mcp); its host "
+            "is the one the MCP server's transport security accepts besides loopback."
+        ),
+    )
+    mcp_api_url: str = Field(
+        default="", description="Where the MCP server reaches the REST API (default base_url)."
+    )
+    mcp_challenge_token: SecretStr = Field(
+        default=SecretStr(""),
+        description="Token served at the MCP server's /.well-known/ challenge path (unset: 404).",
+    )
+    mcp_challenge_path: str = Field(
+        default="/.well-known/openai-apps-challenge",
+        pattern=r"^/\.well-known/[A-Za-z0-9._-]+$",
+        description="Path of that challenge (the app directory's own name for it).",
+    )
+    temporal_ui_url: str = Field(
+        default="http://127.0.0.1:8233",
+        description="Temporal Web UI base URL: `tasks_console_link` points there.",
+    )
+
     data_dir: Path = Path(".cairn")
     rate_limit_enabled: bool = True
     access_token_ttl_sec: int = limits.ACCESS_TOKEN_TTL_SEC
@@ -87,6 +113,10 @@ class Settings(BaseSettings):
         if len(value) < 32:
             raise ValueError("SERVICE_SECRET_KEY must be at least 32 bytes")
         return value
+
+    @property
+    def mcp_url(self) -> str:
+        return self.mcp_public_url or f"http://{self.mcp_host}:{self.mcp_port}/mcp"
 
     @property
     def issuer(self) -> str:

@@ -137,7 +137,7 @@ class TaskArtifact(ResponseBody):
 
 class TaskArtifactList(ResponseBody):
     artifacts: list[TaskArtifact]
-    nextCursor: str | None = Field(description="null on the last page")
+    nextCursor: str | None = Field(default=None, description="null on the last page")
 
 
 def artifact_from_row(row: Mapping[str, Any]) -> TaskArtifact:

@@ -199,7 +199,7 @@ class BatchDeleted(ResponseBody):
 class Entry(ResponseBody):
     id: UUID
     diaryId: UUID
-    title: str | None
+    title: str | None = None
     content: str
     tags: list[str]
     importance: int

@@ -307,6 +307,8 @@ class TaskSchema(ResponseBody):
     outputKind: OutputKind
     inputSchema: dict[str, Any]
     inputSchemaCid: str
+    # a create without `references` is refused (SPEC 4.5); clients check it before posting
+    requiresReferences: bool = False
 
 
 class TaskSchemaList(ResponseBody):

@@ -150,6 +150,7 @@ async def list_task_schemas(request: web.Request, parsed: Parsed) -> TaskSchemaL
                 outputKind=t.output_kind,
                 inputSchema=type_input_schema(t),
                 inputSchemaCid=input_schema_cid(t),
+                requiresReferences=t.requires_references,
             )
             for t in TASK_TYPES
         ]

@@ -1,0 +1,173 @@
+"""The tool-protocol (MCP) server: the official SDK's `MCPServer`, streamable HTTP at
+`{mcp_url}`, stateless (any replica answers any request; JSON responses, no sessions), behind
+the credential gate; plus the unauthenticated `/.well-known/` challenge of spec 4.7.
+
+`build_app(config)` gives the ASGI app; `serve(config)` runs it (`cairn mcp`);
+`running(config)` runs it inside an existing event loop (`cairn dev`, the tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import uvicorn
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.types import ASGIApp
+
+from schemas import limits
+from schemas.version import VERSION
+from toolserver import prompts
+from toolserver import tools as _catalogue  # noqa: F401  (registers every tool)
+from toolserver.backend import Backend
+from toolserver.config import ToolServerConfig
+from toolserver.gate import AuthGate
+from toolserver.registry import CATALOGUE, sdk_tool
+
+log = logging.getLogger("cairn.mcp")
+SERVER_NAME = "cairn"
+INSTRUCTIONS = (
+    "Cairn keeps verifiable memory for agents and coordinates their work. Diaries hold entries "
+    "(search them with entries_search); teams own diaries and task queues; tasks are proposed "
+    "with tasks_create and claimed by agents. Call service_whoami first to learn your ids."
+)
+# an artifact travels as base64 inside a JSON-RPC message: 4/3 of its bytes, plus the envelope
+MAX_REQUEST_BYTES = limits.ARTIFACT_MAX_BYTES * 4 // 3 + 64 * 1024
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+class CachedToolList:
+    """Server middleware: `tools/list` answered from the wire form of its first answer (one per
+    protocol version). The catalogue is fixed at start-up, and building and checking the
+    ~80 KB listing again on every request was most of its time."""
+
+    def __init__(self) -> None:
+        self._wire: dict[str, Any] = {}
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
+        if ctx.method != "tools/list" or (ctx.params or {}).get("cursor"):
+            return await call_next(ctx)
+        version = ctx.protocol_version
+        if version not in self._wire:
+            self._wire[version] = await call_next(ctx)
+        return self._wire[version]
+
+
+def build_server(backend: Backend) -> MCPServer:
+    @contextlib.asynccontextmanager
+    async def lifespan(server: MCPServer) -> AsyncIterator[None]:
+        await backend.start()
+        try:
+            yield
+        finally:
+            await backend.stop()
+
+    server: MCPServer = MCPServer(
+        name=SERVER_NAME,
+        title="Cairn",
+        version=VERSION,
+        instructions=INSTRUCTIONS,
+        tools=[sdk_tool(definition, backend) for definition in CATALOGUE],
+        lifespan=lifespan,
+        log_level="WARNING",
+        middleware=[CachedToolList()],
+    )
+    prompts.register(server)
+    return server
+
+
+def transport_security(config: ToolServerConfig) -> TransportSecuritySettings:
+    """Loopback always (the SDK's default), plus the configured public host."""
+    hosts = [f"{host}:*" for host in LOOPBACK_HOSTS] + list(LOOPBACK_HOSTS)
+    origins = [f"http://{host}:*" for host in LOOPBACK_HOSTS]
+    public = urlsplit(config.public_url)
+    if public.hostname and public.netloc not in hosts:
+        hosts += [public.netloc, f"{public.hostname}:*"]
+        origins += [f"{public.scheme}://{public.netloc}"]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+def build_app(config: ToolServerConfig, backend: Backend | None = None) -> tuple[ASGIApp, Backend]:
+    backend = backend or Backend(config)
+    server = build_server(backend)
+
+    @server.custom_route(config.challenge_path, methods=["GET"], include_in_schema=False)  # type: ignore[untyped-decorator]
+    async def challenge(request: Request) -> Response:
+        """The app directory's domain check: one configured token, 404 when none is set."""
+        if not config.challenge_token:
+            return PlainTextResponse("Not Found", status_code=404)
+        return PlainTextResponse(config.challenge_token)
+
+    @server.custom_route("/healthz", methods=["GET"], include_in_schema=False)  # type: ignore[untyped-decorator]
+    async def health(request: Request) -> Response:
+        """Liveness, the version, and how many token exchanges this process has made."""
+        return JSONResponse(
+            {"status": "ok", "version": VERSION, "tokenExchanges": backend.token_exchanges}
+        )
+
+    starlette = server.streamable_http_app(
+        streamable_http_path=config.path,
+        stateless_http=True,
+        json_response=True,
+        transport_security=transport_security(config),
+        host=config.host,
+        max_request_body_size=MAX_REQUEST_BYTES,
+    )
+    return AuthGate(starlette, backend, config.path), backend
+
+
+def _uvicorn(config: ToolServerConfig, app: ASGIApp) -> uvicorn.Server:
+    return uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+        )
+    )
+
+
+def serve(config: ToolServerConfig) -> None:
+    """`cairn mcp`: serve until SIGINT/SIGTERM."""
+    app, _ = build_app(config)
+    log.info("MCP server on %s", config.public_url)
+    _uvicorn(config, app).run()
+
+
+@dataclass
+class RunningServer:
+    url: str
+    backend: Backend
+
+
+@contextlib.asynccontextmanager
+async def running(config: ToolServerConfig) -> AsyncIterator[RunningServer]:
+    """The server on this event loop, for as long as the block runs (signals stay the host
+    process's: uvicorn's own handlers are not installed)."""
+    app, backend = build_app(config)
+    server = _uvicorn(config, app)
+    # `_serve` is `serve` without taking over the process's signal handlers
+    task = asyncio.create_task(server._serve())
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("the MCP server stopped during start-up")
+        await asyncio.sleep(0.02)
+    try:
+        yield RunningServer(url=f"http://{config.host}:{config.port}{config.path}", backend=backend)
+    finally:
+        server.should_exit = True
+        await task

@@ -1,0 +1,32 @@
+"""What the tool-protocol server needs to know, filled in by `cairn mcp` from the settings.
+
+The server may not import `infra` (STYLE.md), so `cairn.py` reads `Settings` and hands over
+this plain record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+
+@dataclass(frozen=True)
+class ToolServerConfig:
+    api_url: str  # where the REST API answers (the MCP server talks to nothing else)
+    public_url: str = "http://127.0.0.1:8001/mcp"  # {mcp_url} as clients reach it
+    host: str = "127.0.0.1"
+    port: int = 8001
+    path: str = "/mcp"
+    temporal_ui_url: str = "http://127.0.0.1:8233"
+    temporal_namespace: str = "default"
+    challenge_token: str = field(default="", repr=False)
+    challenge_path: str = "/.well-known/openai-apps-challenge"
+    # a validated agent key is trusted this long before the next whoami check
+    agent_key_check_ttl_sec: float = 60.0
+    # the task-type registry (`/tasks/schemas`) is re-read at most this often
+    task_schema_ttl_sec: float = 60.0
+
+    @property
+    def public_host(self) -> str:
+        """`host[:port]` of the public URL: the Host header transport security accepts."""
+        return urlsplit(self.public_url).netloc

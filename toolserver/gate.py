@@ -1,0 +1,124 @@
+"""Who may talk to the MCP endpoint: checked from the headers alone, before the body is read
+(spec 5.5), so a caller without valid credentials gets HTTP 401 and no MCP message is parsed.
+
+Accepted:
+- `X-Client-Id` + `X-Client-Secret`, or `Authorization: Basic <id:secret>` (for hosts that only
+  let users set `Authorization`): OAuth2 client credentials, exchanged at the token endpoint
+  (cached per client until five minutes before expiry);
+- `Authorization: Bearer <agent key>` (`service_ak_…`): passed to the REST API unchanged.
+
+Any other bearer (in particular a REST access token) is refused: the MCP server never passes a
+token through that was issued for another audience. Secrets never reach a log line.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+from typing import Any
+
+import aiohttp
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from client.rest import AGENT_KEY_PREFIX, ApiError, ClientCredentials
+from toolserver.backend import AgentKey, Backend, Credential
+from toolserver.registry import CREDENTIAL_KEY
+
+log = logging.getLogger("cairn.mcp")
+REALM = 'Bearer realm="cairn-mcp"'
+
+
+class Unauthorized(Exception):
+    def __init__(self, error: str, description: str) -> None:
+        super().__init__(description)
+        self.error = error
+        self.description = description
+
+
+def read_credential(headers: Headers) -> Credential:
+    client_id = headers.get("x-client-id")
+    client_secret = headers.get("x-client-secret")
+    if client_id and client_secret:
+        return ClientCredentials(client_id, client_secret)
+    authorization = headers.get("authorization", "")
+    scheme, _, value = authorization.partition(" ")
+    value = value.strip()
+    if scheme.lower() == "basic" and value:
+        return _basic(value)
+    if scheme.lower() == "bearer" and value:
+        if value.startswith(AGENT_KEY_PREFIX):
+            return AgentKey(value)
+        raise Unauthorized(
+            "invalid_token",
+            "The MCP server accepts an agent key as bearer, not a REST access token; or send "
+            "X-Client-Id and X-Client-Secret",
+        )
+    raise Unauthorized(
+        "invalid_request",
+        "Send X-Client-Id and X-Client-Secret, Authorization: Basic <id:secret>, or "
+        "Authorization: Bearer <agent key>",
+    )
+
+
+def _basic(value: str) -> ClientCredentials:
+    try:
+        decoded = base64.b64decode(value, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError) as error:
+        raise Unauthorized("invalid_request", "Authorization: Basic is not base64") from error
+    client_id, colon, client_secret = decoded.partition(":")
+    if not colon or not client_id or not client_secret:
+        raise Unauthorized("invalid_request", "Authorization: Basic needs <client id>:<secret>")
+    return ClientCredentials(client_id, client_secret)
+
+
+class AuthGate:
+    """ASGI middleware in front of the MCP endpoint; other paths (the /.well-known/ challenge)
+    pass untouched."""
+
+    def __init__(self, app: ASGIApp, backend: Backend, path: str) -> None:
+        self.app = app
+        self.backend = backend
+        self.path = path.rstrip("/")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].rstrip("/") != self.path:
+            await self.app(scope, receive, send)
+            return
+        try:
+            credential = read_credential(Headers(scope=scope))
+            await self._authenticate(credential)
+        except Unauthorized as refused:
+            log.info("MCP request refused: %s", refused.error)
+            await _refusal(401, refused.error, refused.description)(scope, receive, send)
+            return
+        except (aiohttp.ClientError, TimeoutError):
+            log.warning("MCP request refused: the REST API did not answer")
+            await _refusal(503, "temporarily_unavailable", "The API did not answer")(
+                scope, receive, send
+            )
+            return
+        scope.setdefault("state", {})[CREDENTIAL_KEY] = credential
+        await self.app(scope, receive, send)
+
+    async def _authenticate(self, credential: Credential) -> None:
+        try:
+            await self.backend.authenticate(credential)
+        except ApiError as error:
+            if error.status >= 500:
+                raise aiohttp.ClientError(f"API answered {error.status}") from error
+            kind = (
+                "invalid_client" if isinstance(credential, ClientCredentials) else "invalid_token"
+            )
+            raise Unauthorized(kind, "The credentials were not accepted") from error
+
+
+def _refusal(status: int, error: str, description: str) -> JSONResponse:
+    headers: dict[str, Any] = {}
+    if status == 401:
+        headers["WWW-Authenticate"] = f'{REALM}, error="{error}"'
+    return JSONResponse(
+        {"error": error, "error_description": description}, status_code=status, headers=headers
+    )

@@ -1,0 +1,254 @@
+"""How a tool is declared: typed snake_case arguments, the REST model its result mirrors, the
+hints a host shows, and one async handler that calls the REST API through `client/`.
+
+`@tool(...)` records a `ToolDef` in `CATALOGUE`; `sdk_tool` turns it into the SDK's `Tool`.
+A handler returns the REST model (structured content = the REST JSON, camelCase as the API
+renders it); `ApiError` becomes an `isError` result carrying the problem's status, code and
+detail. Argument models are closed: an unknown argument is refused like a wrong type.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from client.rest import ApiError, CairnClient
+from toolserver.backend import Backend, Credential
+
+CREDENTIAL_KEY = "cairn.credential"  # where the auth gate leaves the caller's credential
+# The text rendering repeats the JSON for hosts that ignore structured content, up to this
+# size; beyond it (an artifact's base64, a long page) the text is the summary alone.
+TEXT_JSON_LIMIT = 16_000
+
+
+class Arguments(ArgModelBase):
+    """A tool's arguments: snake_case names, unknown names refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class NoArguments(Arguments):
+    pass
+
+
+class Refusal(Exception):
+    """A check the server makes before calling REST (e.g. a task input against its schema);
+    reported to the model exactly like a REST problem."""
+
+    def __init__(self, status: int, code: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.extra = extra
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a handler gets: the REST client acting as the caller, and the shared backend."""
+
+    api: CairnClient
+    backend: Backend
+
+
+Reply = BaseModel | dict[str, Any]
+Handler = Callable[[Call, Any], Awaitable[Reply]]
+Render = Callable[[dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    name: str
+    description: str
+    arguments: type[Arguments]
+    output: type[BaseModel]
+    handler: Handler
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    render: Render | None = None
+    meta: dict[str, Any] | None = None
+
+
+CATALOGUE: list[ToolDef] = []
+
+
+def tool(
+    *,
+    output: type[BaseModel],
+    read_only: bool = False,
+    destructive: bool = False,
+    idempotent: bool = False,
+    render: Render | None = None,
+    name: str | None = None,
+) -> Callable[[Handler], Handler]:
+    """Declare a tool; its name is the handler's, its description the handler's docstring,
+    its arguments the annotation of the handler's second parameter."""
+
+    def register(handler: Handler) -> Handler:
+        parameters = list(inspect.signature(handler, eval_str=True).parameters.values())
+        arguments = parameters[1].annotation
+        CATALOGUE.append(
+            ToolDef(
+                name=name or handler.__name__,
+                description=inspect.cleandoc(handler.__doc__ or ""),
+                arguments=arguments,
+                output=output,
+                handler=handler,
+                read_only=read_only,
+                destructive=destructive,
+                idempotent=read_only or idempotent,
+                render=render,
+            )
+        )
+        return handler
+
+    return register
+
+
+# --- results ---------------------------------------------------------------------------------
+
+
+def ok(name: str, structured: dict[str, Any], render: Render | None) -> CallToolResult:
+    summary = render(structured) if render else f"{name}: done"
+    body = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+    if len(body) <= TEXT_JSON_LIMIT:
+        text = summary + "\n" + body
+    else:
+        text = summary + f"\n(the full result, {len(body)} characters, is the structured content)"
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+def problem(status: int, code: str | None, detail: str, **extra: Any) -> CallToolResult:
+    """A REST problem as a tool result the model can read and correct."""
+    structured = {"status": status, "code": code or "error", "detail": detail, **extra}
+    text = f"Error {status} {code or ''}: {detail}".strip()
+    if extra:
+        text += "\n" + json.dumps(extra, ensure_ascii=False, default=str)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured, is_error=True
+    )
+
+
+def dump(reply: Reply) -> dict[str, Any]:
+    if isinstance(reply, BaseModel):
+        return reply.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return reply
+
+
+async def invoke(
+    definition: ToolDef, backend: Backend, ctx: Context, values: dict[str, Any]
+) -> CallToolResult:
+    credential: Credential = ctx.request_context.request.scope["state"][CREDENTIAL_KEY]  # type: ignore[union-attr]
+    arguments = definition.arguments.model_construct(**values)
+    call = Call(api=backend.client(credential), backend=backend)
+    try:
+        reply = await definition.handler(call, arguments)
+    except ApiError as error:
+        extra = {"errors": error.body["errors"]} if "errors" in error.body else {}
+        return problem(error.status, error.code, error.detail, **extra)
+    except Refusal as refusal:
+        return problem(refusal.status, refusal.code, refusal.detail, **refusal.extra)
+    except ValidationError as invalid:
+        # arguments that pass their own schema but not the REST body's rules
+        fields = [
+            {"field": ".".join(map(str, e["loc"])), "detail": e["msg"]} for e in invalid.errors()
+        ]
+        return problem(
+            400, "invalid-arguments", "The arguments do not form a valid request", errors=fields
+        )
+    except aiohttp.ClientError:
+        return problem(502, "api-unreachable", "The REST API did not answer; try again later.")
+    return ok(definition.name, dump(reply), definition.render)
+
+
+# --- schemas ---------------------------------------------------------------------------------
+
+
+def input_schema(arguments: type[Arguments]) -> dict[str, Any]:
+    schema: dict[str, Any] = _untitled(arguments.model_json_schema(by_alias=True))
+    return schema
+
+
+def _untitled(schema: Any) -> Any:
+    """Without pydantic's generated titles ("Diary Id"): they repeat the names, and a host
+    re-reads every byte of `tools/list`. (A property named `title` is a schema, not a string,
+    and stays.)"""
+    if isinstance(schema, dict):
+        return {
+            key: _untitled(value)
+            for key, value in schema.items()
+            if not (key == "title" and isinstance(value, str))
+        }
+    if isinstance(schema, list):
+        return [_untitled(value) for value in schema]
+    return schema
+
+
+def output_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The REST model's JSON as the API renders it (aliases, `None` fields left out): a field
+    that may be null may also be absent, so it is not required."""
+    schema = model.model_json_schema(mode="serialization", by_alias=True)
+    for part in [schema, *schema.get("$defs", {}).values()]:
+        _optional_nullables(part)
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        schema = {**schema["$defs"][ref.removeprefix("#/$defs/")], **schema}
+        del schema["$ref"]
+    untitled: dict[str, Any] = _untitled(schema)
+    return untitled
+
+
+def _optional_nullables(schema: dict[str, Any]) -> None:
+    properties = schema.get("properties", {})
+    required = schema.get("required")
+    if not required:
+        return
+    kept = [name for name in required if not _nullable(properties.get(name, {}))]
+    if kept:
+        schema["required"] = kept
+    else:
+        del schema["required"]
+
+
+def _nullable(schema: dict[str, Any]) -> bool:
+    if schema.get("type") == "null":
+        return True
+    return any(_nullable(option) for option in schema.get("anyOf", []) + schema.get("oneOf", []))
+
+
+def sdk_tool(definition: ToolDef, backend: Backend) -> Tool:
+    async def run(ctx: Context, **values: Any) -> CallToolResult:
+        return await invoke(definition, backend, ctx, values)
+
+    return Tool(
+        fn=run,
+        name=definition.name,
+        title=None,
+        description=definition.description,
+        parameters=input_schema(definition.arguments),
+        fn_metadata=FuncMetadata(
+            arg_model=definition.arguments, output_schema=output_schema(definition.output)
+        ),
+        is_async=True,
+        context_kwarg="ctx",
+        annotations=ToolAnnotations(
+            read_only_hint=definition.read_only,
+            destructive_hint=definition.destructive,
+            idempotent_hint=definition.idempotent,
+            open_world_hint=False,
+        ),
+        meta=definition.meta,
+    )

@@ -1,0 +1,155 @@
+"""The two app openers of spec 4.7. Interactive apps mount only in hosts that support them
+(a later change); every host gets this structured text fallback: what the app would show
+first, and the tools that page further."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+from schemas import limits
+from schemas.memory import Diary, EntryType, TagCount
+from schemas.tasks import TaskStatus
+from toolserver.registry import Arguments, Call, tool
+
+TASKS_APP_URI = "ui://cairn/tasks.html"
+ENTRIES_MAP_URI = "ui://cairn/entries-map.html"
+MAP_SAMPLE = 50
+
+
+class TaskLine(BaseModel):
+    id: UUID
+    taskType: str
+    title: str | None = None
+    status: TaskStatus
+    attemptCount: int
+    createdAt: str
+
+
+class TasksAppView(BaseModel):
+    app: Literal["tasks"]
+    resourceUri: str
+    teamId: UUID
+    filters: dict[str, Any]
+    tasks: list[TaskLine]
+    nextCursor: str | None = None
+    tools: list[str]
+
+
+class TasksAppOpen(Arguments):
+    team_id: UUID = Field(description="The team whose queue to show")
+    status: TaskStatus | None = None
+    task_type: str | None = Field(default=None, max_length=64)
+    project_id: str | None = Field(default=None, description="A project id, or `none`")
+
+
+def _queue_text(result: dict[str, Any]) -> str:
+    lines = [f"Task queue of team {result['teamId']} ({len(result['tasks'])} shown):"]
+    lines += [
+        f"- {t['status']:<10} {t['taskType']:<14} {t.get('title') or ''} ({t['id']})"
+        for t in result["tasks"]
+    ]
+    return "\n".join(lines)
+
+
+@tool(output=TasksAppView, read_only=True, render=_queue_text)
+async def tasks_app_open(call: Call, args: TasksAppOpen) -> TasksAppView:
+    """Open the read-only task queue view of a team: its tasks by status, newest first. In
+    hosts without apps it answers with the same data as text."""
+    page = await call.api.list_tasks(
+        args.team_id,
+        status=args.status,
+        taskType=args.task_type,
+        projectId=args.project_id,
+        limit=limits.TASKS_PAGE.default,
+    )
+    filters = {"status": args.status, "task_type": args.task_type, "project_id": args.project_id}
+    return TasksAppView(
+        app="tasks",
+        resourceUri=TASKS_APP_URI,
+        teamId=args.team_id,
+        filters={k: v for k, v in filters.items() if v is not None},
+        tasks=[
+            TaskLine(
+                id=t.id,
+                taskType=t.taskType,
+                title=t.title,
+                status=t.status,
+                attemptCount=t.attemptCount,
+                createdAt=t.createdAt.isoformat(),
+            )
+            for t in page.items
+        ],
+        nextCursor=page.nextCursor,
+        tools=[
+            "tasks_list",
+            "tasks_get",
+            "tasks_attempts_list",
+            "tasks_messages_list",
+            "tasks_artifacts_list",
+            "tasks_console_link",
+        ],
+    )
+
+
+class EntryPoint(BaseModel):
+    id: UUID
+    title: str | None = None
+    entryType: EntryType
+    tags: list[str]
+    importance: int
+    injectionRisk: bool
+
+
+class EntriesMapView(BaseModel):
+    app: Literal["entries_map"]
+    resourceUri: str
+    diary: Diary
+    total: int
+    tags: list[TagCount]
+    entries: list[EntryPoint]
+    tools: list[str]
+
+
+class EntriesMapOpen(Arguments):
+    diary_id: UUID = Field(description="The diary to map")
+    entry_type: EntryType | None = None
+
+
+def _map_text(result: dict[str, Any]) -> str:
+    flagged = sum(1 for e in result["entries"] if e["injectionRisk"])
+    top = ", ".join(f"{t['tag']} ({t['count']})" for t in result["tags"][:10])
+    return (
+        f"Diary {result['diary']['name']}: {result['total']} entries, "
+        f"{len(result['entries'])} shown, {flagged} flagged for prompt injection. Tags: {top}"
+    )
+
+
+@tool(output=EntriesMapView, read_only=True, render=_map_text)
+async def entries_map_open(call: Call, args: EntriesMapOpen) -> EntriesMapView:
+    """Open the map of a diary: its entries, tags and injection-flagged entries at a glance.
+    In hosts without apps it answers with the newest entries and the tag histogram as text."""
+    diary = await call.api.get_diary(args.diary_id)
+    page = await call.api.list_entries(args.diary_id, limit=MAP_SAMPLE, entry_type=args.entry_type)
+    tags = await call.api.diary_tags(args.diary_id, entry_type=args.entry_type)
+    return EntriesMapView(
+        app="entries_map",
+        resourceUri=ENTRIES_MAP_URI,
+        diary=diary,
+        total=page.total,
+        tags=tags.tags[:50],
+        entries=[
+            EntryPoint(
+                id=e.id,
+                title=e.title,
+                entryType=e.entryType,
+                tags=e.tags,
+                importance=e.importance,
+                injectionRisk=e.injectionRisk,
+            )
+            for e in page.items
+        ],
+        tools=["entries_list", "entries_search", "entries_get", "diary_tags"],
+    )

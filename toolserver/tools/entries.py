@@ -1,0 +1,279 @@
+"""Entries, hybrid search and entry relations. Lists are paged (limit + offset): a tool never
+returns a whole diary at once."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import AwareDatetime, BaseModel, Field
+
+from schemas import limits
+from schemas.embedding import SearchRequest
+from schemas.identity import Done
+from schemas.memory import (
+    Entry,
+    EntryCreateRequest,
+    EntryList,
+    EntryType,
+    EntryUpdateRequest,
+    Relation,
+    RelationCreateRequest,
+    RelationList,
+    RelationMetadata,
+    RelationStatus,
+    RelationType,
+    RelationUpdateRequest,
+)
+from toolserver.registry import Arguments, Call, tool
+
+EntryId = Annotated[UUID, Field(description="The entry's id")]
+Tag = Annotated[str, Field(min_length=1, max_length=limits.ENTRY_TAG_MAX_CHARS)]
+Tags = Annotated[list[Tag], Field(max_length=limits.ENTRY_TAGS_MAX)]
+Importance = Annotated[int, Field(ge=limits.ENTRY_IMPORTANCE_MIN, le=limits.ENTRY_IMPORTANCE_MAX)]
+Content = Annotated[
+    str, Field(min_length=limits.ENTRY_CONTENT_MIN_CHARS, max_length=limits.ENTRY_CONTENT_MAX_CHARS)
+]
+Title = Annotated[str, Field(max_length=limits.ENTRY_TITLE_MAX_CHARS)]
+
+
+def _entry_text(result: dict[str, Any]) -> str:
+    flag = " [flagged: possible prompt injection]" if result.get("injectionRisk") else ""
+    return f"Entry {result['id']} ({result['entryType']}){flag}: {result.get('title') or ''}"
+
+
+def _page_text(result: dict[str, Any]) -> str:
+    shown = len(result["items"])
+    start = result.get("offset", 0)
+    return f"Entries {start + 1}-{start + shown} of {result['total']}" if shown else "No entries"
+
+
+class EntriesCreate(Arguments):
+    diary_id: UUID = Field(description="The diary to write to (you need write access)")
+    content: Content
+    title: Title | None = None
+    tags: Tags = Field(default_factory=list)
+    importance: Importance = limits.ENTRY_IMPORTANCE_DEFAULT
+    entry_type: EntryType = Field(
+        default="semantic",
+        description="episodic (what happened), semantic (a fact), procedural (how to), "
+        "reflection (a lesson)",
+    )
+    signing_request_id: UUID | None = Field(
+        default=None,
+        description="Signed diaries only: a completed signing request whose message is the "
+        "entry CID",
+    )
+
+
+@tool(output=Entry, render=_entry_text)
+async def entries_create(call: Call, args: EntriesCreate) -> Entry:
+    """Write a memory entry into a diary; it is embedded for search and scanned for prompt
+    injection. Use it to remember facts, events, procedures and lessons."""
+    body = EntryCreateRequest(
+        content=args.content,
+        title=args.title,
+        tags=args.tags,
+        importance=args.importance,
+        entryType=args.entry_type,
+        signingRequestId=args.signing_request_id,
+    )
+    return await call.api.create_entry(args.diary_id, body)
+
+
+class EntryRef(Arguments):
+    entry_id: EntryId
+
+
+@tool(output=Entry, read_only=True, render=_entry_text)
+async def entries_get(call: Call, args: EntryRef) -> Entry:
+    """Read one entry in full: content, tags, importance, CID, signature and injection flag."""
+    return await call.api.get_entry(args.entry_id)
+
+
+class EntriesList(Arguments):
+    diary_id: UUID
+    limit: int = Field(default=limits.ENTRIES_PAGE.default, ge=1, le=limits.ENTRIES_PAGE.max)
+    offset: int = Field(default=0, ge=0, description="Skip this many (page with limit)")
+    tags: Tags | None = Field(default=None, description="Only entries carrying all of these")
+    exclude_tags: Tags | None = Field(default=None, description="Leave out entries with any")
+    entry_type: EntryType | None = None
+
+
+@tool(output=EntryList, read_only=True, render=_page_text)
+async def entries_list(call: Call, args: EntriesList) -> EntryList:
+    """Page through a diary's entries, newest first, optionally filtered by tags or type. For
+    finding entries by meaning use entries_search instead."""
+    return await call.api.list_entries(
+        args.diary_id,
+        limit=args.limit,
+        offset=args.offset,
+        tags=args.tags,
+        exclude_tags=args.exclude_tags,
+        entry_type=args.entry_type,
+    )
+
+
+class EntriesUpdate(Arguments):
+    entry_id: EntryId
+    content: Content | None = None
+    title: Title | None = None
+    tags: Tags | None = Field(default=None, description="Replaces the entry's tags")
+    importance: Importance | None = None
+    entry_type: EntryType | None = None
+
+
+@tool(output=Entry, idempotent=True, render=_entry_text)
+async def entries_update(call: Call, args: EntriesUpdate) -> Entry:
+    """Change an unsigned entry's content, title, tags, importance or type (only the fields
+    you give). Signed entries are immutable."""
+    body = EntryUpdateRequest(
+        content=args.content,
+        title=args.title,
+        tags=args.tags,
+        importance=args.importance,
+        entryType=args.entry_type,
+    )
+    return await call.api.update_entry(args.entry_id, body)
+
+
+@tool(output=Done, destructive=True, idempotent=True, render=lambda r: "Entry deleted")
+async def entries_delete(call: Call, args: EntryRef) -> Done:
+    """Delete an unsigned entry for good (its relations go with it)."""
+    return await call.api.delete_entry(args.entry_id)
+
+
+class EntriesSearch(Arguments):
+    query: str = Field(min_length=1, max_length=limits.SEARCH_QUERY_MAX_CHARS)
+    diary_id: UUID | None = Field(
+        default=None, description="Search one diary; omit to search every diary you can read"
+    )
+    tags: Tags | None = Field(default=None, description="Only entries carrying all of these")
+    exclude_tags: Tags | None = None
+    entry_types: list[EntryType] | None = Field(default=None, max_length=4)
+    exclude_superseded: bool = Field(
+        default=False, description="Leave out entries that a newer entry supersedes"
+    )
+    created_after: AwareDatetime | None = None
+    created_before: AwareDatetime | None = None
+    limit: int = Field(default=limits.SEARCH_PAGE.default, ge=1, le=limits.SEARCH_PAGE.max)
+
+
+class SearchScope(BaseModel):
+    diaryId: UUID | None = None
+    allReadableDiaries: bool
+
+
+class SearchResult(BaseModel):
+    """`POST /diary/search`'s answer plus the scope that was searched."""
+
+    results: list[Entry]
+    total: int
+    search_type: Literal["hybrid", "fulltext", "vector"]
+    scope: SearchScope
+
+
+def _search_text(result: dict[str, Any]) -> str:
+    where = "every diary you can read" if result["scope"]["allReadableDiaries"] else "one diary"
+    return f"{result['total']} results ({result['search_type']}) in {where}"
+
+
+@tool(output=SearchResult, read_only=True, render=_search_text)
+async def entries_search(call: Call, args: EntriesSearch) -> dict[str, Any]:
+    """Find entries by meaning and keywords (hybrid vector + full-text search), best first.
+    Omit diary_id to search across every diary you can read; the result says which scope
+    was searched."""
+    body = SearchRequest(
+        query=args.query,
+        diaryId=args.diary_id,
+        tags=args.tags,
+        excludeTags=args.exclude_tags,
+        entryTypes=args.entry_types,
+        excludeSuperseded=args.exclude_superseded,
+        createdAfter=args.created_after,
+        createdBefore=args.created_before,
+        limit=args.limit,
+    )
+    # the hot path: the API's JSON goes out as it came (the output schema is the same model)
+    found = await call.api.search_json(body)
+    scope: dict[str, Any] = {"allReadableDiaries": args.diary_id is None}
+    if args.diary_id is not None:
+        scope["diaryId"] = str(args.diary_id)
+    return {**found, "scope": scope}
+
+
+# --- relations -------------------------------------------------------------------------------
+
+
+class RelationsCreate(Arguments):
+    source_id: UUID = Field(description="The entry the relation starts from")
+    target_id: UUID = Field(description="The entry it points to")
+    relation: RelationType = Field(
+        description="supersedes, elaborates, contradicts, supports, caused_by or references"
+    )
+    status: Literal["proposed", "accepted"] = "proposed"
+    confidence: float | None = Field(default=None, ge=0, le=1)
+
+
+@tool(output=Relation, render=lambda r: f"{r['sourceId']} {r['relation']} {r['targetId']}")
+async def relations_create(call: Call, args: RelationsCreate) -> Relation:
+    """Link two entries with a typed relation (e.g. a newer entry supersedes an older one)."""
+    metadata = RelationMetadata(confidence=args.confidence) if args.confidence is not None else None
+    body = RelationCreateRequest(
+        targetId=args.target_id, relation=args.relation, status=args.status, metadata=metadata
+    )
+    return await call.api.create_relation(args.source_id, body)
+
+
+class RelationsList(Arguments):
+    entry_id: EntryId
+    relation: RelationType | None = None
+    status: RelationStatus | None = None
+    direction: Literal["as_source", "as_target", "both"] = "both"
+    limit: int = Field(default=limits.RELATIONS_PAGE.default, ge=1, le=limits.RELATIONS_PAGE.max)
+    offset: int = Field(default=0, ge=0)
+
+
+@tool(output=RelationList, read_only=True, render=lambda r: f"{r['total']} relations")
+async def relations_list(call: Call, args: RelationsList) -> RelationList:
+    """List the relations an entry takes part in, as source, target or both."""
+    return await call.api.list_relations(
+        args.entry_id,
+        relation=args.relation,
+        status=args.status,
+        direction=args.direction,
+        limit=args.limit,
+        offset=args.offset,
+    )
+
+
+class RelationsUpdate(Arguments):
+    relation_id: UUID
+    status: RelationStatus = Field(description="accept or reject a proposed relation")
+
+
+@tool(output=Relation, idempotent=True, render=lambda r: f"Relation is {r['status']}")
+async def relations_update(call: Call, args: RelationsUpdate) -> Relation:
+    """Accept or reject a proposed relation, e.g. one an agent suggested between two of
+    your entries."""
+    return await call.api.update_relation(
+        args.relation_id, RelationUpdateRequest(status=args.status)
+    )
+
+
+class RelationRef(Arguments):
+    relation_id: UUID
+
+
+class RelationDeleted(BaseModel):
+    success: bool
+    relationId: UUID
+
+
+@tool(
+    output=RelationDeleted, destructive=True, idempotent=True, render=lambda r: "Relation deleted"
+)
+async def relations_delete(call: Call, args: RelationRef) -> RelationDeleted:
+    """Remove a relation between two entries when it no longer holds; the entries stay."""
+    await call.api.delete_relation(args.relation_id)
+    return RelationDeleted(success=True, relationId=args.relation_id)
