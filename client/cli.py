@@ -2,6 +2,7 @@
 
 cairn daemon --team <id> [--config FILE] [--slots N] [--once] [--task-types a,b] -- CMD ARGS…
 cairn whoami
+cairn keys | tasks | entries | sign       (client/commands.py)
 
 The API address comes from `--base-url`, `SERVICE_API_URL` or the config's `base_url`
 (default http://127.0.0.1:8000). The daemon's config file is TOML; every key is optional and a
@@ -16,13 +17,13 @@ import argparse
 import asyncio
 import json
 import logging
-import sys
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from client import commands as agent_commands
+from client.config import API_URL_ENV, DEFAULT_API_URL, api_url, load_config, refuse
 from client.credentials import (
     cli_credential,
     daemon_agent_key,
@@ -33,9 +34,7 @@ from client.daemon import Daemon, DaemonConfig, DaemonRefused
 from client.rest import ApiError, CairnClient
 from client.secrets import SecretError, SecretSource
 from schemas import limits
-
-API_URL_ENV = "SERVICE_API_URL"
-DEFAULT_API_URL = "http://127.0.0.1:8000"
+from schemas.identity import Whoami
 
 log = logging.getLogger("cairn.client")
 
@@ -54,21 +53,14 @@ def register(commands: Any) -> None:
     whoami = commands.add_parser("whoami", help="who the API takes this credential for")
     _common(whoami)
     whoami.add_argument("--agent-key-ref", help="an agent key reference (env:NAME, file:path)")
+    whoami.add_argument("--team", type=UUID, help="send x-service-team-id (a team key needs it)")
     whoami.set_defaults(run=run_whoami)
+    agent_commands.register(commands, _common)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help=f"the API (default ${API_URL_ENV}, {DEFAULT_API_URL})")
     parser.add_argument("--config", type=Path, help="a TOML config file")
-
-
-def _config(path: Path | None) -> dict[str, Any]:
-    return tomllib.loads(path.read_text()) if path else {}
-
-
-def _base_url(args: argparse.Namespace, config: Mapping[str, Any], source: SecretSource) -> str:
-    value = args.base_url or source.environ.get(API_URL_ENV) or config.get("base_url")
-    return str(value or DEFAULT_API_URL).rstrip("/")
 
 
 def daemon_config(args: argparse.Namespace, config: Mapping[str, Any]) -> DaemonConfig:
@@ -94,14 +86,14 @@ def daemon_config(args: argparse.Namespace, config: Mapping[str, Any]) -> Daemon
 def run_daemon(args: argparse.Namespace) -> None:
     source = SecretSource.from_environment()
     try:
-        config = _config(args.config)
+        config = load_config(args.config)
         key = daemon_agent_key(source, config)
-        base_url = _base_url(args, config, source)
+        base_url = api_url(args, config, source)
         require_safe_transport(base_url)
         settings = daemon_config(args, config)
         private_key = signing_key(source, config)
     except (SecretError, DaemonRefused, ValueError) as exc:
-        _refuse(exc)
+        refuse(exc)
     if private_key is None:
         log.warning("no SERVICE_SIGNING_KEY_REF: outputs are completed unsigned")
 
@@ -114,33 +106,29 @@ def run_daemon(args: argparse.Namespace) -> None:
     try:
         completed = asyncio.run(main())
     except DaemonRefused as exc:
-        _refuse(exc)
+        refuse(exc)
     log.info("daemon stopped after %d completed task(s)", completed)
 
 
 def run_whoami(args: argparse.Namespace) -> None:
     source = SecretSource.from_environment()
     try:
-        config = _config(args.config)
+        config = load_config(args.config)
         credential = cli_credential(source, explicit_key_ref=args.agent_key_ref, config=config)
-        base_url = _base_url(args, config, source)
+        base_url = api_url(args, config, source)
         if credential.agent_key is not None:
             require_safe_transport(base_url)
     except (SecretError, ValueError) as exc:
-        _refuse(exc)
+        refuse(exc)
 
     async def main() -> dict[str, Any]:
         async with CairnClient(
             base_url, credentials=credential.client, bearer=credential.agent_key
         ) as api:
-            return (await api.whoami()).model_dump(mode="json", exclude_none=True)
+            me = Whoami.model_validate(await api.request("GET", "/agents/whoami", team=args.team))
+            return me.model_dump(mode="json", exclude_none=True)
 
     try:
         print(json.dumps(asyncio.run(main()), indent=2))
     except ApiError as exc:  # the selected credential failed: terminal, no fall-through
-        _refuse(exc)
-
-
-def _refuse(exc: Exception) -> None:
-    print(f"cairn: {exc}", file=sys.stderr)
-    raise SystemExit(2)
+        refuse(exc)

@@ -11,6 +11,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
@@ -30,9 +31,10 @@ from workers.registry import WORKFLOWS, ActivityDeps, activities, embedding_acti
 from workflows.artifacts import ensure_artifact_sweep_schedule
 from workflows.maintenance import ensure_maintenance_schedules
 from workflows.packs import ensure_pack_sweep_schedule
-from workflows.signing_keys import SIGNING_KEYS_WORKFLOW_ID, SigningKeysWorkflow
+from workflows.signing_keys import SigningKeysWorkflow, signing_keys_workflow_id
 
 log = logging.getLogger("cairn.worker")
+SIGNING_KEYS_TIMEOUT = timedelta(minutes=1)
 
 
 def build_worker(client: Client, settings: Settings, deps: ActivityDeps) -> Worker:
@@ -51,9 +53,11 @@ async def ensure_signing_key(client: Client, settings: Settings, *, rotate: bool
     state = await client.execute_workflow(
         SigningKeysWorkflow.run,
         SigningKeyEnsure(rotate=rotate),
-        id=SIGNING_KEYS_WORKFLOW_ID,
+        id=signing_keys_workflow_id(settings.temporal_task_queue),
         task_queue=settings.temporal_task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        # a run whose workers are gone ends instead of holding every later start-up forever
+        execution_timeout=SIGNING_KEYS_TIMEOUT,
     )
     return state.kid
 

@@ -10,7 +10,12 @@ with workflow.unsafe.imports_passed_through():
     from schemas.identity import SigningKeyEnsure, SigningKeyState
     from workflows.common import run_step
 
-SIGNING_KEYS_WORKFLOW_ID = "oauth/signing-keys"
+
+def signing_keys_workflow_id(task_queue: str) -> str:
+    """One per deployment (its task queue), like the maintenance schedules: a run only its own
+    workers can finish must not hold another deployment's (or test stack's) start-up, which
+    attaches to a running run of the same id."""
+    return f"oauth/signing-keys/{task_queue}"
 
 
 @workflow.defn(name="SigningKeys")
