@@ -383,6 +383,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             log("issuing one team agent key per agent")
             keyed = await _agent_key_headers(session, base, bearer)
             metrics.update(await _whoami_jwt_vs_agent_key(session, base, bearer, keyed, loop))
+            log("agent key vs JWT at concurrency 1, alternating rounds")
+            result["agent_key_breakdown_c1"] = await agent_key_breakdown(
+                session, stack, bearer[0], keyed[0]
+            )
             if args.agent_keys_only:
                 result["metrics"] = metrics
                 result["ratios"] = agent_key_ratios(metrics, concurrency)
@@ -617,6 +621,63 @@ async def _whoami_jwt_vs_agent_key(
         rows[f"whoami_jwt_c{conc}"] = await loop(caller(bearer), conc)
         rows[f"whoami_agent_key_c{conc}"] = await loop(caller(keyed), conc)
     return rows
+
+
+async def agent_key_breakdown(
+    session: aiohttp.ClientSession,
+    stack: BenchStack,
+    jwt_headers: dict[str, str],
+    key_headers: dict[str, str],
+    rounds: int = 5,
+    runs: int = 100,
+) -> dict[str, Any]:
+    """Concurrency 1, alternating JWT and agent-key whoami in short rounds (so a burst of load
+    from elsewhere hits both), and the agent-key check itself in this process: the indexed read
+    and the keyed-hash compare."""
+    from infra.db import create_pool
+    from infra.repos.agent_keys import get_key_for_auth
+    from schemas.agent_keys import agent_key_id
+    from schemas.kernel.crypto import secrets_match
+
+    base = stack.base_url
+
+    def whoami(headers: dict[str, str]) -> Callable[[], Awaitable[None]]:
+        async def call() -> None:
+            async with session.get(base + "/agents/whoami", headers=headers) as response:
+                await response.read()
+
+        return call
+
+    jwt_p50, key_p50 = [], []
+    for _ in range(rounds):
+        jwt_p50.append((await _timed(whoami(jwt_headers), runs))["p50_ms"])
+        key_p50.append((await _timed(whoami(key_headers), runs))["p50_ms"])
+    secret = key_headers["Authorization"].removeprefix("Bearer ")
+    key_id = agent_key_id(secret)
+    assert key_id is not None
+    settings = stack.settings
+    pool = await create_pool(settings.database_url, read_only=True, max_size=2)
+    try:
+        row = await get_key_for_auth(pool, key_id)
+        assert row is not None
+        read = await _timed(lambda: get_key_for_auth(pool, key_id), 300)
+
+        async def compare() -> None:
+            secrets_match(secret, row.secret_hash, settings.secret_bytes)
+
+        hmac_compare = await _timed(compare, 300)
+    finally:
+        await pool.close()
+    return {
+        "note": "c=1, alternating rounds of 100 requests; medians of the round p50s",
+        "http_whoami_jwt_p50_ms_by_round": jwt_p50,
+        "http_whoami_agent_key_p50_ms_by_round": key_p50,
+        "http_whoami_jwt_p50_ms": statistics.median(jwt_p50),
+        "http_whoami_agent_key_p50_ms": statistics.median(key_p50),
+        "agent_key_over_jwt": round(statistics.median(key_p50) / statistics.median(jwt_p50), 2),
+        "agent_key_indexed_read": read,
+        "agent_key_hmac_compare": hmac_compare,
+    }
 
 
 def agent_key_ratios(metrics: dict[str, Any], concurrency: int) -> dict[str, Any]:
