@@ -11,6 +11,8 @@ process), then measures with N closed-loop clients for D seconds each:
   (no activity, and one no-op activity) at concurrency 1 and N;
 - POST /oauth2/token (client_secret_basic) over N pre-registered agents;
 - GET /agents/whoami with one cached token per client;
+- GET /agents/whoami with a JWT next to the same with a team agent key, at concurrency 1 and N
+  (`--agent-keys-only` stops after these);
 - POST /auth/register (a whole workflow) at concurrency 1 and N, with bootstrap vouchers
   issued beforehand through the voucher workflow (not measured);
 - the same health, token and whoami phases driven by `wrk` (Debian package `wrk`) when it is
@@ -378,6 +380,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             log("GET /agents/whoami")
             metrics["whoami"] = await loop(whoami, concurrency)
 
+            log("issuing one team agent key per agent")
+            keyed = await _agent_key_headers(session, base, bearer)
+            metrics.update(await _whoami_jwt_vs_agent_key(session, base, bearer, keyed, loop))
+            log("agent key vs JWT at concurrency 1, alternating rounds")
+            result["agent_key_breakdown_c1"] = await agent_key_breakdown(
+                session, stack, bearer[0], keyed[0]
+            )
+            if args.agent_keys_only:
+                result["metrics"] = metrics
+                result["ratios"] = agent_key_ratios(metrics, concurrency)
+                return result
+
             if shutil.which("wrk"):
 
                 async def wrk(path: str, script: str) -> dict[str, Any]:
@@ -454,7 +468,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             result["breakdown_c1"] = await breakdown(session, stack, agents[0])
         result["metrics"] = metrics
         result["targets"] = targets(metrics)
-        result["ratios"] = ratios(metrics, concurrency)
+        result["ratios"] = {
+            **ratios(metrics, concurrency),
+            **agent_key_ratios(metrics, concurrency),
+        }
     return result
 
 
@@ -554,6 +571,127 @@ def _verdict(value: float | None, limit: float) -> dict[str, Any]:
     return {"p50_ms": value, "target_ms": limit, "pass": passed}
 
 
+# --- whoami: agent key next to JWT (issue 12: agent key p50 <= 1.1 x JWT p50 at 1 and N) ------
+
+
+async def _agent_key_headers(
+    session: aiohttp.ClientSession, base: str, bearer: list[dict[str, str]]
+) -> list[dict[str, str]]:
+    """For each agent: a team key in its personal team, as the headers a daemon sends."""
+    keyed = []
+    for headers in bearer:
+        async with session.get(base + "/teams", headers=headers) as response:
+            teams = await response.json(content_type=None)
+        team = next(t["id"] for t in teams["items"] if t["personal"])
+        async with session.get(base + "/agents/whoami", headers=headers) as response:
+            me = await response.json(content_type=None)
+        body = {"agentId": me["agentId"], "name": "bench"}
+        sent = {**headers, "x-service-team-id": team, "Idempotency-Key": uuid.uuid4().hex}
+        async with session.post(base + "/agent-keys", json=body, headers=sent) as response:
+            key = await response.json(content_type=None)
+            if response.status != 201:
+                raise RuntimeError(f"agent key failed: {response.status} {key}")
+        keyed.append({"Authorization": f"Bearer {key['secret']}", "x-service-team-id": team})
+    return keyed
+
+
+async def _whoami_jwt_vs_agent_key(
+    session: aiohttp.ClientSession,
+    base: str,
+    bearer: list[dict[str, str]],
+    keyed: list[dict[str, str]],
+    loop: Callable[[Op, int], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """GET /agents/whoami with a JWT and with an agent key, at concurrency 1 and N, phase by
+    phase in the same run (JWT first at each level, so neither gets a warmer stack)."""
+
+    def caller(headers: list[dict[str, str]]) -> Op:
+        async def call(i: int) -> bool:
+            async with session.get(
+                base + "/agents/whoami", headers=headers[i % len(headers)]
+            ) as response:
+                await response.read()
+                return response.status == 200
+
+        return call
+
+    rows: dict[str, Any] = {}
+    for conc in sorted({1, len(bearer)}):
+        log(f"GET /agents/whoami, JWT vs agent key, concurrency {conc}")
+        rows[f"whoami_jwt_c{conc}"] = await loop(caller(bearer), conc)
+        rows[f"whoami_agent_key_c{conc}"] = await loop(caller(keyed), conc)
+    return rows
+
+
+async def agent_key_breakdown(
+    session: aiohttp.ClientSession,
+    stack: BenchStack,
+    jwt_headers: dict[str, str],
+    key_headers: dict[str, str],
+    rounds: int = 5,
+    runs: int = 100,
+) -> dict[str, Any]:
+    """Concurrency 1, alternating JWT and agent-key whoami in short rounds (so a burst of load
+    from elsewhere hits both), and the agent-key check itself in this process: the indexed read
+    and the keyed-hash compare."""
+    from infra.db import create_pool
+    from infra.repos.agent_keys import get_key_for_auth
+    from schemas.agent_keys import agent_key_id
+    from schemas.kernel.crypto import secrets_match
+
+    base = stack.base_url
+
+    def whoami(headers: dict[str, str]) -> Callable[[], Awaitable[None]]:
+        async def call() -> None:
+            async with session.get(base + "/agents/whoami", headers=headers) as response:
+                await response.read()
+
+        return call
+
+    jwt_p50, key_p50 = [], []
+    for _ in range(rounds):
+        jwt_p50.append((await _timed(whoami(jwt_headers), runs))["p50_ms"])
+        key_p50.append((await _timed(whoami(key_headers), runs))["p50_ms"])
+    secret = key_headers["Authorization"].removeprefix("Bearer ")
+    key_id = agent_key_id(secret)
+    assert key_id is not None
+    settings = stack.settings
+    pool = await create_pool(settings.database_url, read_only=True, max_size=2)
+    try:
+        row = await get_key_for_auth(pool, key_id)
+        assert row is not None
+        read = await _timed(lambda: get_key_for_auth(pool, key_id), 300)
+
+        async def compare() -> None:
+            secrets_match(secret, row.secret_hash, settings.secret_bytes)
+
+        hmac_compare = await _timed(compare, 300)
+    finally:
+        await pool.close()
+    return {
+        "note": "c=1, alternating rounds of 100 requests; medians of the round p50s",
+        "http_whoami_jwt_p50_ms_by_round": jwt_p50,
+        "http_whoami_agent_key_p50_ms_by_round": key_p50,
+        "http_whoami_jwt_p50_ms": statistics.median(jwt_p50),
+        "http_whoami_agent_key_p50_ms": statistics.median(key_p50),
+        "agent_key_over_jwt": round(statistics.median(key_p50) / statistics.median(jwt_p50), 2),
+        "agent_key_indexed_read": read,
+        "agent_key_hmac_compare": hmac_compare,
+    }
+
+
+def agent_key_ratios(metrics: dict[str, Any], concurrency: int) -> dict[str, Any]:
+    """Agent-key whoami p50 over JWT whoami p50 (target <= 1.1) at 1 and N connections."""
+    out: dict[str, Any] = {}
+    for conc in sorted({1, concurrency}):
+        jwt_p50 = metrics.get(f"whoami_jwt_c{conc}", {}).get("p50_ms")
+        key_p50 = metrics.get(f"whoami_agent_key_c{conc}", {}).get("p50_ms")
+        ratio = round(key_p50 / jwt_p50, 2) if jwt_p50 and key_p50 else None
+        out[f"whoami_agent_key_p50_over_jwt_p50_c{conc}"] = ratio
+        out[f"whoami_agent_key_c{conc}_within_1_1x_jwt"] = ratio is not None and ratio <= 1.1
+    return out
+
+
 def targets(metrics: dict[str, Any]) -> dict[str, Any]:
     """Judged on the wrk rows when there are any (the reference's load generator), else on the
     Python client's."""
@@ -650,6 +788,11 @@ def main() -> None:
         help="processes of `cairn api` (default: one per core)",
     )
     parser.add_argument("--skip-workflow-baseline", action="store_true")
+    parser.add_argument(
+        "--agent-keys-only",
+        action="store_true",
+        help="stop after the whoami phases (JWT vs agent key at 1 and N connections)",
+    )
     parser.add_argument(
         "--wait-quiet",
         type=float,
