@@ -6,7 +6,7 @@ the real stack, both ways where it is a permission:
 - a voucher expires 24 hours after issue (SPEC 2.3, 8), with the issue time moved by the test;
 - `correlationId` does not prevent duplicates: two creates make two tasks, both listed;
 - `runningTimeoutSec` reaches the attempt workflow (the timer itself, under time skipping, is
-  tests/workflows/test_running_timeout.py);
+  tests/workflows/test_task_workflow.py);
 - a relation's `workflow_id` names the workflow that created it.
 """
 
@@ -55,6 +55,8 @@ async def test_deleting_an_entry_removes_its_parent_tuple_and_every_read(
     for reader in (owner, other):  # public diary: everyone reads it before the delete
         assert (await reader.call("GET", f"/entries/{entry['id']}"))[0] == 200
     assert (await anonymous(api_http, "GET", f"/public/entries/{entry['id']}"))[0] == 200
+    status, feed = await anonymous(api_http, "GET", "/public/feed")
+    assert status == 200 and entry["id"] in [item["id"] for item in feed["items"]]
 
     # someone without write permission cannot delete it: entry and tuple stay
     assert (await other.call("DELETE", f"/entries/{entry['id']}"))[0] == 403
@@ -74,7 +76,10 @@ async def test_deleting_an_entry_removes_its_parent_tuple_and_every_read(
             "POST", "/diary/search", json={"query": "lighthouses painted", "diaryId": diary["id"]}
         )
         assert status == 200 and entry["id"] not in [r["id"] for r in found["results"]]
-    assert (await anonymous(api_http, "GET", f"/public/entries/{entry['id']}"))[0] == 404
+    for public in (f"/public/entries/{entry['id']}", f"/public/entry/{entry['id']}"):
+        assert (await anonymous(api_http, "GET", public))[0] == 404
+    status, feed = await anonymous(api_http, "GET", "/public/feed")
+    assert status == 200 and entry["id"] not in [item["id"] for item in feed["items"]]
     assert (await owner.call("DELETE", f"/entries/{entry['id']}"))[0] == 404
 
 

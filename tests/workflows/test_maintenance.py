@@ -6,6 +6,7 @@ leaves live ones alone. Both report what they did; the worker's schedules exist 
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
@@ -14,6 +15,7 @@ import asyncpg
 import pytest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from test_task_workflow import Run, new_worker, register_search_attributes
 
@@ -182,16 +184,30 @@ async def test_one_purge_run_deletes_at_most_its_batch_of_each_kind(
     assert [await rows.exists("used_recovery_nonces", "nonce", n) for n in nonces] == [False] * 3
 
 
+@pytest.fixture
+async def runs() -> AsyncIterator[list[Run]]:
+    """Runs of the test; those still going at the end are terminated. Once this module's worker
+    is gone, a timer of theirs firing on the shared time-skipping server would make a workflow
+    task that nobody polls, and the server would stop skipping time for later modules."""
+    made: list[Run] = []
+    yield made
+    for run in made:
+        with contextlib.suppress(RPCError):  # it ended already
+            await run.handle.terminate("test over")
+
+
 async def test_the_reconciler_settles_tasks_whose_workflow_is_gone(
-    time_skipping_env: WorkflowEnvironment, queue: str, pool: asyncpg.Pool
+    time_skipping_env: WorkflowEnvironment, queue: str, pool: asyncpg.Pool, runs: list[Run]
 ) -> None:
     env = time_skipping_env
     live = await Run(env, queue, pool).create()
     running = await Run(env, queue, pool).create()
+    runs.extend([live, running])
     await running.claim()
     await running.heartbeat()
     queued = await Run(env, queue, pool).create()
     finished = await Run(env, queue, pool).create()
+    runs.extend([queued, finished])
     await finished.claim()
     await finished.heartbeat()
     await finished.complete()

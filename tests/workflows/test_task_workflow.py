@@ -34,6 +34,7 @@ from schemas import limits
 from schemas.base import Payload
 from schemas.kernel.cids import json_cid
 from schemas.kernel.task_types import input_schema_cid
+from schemas.task_api import CreateTaskRequest
 from schemas.task_attempts import (
     ABORT_UPDATE,
     CANCEL_UPDATE,
@@ -630,3 +631,25 @@ async def test_a_whole_lifecycle_replays(run: Run) -> None:
     await run.handle.result()
     history = await run.handle.fetch_history()
     await Replayer(workflows=[TaskWorkflow]).replay_workflow(history)
+
+
+async def test_running_timeout_sec_60_times_out_at_60_s_not_7200(run: Run) -> None:
+    """`runningTimeoutSec` overrides the running default (SPEC 3.1, 8; issue 19): the value the
+    create route passes on for `runningTimeoutSec: 60` times the attempt out 60 s after its
+    start, with a 300 s lease still far off (the route's mapping: test_spec_rules.py)."""
+    body = {"taskType": "freeform", "teamId": str(uuid.uuid4()), "diaryId": str(uuid.uuid4())}
+    asked = CreateTaskRequest.model_validate(
+        {**body, "input": {"brief": "b"}, "runningTimeoutSec": 60}
+    )
+    await run.create(running_timeout_sec=asked.effective_running_timeout_sec())
+    await run.claim()
+    await run.heartbeat()
+    started = (await run.attempts())[0]["started_at"]
+    await run.env.sleep(50)
+    assert (await run.task())["status"] == "running"  # not yet: 50 s < 60 s
+    await run.env.sleep(15)
+    await run.until_status("failed")
+    (attempt,) = await run.attempts()
+    assert attempt["status"] == "timed_out"
+    assert attempt["timeout_reason"] == "running_total_exceeded"
+    assert seconds(attempt["finished_at"], started) == 60
