@@ -14,9 +14,13 @@ done
 temporal operator namespace describe -n "$NAMESPACE" --address "$TEMPORAL_ADDRESS" >/dev/null 2>&1 ||
   temporal operator namespace create -n "$NAMESPACE" --retention "$RETENTION" --address "$TEMPORAL_ADDRESS"
 
+# a new namespace reaches the frontend's namespace cache a few seconds after it is registered
+until existing=$(temporal operator search-attribute list -n "$NAMESPACE" --address "$TEMPORAL_ADDRESS"); do
+  echo "waiting for namespace $NAMESPACE"
+  sleep 2
+done
 for attribute in TeamId TaskType DiaryId AgentId; do
-  if temporal operator search-attribute list -n "$NAMESPACE" --address "$TEMPORAL_ADDRESS" |
-      grep -qw "$attribute"; then
+  if printf '%s\n' "$existing" | grep -qw "$attribute"; then
     echo "search attribute $attribute exists"
   else
     temporal operator search-attribute create -n "$NAMESPACE" --address "$TEMPORAL_ADDRESS" \
