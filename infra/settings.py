@@ -7,6 +7,7 @@ external Postgres, a Temporal cluster and any S3 endpoint.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -44,6 +45,14 @@ class Settings(BaseSettings):
     temporal_namespace: str = "default"
     temporal_task_queue: str = "cairn"
     temporal_tls: bool = False
+    worker_queues: Literal["all", "service", "embeddings"] = Field(
+        default="all",
+        description=(
+            "What `cairn worker` polls: `all` (the service queue and the embedding queue, the "
+            "model in the same process), `service` (every workflow and activity but embedding; "
+            "no model loaded) or `embeddings` (only the embedding queue; needs Temporal alone)."
+        ),
+    )
 
     s3_endpoint: str = ""
     s3_bucket: str = "cairn"

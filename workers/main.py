@@ -96,10 +96,26 @@ async def start_embedding_worker(
 
 
 @contextlib.asynccontextmanager
+async def running_embedding_worker(
+    settings: Settings, client: Client | None = None
+) -> AsyncIterator[EmbeddingWorker]:
+    """Only the embedding queue (`SERVICE_WORKER_QUEUES=embeddings`): no Postgres, S3 or secret,
+    so these processes scale with the model's CPU apart from the service workers."""
+    embedding = await start_embedding_worker(client or await connect(settings), settings)
+    try:
+        yield embedding
+    finally:
+        await embedding.stop()
+
+
+@contextlib.asynccontextmanager
 async def running_worker(settings: Settings, client: Client | None = None) -> AsyncIterator[Worker]:
-    """A worker running in this event loop until the block ends."""
+    """A worker running in this event loop until the block ends; the embedding queue too unless
+    `settings.worker_queues` is `service`."""
     client = client or await connect(settings)
-    embedding = await start_embedding_worker(client, settings)  # first: the likeliest failure
+    embedding = None
+    if settings.worker_queues == "all":
+        embedding = await start_embedding_worker(client, settings)  # first: the likeliest failure
     pool = await create_pool(
         settings.database_url, read_only=False, max_size=settings.database_pool_max
     )
@@ -115,7 +131,8 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
         await ensure_pack_sweep_schedule(client, settings.temporal_task_queue)
         yield worker
     finally:
-        await embedding.stop()
+        if embedding is not None:
+            await embedding.stop()
         await worker.shutdown()
         with contextlib.suppress(Exception):
             await task
@@ -126,6 +143,11 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
 async def run_worker(settings: Settings) -> None:
     if exporting():  # the workflow and activity spans of a trace the API began
         setup_tracing(settings.otel_service_name)
+    if settings.worker_queues == "embeddings":
+        async with running_embedding_worker(settings):
+            log.info("embedding worker running on task queue %s", settings.embedding_task_queue)
+            await asyncio.Event().wait()
+        return
     async with running_worker(settings):
         log.info("worker running on task queue %s", settings.temporal_task_queue)
         await asyncio.Event().wait()
