@@ -47,9 +47,10 @@ NEEDS: Mapping[str, set[str]] = {
     "worker:all": {*_TEMPORAL, *_DATA},
     "worker:embeddings": {"worker_queues", *_TEMPORAL},
     "migrate": {"database_url"},
+    "mcp": {"mcp_host", "mcp_public_url", "mcp_api_url"},
 }
 # the processes the files must run, by kind
-EXPECTED_KINDS = {"api", "worker:service", "worker:embeddings", "migrate"}
+EXPECTED_KINDS = {"api", "worker:service", "worker:embeddings", "migrate", "mcp"}
 SECRET_PLACEHOLDER = "a-placeholder-secret-of-forty-bytes-0123456"
 
 
