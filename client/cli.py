@@ -48,6 +48,7 @@ def register(commands: Any) -> None:
     daemon.add_argument("--once", action="store_true", help="run one task, then exit")
     daemon.add_argument("--task-types", help="comma-separated task types to serve (default all)")
     daemon.add_argument("--lease-ttl-sec", type=int, help="claim lease (default 300)")
+    daemon.add_argument("--runtime-id", help="this daemon's stable id (default cairn-daemon@host)")
     daemon.add_argument("executor", nargs="*", help="the executor command (after --)")
     daemon.set_defaults(run=run_daemon)
     whoami = commands.add_parser("whoami", help="who the API takes this credential for")
@@ -80,6 +81,7 @@ def daemon_config(args: argparse.Namespace, config: Mapping[str, Any]) -> Daemon
         poll_max_sec=float(config.get("poll_max_sec", 30.0)),
         grace_sec=float(config.get("grace_sec", 10.0)),
         byte_limit=int(config.get("byte_limit", limits.DAEMON_LOCAL_BYTE_LIMIT)),
+        **({"runtime_id": rid} if (rid := args.runtime_id or config.get("runtime_id")) else {}),
     )
 
 

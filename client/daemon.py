@@ -29,9 +29,11 @@ import logging
 import os
 import random
 import signal
+import socket
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -75,6 +77,8 @@ class DaemonConfig:
     grace_sec: float = 10.0
     byte_limit: int = limits.DAEMON_LOCAL_BYTE_LIMIT
     workdir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
+    # the daemon's stable id, kept on each attempt it claims (`runtimeId`)
+    runtime_id: str = field(default_factory=lambda: f"cairn-daemon@{socket.gethostname()}")
 
     @property
     def heartbeat_every_sec(self) -> float:
@@ -175,7 +179,10 @@ class Daemon:
             body = await self.api.request(
                 "POST",
                 f"/tasks/{task.id}/claim",
-                json={"leaseTtlSec": self.config.lease_ttl_sec},
+                json={
+                    "leaseTtlSec": self.config.lease_ttl_sec,
+                    "runtimeId": self.config.runtime_id,
+                },
                 headers=self._team(),
             )
         except ApiError as exc:
@@ -367,7 +374,12 @@ class Attempt:
 
     async def _complete(self, output: Any) -> None:
         output_cid = json_cid(output)
-        body: dict[str, Any] = {"output": output, "outputCid": output_cid}
+        body: dict[str, Any] = {
+            "output": output,
+            "outputCid": output_cid,
+            # this slot holds no resumable session once the attempt is over
+            "daemonState": {"reportedAt": datetime.now(UTC).isoformat()},
+        }
         if self.daemon.signing_key is not None:
             signature = self.daemon.signing_key.sign(output_cid.encode()).signature
             body["contentSignature"] = base64.b64encode(signature).decode()

@@ -131,6 +131,7 @@ STALE_TASK_SCAN_MAX: Final = 10_000  # non-terminal task rows one reconcile run 
 SECRET_FILE_MAX_BYTES: Final = 65_536  # a `file:` secret reference larger than this is refused
 # spec 8 "local byte limit": an executor's output line or artifact file above it fails the attempt
 DAEMON_LOCAL_BYTE_LIMIT: Final = 25 * MIB
+RUNTIME_ID_MAX_CHARS: Final = 200  # the claiming runtime's stable id, as a daemon names itself
 # Task-type input/output schemas (SPEC 2.6; reference task types, anchor-notes section 4).
 TASK_CONTEXT_BINDINGS_MAX: Final = 5  # input.context entries
 TASK_CONTEXT_SLUG_MAX_CHARS: Final = 64

@@ -26,7 +26,7 @@ from schemas import limits
 from schemas.base import Payload, RequestBody, ResponseBody
 from schemas.errors import Conflict, Forbidden
 from schemas.kernel.attempts import ReportRefusal
-from schemas.task_api import Task, TaskAttempt
+from schemas.task_api import DaemonState, Task, TaskAttempt
 from schemas.tasks import AttemptStatus, TaskStatus
 
 # --- names (contracts with running workflows) -------------------------------------------------
@@ -123,6 +123,8 @@ class AttemptState(Payload):
     content_signature: str | None = None
     usage: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    runtime_id: str | None = None
+    daemon_state: dict[str, Any] | None = None
 
 
 class TaskState(Payload):
@@ -180,6 +182,7 @@ class TaskCreated(Payload):
 class ClaimCommand(Payload):
     agent_id: UUID
     lease_ttl_sec: int = limits.TASK_LEASE_DEFAULT_SEC
+    runtime_id: str | None = None
 
 
 class ClaimGranted(Payload):
@@ -208,6 +211,7 @@ class CompleteCommand(Payload):
     output_cid: str
     content_signature: str | None = None
     usage: dict[str, Any] | None = None
+    daemon_state: dict[str, Any] | None = None
 
 
 class FailCommand(Payload):
@@ -246,6 +250,13 @@ class ClaimRequest(RequestBody):
     leaseTtlSec: LeaseTtl = Field(
         default=limits.TASK_LEASE_DEFAULT_SEC,
         description="silence longer than this after a heartbeat times the attempt out",
+    )
+    runtimeId: (
+        Annotated[str, StringConstraints(min_length=1, max_length=limits.RUNTIME_ID_MAX_CHARS)]
+        | None
+    ) = Field(
+        default=None,
+        description="the claiming runtime's stable id (a daemon's), kept on the attempt",
     )
 
 
@@ -288,6 +299,9 @@ class CompleteRequest(RequestBody):
         | None
     ) = Field(default=None, description="base64 Ed25519 signature over the UTF-8 outputCid")
     usage: Usage | None = None
+    daemonState: DaemonState | None = Field(
+        default=None, description="the executing daemon's slot, as it reports it at complete"
+    )
 
 
 class FailError(RequestBody):

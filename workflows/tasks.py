@@ -232,6 +232,7 @@ class TaskWorkflow:
             claimed_at=now,
             claim_expires_at=expires,
             traceparent=self._new_traceparent(),
+            runtime_id=command.runtime_id,
         )
         self._task = self._task.model_copy(
             update={
@@ -319,6 +320,7 @@ class TaskWorkflow:
                 "output_cid": command.output_cid,
                 "content_signature": command.content_signature,
                 "usage": command.usage,
+                "daemon_state": command.daemon_state,
             },
         )
 

@@ -202,7 +202,9 @@ async def claim_task(
         raise Conflict(f"The task is {target.status}, not queued", code=NOT_QUEUED_CODE)
     if not claim_condition_met(target.claim_condition, target.condition_status):
         raise Conflict("The task's claim condition is not met", code=CONDITION_UNMET_CODE)
-    command = ClaimCommand(agent_id=agent_id, lease_ttl_sec=body.leaseTtlSec)
+    command = ClaimCommand(
+        agent_id=agent_id, lease_ttl_sec=body.leaseTtlSec, runtime_id=body.runtimeId
+    )
     try:
         granted = await _update(request, path.id, CLAIM_UPDATE, command, ClaimGranted)
     except TaskClosed:
@@ -340,6 +342,7 @@ async def complete_attempt(
         output_cid=body.outputCid,
         content_signature=body.contentSignature,
         usage=None if body.usage is None else body.usage.model_dump(exclude_none=True),
+        daemon_state=None if body.daemonState is None else body.daemonState.model_dump(mode="json"),
     )
     return await _report(request, path, COMPLETE_UPDATE, command)
 

@@ -107,6 +107,8 @@ class AttemptColumns(BaseModel):
     error: dict[str, Any] | None
     timeout_reason: str | None
     traceparent: str
+    runtime_id: str | None
+    daemon_state: dict[str, Any] | None
 
     @classmethod
     def of(cls, task_id: UUID, attempt: AttemptState) -> AttemptColumns:

@@ -21,11 +21,12 @@ WITH attempt AS (
     INSERT INTO task_attempts (
         id, task_id, attempt_n, workflow_id, lease_id, claimed_by_agent_id, status,
         lease_ttl_sec, claimed_at, started_at, last_heartbeat_at, claim_expires_at, finished_at,
-        output, output_cid, content_signature, usage, error, timeout_reason, traceparent)
+        output, output_cid, content_signature, usage, error, timeout_reason, traceparent,
+        runtime_id, daemon_state)
     SELECT a.id, a.task_id, a.attempt_n, a.workflow_id, a.lease_id, a.claimed_by_agent_id,
            a.status, a.lease_ttl_sec, a.claimed_at, a.started_at, a.last_heartbeat_at,
            a.claim_expires_at, a.finished_at, a.output, a.output_cid, a.content_signature,
-           a.usage, a.error, a.timeout_reason, a.traceparent
+           a.usage, a.error, a.timeout_reason, a.traceparent, a.runtime_id, a.daemon_state
     FROM jsonb_populate_record(NULL::task_attempts, $1::jsonb) AS a
     WHERE $1::jsonb IS NOT NULL
     ON CONFLICT (task_id, attempt_n) DO UPDATE
@@ -34,7 +35,8 @@ WITH attempt AS (
         claim_expires_at = EXCLUDED.claim_expires_at, finished_at = EXCLUDED.finished_at,
         output = EXCLUDED.output, output_cid = EXCLUDED.output_cid,
         content_signature = EXCLUDED.content_signature, usage = EXCLUDED.usage,
-        error = EXCLUDED.error, timeout_reason = EXCLUDED.timeout_reason
+        error = EXCLUDED.error, timeout_reason = EXCLUDED.timeout_reason,
+        daemon_state = EXCLUDED.daemon_state
 )
 UPDATE tasks AS t
 SET status = s.status, attempt_count = s.attempt_count, claim_agent_id = s.claim_agent_id,
@@ -64,7 +66,7 @@ WHERE t.id = $1
 -- name: task_flow_attempt
 SELECT id, task_id, attempt_n, workflow_id, runtime_id, lease_id, claimed_by_agent_id, status,
        lease_ttl_sec, claimed_at, started_at, last_heartbeat_at, claim_expires_at, finished_at,
-       output, output_cid, content_signature, usage, error, timeout_reason
+       output, output_cid, content_signature, usage, error, timeout_reason, daemon_state
 FROM task_attempts
 WHERE task_id = $1 AND attempt_n = $2
 

@@ -59,7 +59,7 @@ LIMIT $11
 -- name: task_read_attempts
 SELECT id, task_id, attempt_n, workflow_id, runtime_id, lease_id, claimed_by_agent_id, status,
        lease_ttl_sec, claimed_at, started_at, last_heartbeat_at, claim_expires_at, finished_at,
-       output, output_cid, content_signature, usage, error, timeout_reason
+       output, output_cid, content_signature, usage, error, timeout_reason, daemon_state
 FROM task_attempts
 WHERE task_id = $1
 ORDER BY attempt_n

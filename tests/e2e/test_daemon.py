@@ -210,7 +210,7 @@ def _kill_quietly(pid: int) -> None:
 
 async def test_a_daemon_claims_runs_and_completes_a_task(team: Team, daemons: Any) -> None:
     task_id = await create_task(team)
-    daemon = await daemons("--once")
+    daemon = await daemons("--once", "--runtime-id", "rack-7/slot-a")
     assert await daemon.exit_code() == 0, daemon.log.read_text()
     assert await task_status(team, task_id) == "completed"
 
@@ -219,6 +219,8 @@ async def test_a_daemon_claims_runs_and_completes_a_task(team: Team, daemons: An
     [attempt] = attempts["items"]
     assert attempt["output"] == OUTPUT
     assert attempt["outputCid"] == json_cid(OUTPUT)
+    assert attempt["runtimeId"] == "rack-7/slot-a"
+    assert attempt["daemonState"]["reportedAt"]
     signature = base64.b64decode(attempt["contentSignature"])
     assert team.executor.signing_key is not None
     team.executor.signing_key.verify_key.verify(attempt["outputCid"].encode(), signature)
