@@ -21,13 +21,10 @@ from temporalio.client import (
     Client,
     Schedule,
     ScheduleActionStartWorkflow,
-    ScheduleAlreadyRunningError,
     ScheduleIntervalSpec,
     ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleSpec,
-    ScheduleUpdate,
-    ScheduleUpdateInput,
 )
 from temporalio.common import RetryPolicy
 
@@ -44,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         StagedExpiry,
     )
     from workflows.common import run_activity, run_local_step
+    from workflows.schedules import ensure_schedule
 
 SWEEP_WORKFLOW_ID: Final = "artifacts/sweep"
 # A sweep step is a batched delete, and S3 may be slow: give it time and keep retrying it
@@ -125,22 +123,5 @@ def artifact_sweep_schedule(
 async def ensure_artifact_sweep_schedule(client: Client, task_queue: str, grace_sec: int) -> str:
     """Create the sweep's schedule, or bring an existing one to these settings (a changed
     `TASK_ARTIFACT_ORPHAN_GRACE_SEC` takes effect at the next worker start). Returns its id."""
-    schedule_id = sweep_schedule_id(task_queue)
     schedule = artifact_sweep_schedule(task_queue, grace_sec)
-    try:
-        await client.create_schedule(schedule_id, schedule)
-    except ScheduleAlreadyRunningError:
-
-        def keep_state(current: ScheduleUpdateInput) -> ScheduleUpdate:
-            # keep what an operator set (paused, notes); replace action, spec and policy
-            return ScheduleUpdate(
-                Schedule(
-                    action=schedule.action,
-                    spec=schedule.spec,
-                    policy=schedule.policy,
-                    state=current.description.schedule.state,
-                )
-            )
-
-        await client.get_schedule_handle(schedule_id).update(keep_state)
-    return schedule_id
+    return await ensure_schedule(client, sweep_schedule_id(task_queue), schedule)

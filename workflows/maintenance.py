@@ -38,13 +38,10 @@ from temporalio.client import (
     Client,
     Schedule,
     ScheduleActionStartWorkflow,
-    ScheduleAlreadyRunningError,
     ScheduleIntervalSpec,
     ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleSpec,
-    ScheduleUpdate,
-    ScheduleUpdateInput,
 )
 from temporalio.common import RetryPolicy
 
@@ -61,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         StaleTaskResult,
     )
     from workflows.common import run_activity
+    from workflows.schedules import ensure_schedule
 
 PURGE_WORKFLOW_ID: Final = "maintenance/purge"
 STALE_TASKS_WORKFLOW_ID: Final = "maintenance/stale-tasks"
@@ -179,27 +177,6 @@ def _every(
         spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
         policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
     )
-
-
-async def ensure_schedule(client: Client, schedule_id: str, schedule: Schedule) -> str:
-    """Create the schedule, or bring an existing one to this action, spec and policy while
-    keeping its state (an operator's pause and notes). Returns its id."""
-    try:
-        await client.create_schedule(schedule_id, schedule)
-    except ScheduleAlreadyRunningError:
-
-        def keep_state(current: ScheduleUpdateInput) -> ScheduleUpdate:
-            return ScheduleUpdate(
-                Schedule(
-                    action=schedule.action,
-                    spec=schedule.spec,
-                    policy=schedule.policy,
-                    state=current.description.schedule.state,
-                )
-            )
-
-        await client.get_schedule_handle(schedule_id).update(keep_state)
-    return schedule_id
 
 
 async def ensure_maintenance_schedules(client: Client, task_queue: str) -> list[str]:

@@ -23,13 +23,10 @@ from temporalio.client import (
     Client,
     Schedule,
     ScheduleActionStartWorkflow,
-    ScheduleAlreadyRunningError,
     ScheduleIntervalSpec,
     ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleSpec,
-    ScheduleUpdate,
-    ScheduleUpdateInput,
 )
 from temporalio.common import RetryPolicy
 
@@ -48,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         RenderInput,
     )
     from workflows.common import run_activity, run_local_step
+    from workflows.schedules import ensure_schedule
 
 SWEEP_WORKFLOW_ID: Final = "packs/sweep"
 SWEEP_STEP_TIMEOUT: Final = timedelta(minutes=2)
@@ -162,21 +160,5 @@ def pack_sweep_schedule(
 async def ensure_pack_sweep_schedule(client: Client, task_queue: str) -> str:
     """Create the sweep's schedule, or bring an existing one to this code's settings (keeping
     what an operator set, such as a pause). Returns its id."""
-    schedule_id = sweep_schedule_id(task_queue)
     schedule = pack_sweep_schedule(task_queue)
-    try:
-        await client.create_schedule(schedule_id, schedule)
-    except ScheduleAlreadyRunningError:
-
-        def keep_state(current: ScheduleUpdateInput) -> ScheduleUpdate:
-            return ScheduleUpdate(
-                Schedule(
-                    action=schedule.action,
-                    spec=schedule.spec,
-                    policy=schedule.policy,
-                    state=current.description.schedule.state,
-                )
-            )
-
-        await client.get_schedule_handle(schedule_id).update(keep_state)
-    return schedule_id
+    return await ensure_schedule(client, sweep_schedule_id(task_queue), schedule)
