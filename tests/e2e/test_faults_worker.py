@@ -1,12 +1,14 @@
 """The worker killed with SIGKILL in the middle of registration, entry create, pack create and a
-task attempt: once a new worker starts, each completes exactly once (no lost and no duplicated
-rows, tuples, S3 objects or tokens).
+task attempt's completion: once a new worker starts, each completes exactly once (no lost and
+no duplicated rows or tuples; the OAuth client registered once, and its secret gets a token).
 
 The worker is a real `python -m cairn worker` process on a task queue only this module serves;
-the API runs in the test's event loop. Each kill happens the moment the operation's first
-effect is visible in Postgres, and the workflow's history must then show the dead worker's
-workflow task timing out (proof the kill landed mid-run, not after it), so the new worker
-re-runs the rest and every step is checked to be idempotent.
+the API runs in the test's event loop. The moment an operation's first effect is visible in
+Postgres the worker is frozen (SIGSTOP); if the run has not ended it is SIGKILLed, else let go
+and the operation tried afresh. The workflow's history must then show the dead worker's task
+timing out before the run completed: the new worker re-ran the rest, so every step already done
+was run twice and is checked to be idempotent. None of these operations writes to S3 (uploads:
+test_faults_s3.py and test_faults_disconnect.py).
 """
 
 from __future__ import annotations
