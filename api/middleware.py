@@ -7,8 +7,9 @@ convention metrics and cost a third of a small request's CPU (measured on `GET /
 
 Every error leaves as `application/problem+json`. A DomainError (raised in the API, or carried
 back from a workflow, an update validator or an activity) keeps its status and code; an
-unreachable dependency is 503; anything else is a 500 that shows no internals and is logged
-once with the request id and trace id.
+unreachable dependency (Temporal, a lost or refused Postgres connection, S3) is 503, and every
+503 carries `Retry-After`: an outage is something to wait out, not a bug; anything else is a 500
+that shows no internals and is logged once with the request id and trace id.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 
+import asyncpg
 from aiohttp import web
+from botocore.exceptions import ConnectionError as S3ConnectionError
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, StatusCode
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
@@ -26,6 +29,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from api import keys
 from infra.temporal import problem_from_failure
+from schemas import limits
 from schemas.errors import (
     DomainError,
     InternalError,
@@ -73,6 +77,8 @@ def problem_response(error: DomainError, request: web.Request) -> web.Response:
     retry_after = body.get("retryAfter")
     if retry_after is not None:
         response.headers["Retry-After"] = str(retry_after)
+    elif problem.status == 503:
+        response.headers["Retry-After"] = str(limits.UNAVAILABLE_RETRY_AFTER_SEC)
     if problem.status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="cairn"'
     return response
@@ -103,9 +109,29 @@ def _from_dependency(exc: BaseException) -> DomainError | None:
         RPCStatusCode.RESOURCE_EXHAUSTED,
     ):
         return ServiceUnavailable("The workflow engine is unavailable")
+    if isinstance(exc, _POSTGRES_DOWN):
+        return ServiceUnavailable("The database is unavailable")
+    if isinstance(exc, S3ConnectionError):
+        return ServiceUnavailable("The blob store is unavailable")
     if isinstance(exc, (OSError, TimeoutError)) and not isinstance(exc, web.HTTPException):
         return ServiceUnavailable("A dependency is unavailable")
     return None
+
+
+# A connection lost, refused while Postgres starts or stops, or closed under a pooled query.
+_POSTGRES_DOWN = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+)
+_DEPENDENCY_ERRORS = (
+    WorkflowFailureError,
+    WorkflowUpdateFailedError,
+    RPCError,
+    OSError,
+    *_POSTGRES_DOWN,
+    S3ConnectionError,
+)
 
 
 @web.middleware
@@ -123,7 +149,7 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         response = problem_response(_from_http_exception(exc), request)
         if "Allow" in exc.headers:
             response.headers["Allow"] = exc.headers["Allow"]
-    except (WorkflowFailureError, WorkflowUpdateFailedError, RPCError, OSError) as exc:
+    except _DEPENDENCY_ERRORS as exc:
         mapped = _from_dependency(exc)
         response = _internal(request, exc) if mapped is None else problem_response(mapped, request)
     except Exception as exc:

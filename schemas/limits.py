@@ -218,6 +218,9 @@ ARTIFACTS_PAGE: Final = PageSize(50, 100)
 AGENT_KEYS_PAGE: Final = PageSize(20, 100)
 SIGNING_REQUESTS_PAGE: Final = PageSize(20, 100)
 
+# --- outages: a 503 (a dependency cannot answer right now) tells the client when to retry ------
+UNAVAILABLE_RETRY_AFTER_SEC: Final = 2
+
 # --- rate limits: requests per identity (else client IP) per minute (reference buckets) ---------
 RATE_LIMIT_WINDOW_SEC: Final = MINUTE_SEC
 RATE_LIMITS_PER_MINUTE: Final[Mapping[str, int]] = MappingProxyType(

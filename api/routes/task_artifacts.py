@@ -13,9 +13,10 @@
 
 How an upload runs. The body is streamed in chunks into a temporary file while its CID is
 computed (`BytesCidHasher`), and refused with 413 the moment it passes 25 MiB, before anything
-is written. Then a workflow writes the rows that name the CID (the permission checks are redone
-there under the attempt's row lock), and only then are the bytes put at `artifacts/<cid>`,
-unless an object is there already (identical bytes are stored once). Bytes never travel
+is written. S3 is asked whether the object is there already (identical bytes are stored once):
+with S3 down that answers 503 before anything is written. Then a workflow writes the rows that
+name the CID (the permission checks are redone there under the attempt's row lock), and only
+then are the bytes put at `artifacts/<cid>` (unless they were there). Bytes never travel
 through Temporal: this request handler is the one place that writes them, the documented
 exception (like task messages) to "every write is an activity". Rows first, object second:
 the sweep deletes an object only while it holds the row of its blob, so an object is never
@@ -178,12 +179,16 @@ async def spooled_body(request: web.Request) -> AsyncIterator[SpooledBody]:
         yield SpooledBody(file=file, size=hasher.size, cid=hasher.cid())
 
 
-async def store_bytes(request: web.Request, body: SpooledBody) -> None:
-    """Put the bytes at their CID unless they are stored already (dedupe by content)."""
-    blobs = request.app[keys.BLOBS]
-    key = artifact_key(body.cid)
-    if not await blobs.exists(key):
-        await blobs.put_file(key, body.file, body.size)
+async def already_stored(request: web.Request, body: SpooledBody) -> bool:
+    """Whether the bytes are at their CID already (dedupe by content). Asked before any row is
+    written: with S3 down this fails (503) and the upload leaves nothing behind."""
+    return bool(await request.app[keys.BLOBS].exists(artifact_key(body.cid)))
+
+
+async def store_bytes(request: web.Request, body: SpooledBody, *, stored: bool) -> None:
+    """Put the bytes at their CID unless they were stored already."""
+    if not stored:
+        await request.app[keys.BLOBS].put_file(artifact_key(body.cid), body.file, body.size)
 
 
 async def run_upload_workflow(
@@ -246,6 +251,7 @@ async def stage_task_artifact(
     query = parsed.query
     content_type = query.contentType or DEFAULT_CONTENT_TYPE
     async with spooled_body(request) as body:
+        stored = await already_stored(request, body)
         await run_upload_workflow(
             request,
             ArtifactStageWorkflow.run,
@@ -259,7 +265,7 @@ async def stage_task_artifact(
             workflow_id=stage_workflow_id(team_id, body.cid),
             team_id=team_id,
         )
-        await store_bytes(request, body)
+        await store_bytes(request, body, stored=stored)
     return StagedArtifact(cid=body.cid, sizeBytes=body.size, contentType=content_type)
 
 
@@ -294,6 +300,7 @@ async def upload_task_artifact(
     artifact_reads.attempt_guard(attempt, path.n, principal.agent_id)
     assert principal.agent_id is not None  # the guard refuses anyone but the claiming agent
     async with spooled_body(request) as body:
+        stored = await already_stored(request, body)
         attached = await run_upload_workflow(
             request,
             ArtifactAttachWorkflow.run,
@@ -313,7 +320,7 @@ async def upload_task_artifact(
             workflow_id=attach_workflow_id(path.id, path.n, body.cid),
             team_id=task.teamId,
         )
-        await store_bytes(request, body)
+        await store_bytes(request, body, stored=stored)
     return artifact_from_row(attached.model_dump())
 
 
