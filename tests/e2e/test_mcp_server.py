@@ -26,7 +26,7 @@ from schemas.version import VERSION
 from toolserver.contract import committed
 
 SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
-# spec 4.7 without the Packs group (packs are another change)
+# spec 4.7
 CATALOGUE = {
     "service_whoami", "agent_lookup",
     "diaries_list", "diaries_create", "diaries_get", "diary_tags",
@@ -43,6 +43,9 @@ CATALOGUE = {
     "tasks_cancel", "tasks_attempts_list", "tasks_messages_list", "tasks_artifacts_stage",
     "tasks_artifacts_list", "tasks_artifacts_upload", "tasks_artifacts_download",
     "tasks_console_link", "tasks_app_open", "entries_map_open",
+    "packs_get", "packs_list", "packs_preview", "packs_create", "packs_update",
+    "packs_render_preview", "packs_render", "rendered_packs_get", "rendered_packs_list",
+    "rendered_packs_update", "packs_provenance", "packs_diff",
 }  # fmt: skip
 
 
