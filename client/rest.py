@@ -51,6 +51,19 @@ from schemas.memory import (
     RelationUpdateRequest,
     TagHistogram,
 )
+from schemas.packs import (
+    ContextPack,
+    PackCompiled,
+    PackCreateRequest,
+    PackDiff,
+    PackList,
+    PackUpdateRequest,
+    ProvenanceGraph,
+    RenderedPack,
+    RenderedPackList,
+    RenderedPackUpdateRequest,
+    RenderRequest,
+)
 from schemas.signing import SigningRequestView, SignOutcome, VerifyRequest, VerifyResult
 from schemas.task_api import (
     CreateTaskRequest,
@@ -653,6 +666,109 @@ class CairnClient:
             return await self.download(f"/tasks/{task_id}/artifacts/{cid}/content", team=team_id)
         path = f"/tasks/{task_id}/attempts/{attempt_n}/artifacts/{cid}/content"
         return await self.download(path, team=team_id)
+
+    # --- context packs -------------------------------------------------------------------
+
+    async def get_pack(self, pack_id: UUID, *, entries: bool = False) -> ContextPack:
+        params = {"expand": "entries" if entries else None}
+        return ContextPack.model_validate(
+            await self.request("GET", f"/packs/{pack_id}", params=params)
+        )
+
+    async def list_diary_packs(
+        self, diary_id: UUID, *, limit: int = 20, offset: int = 0, entries: bool = False
+    ) -> PackList:
+        params = {"limit": limit, "offset": offset, "expand": "entries" if entries else None}
+        body = await self.request("GET", f"/diaries/{diary_id}/packs", params=params)
+        return PackList.model_validate(body)
+
+    async def list_team_packs(
+        self,
+        team_id: UUID,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        contains_entry: UUID | None = None,
+        include_rendered: bool = False,
+        entries: bool = False,
+    ) -> PackList:
+        params = {
+            "limit": limit,
+            "offset": offset,
+            "containsEntry": contains_entry,
+            "includeRendered": include_rendered,
+            "expand": "entries" if entries else None,
+        }
+        body = await self.request("GET", "/packs", params=params, team=team_id)
+        return PackList.model_validate(body)
+
+    async def preview_pack(self, diary_id: UUID, body: PackCreateRequest) -> PackCompiled:
+        compiled = await self.request(
+            "POST", f"/diaries/{diary_id}/packs/preview", json=_json(body)
+        )
+        return PackCompiled.model_validate(compiled)
+
+    async def create_pack(self, diary_id: UUID, body: PackCreateRequest) -> PackCompiled:
+        """201 for a new pack, 200 with `created: false` for a selection already packed."""
+        created = await self.request("POST", f"/diaries/{diary_id}/packs", json=_json(body))
+        return PackCompiled.model_validate(created)
+
+    async def update_pack(self, pack_id: UUID, body: PackUpdateRequest) -> ContextPack:
+        # `exclude_unset`, not `exclude_none`: `expiresAt: null` is a choice the API reads
+        payload = body.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return ContextPack.model_validate(
+            await self.request("PATCH", f"/packs/{pack_id}", json=payload)
+        )
+
+    async def pack_provenance(self, pack_id: UUID, *, depth: int | None = None) -> ProvenanceGraph:
+        body = await self.request("GET", f"/packs/{pack_id}/provenance", params={"depth": depth})
+        return ProvenanceGraph.model_validate(body)
+
+    async def diff_packs(self, pack_id: UUID, other_id: UUID) -> PackDiff:
+        return PackDiff.model_validate(
+            await self.request("GET", f"/packs/{pack_id}/diff/{other_id}")
+        )
+
+    async def preview_render(self, pack_id: UUID, body: RenderRequest) -> RenderedPack:
+        made = await self.request("POST", f"/packs/{pack_id}/render/preview", json=_json(body))
+        return RenderedPack.model_validate(made)
+
+    async def render_pack(self, pack_id: UUID, body: RenderRequest) -> RenderedPack:
+        made = await self.request("POST", f"/packs/{pack_id}/render", json=_json(body))
+        return RenderedPack.model_validate(made)
+
+    async def get_rendered_pack(self, rendered_id: UUID) -> RenderedPack:
+        return RenderedPack.model_validate(
+            await self.request("GET", f"/rendered-packs/{rendered_id}")
+        )
+
+    async def latest_rendered_pack(self, pack_id: UUID) -> RenderedPack:
+        return RenderedPack.model_validate(await self.request("GET", f"/packs/{pack_id}/rendered"))
+
+    async def list_rendered_packs(
+        self,
+        diary_id: UUID,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        source_pack_id: UUID | None = None,
+        render_method: str | None = None,
+    ) -> RenderedPackList:
+        params = {
+            "limit": limit,
+            "offset": offset,
+            "sourcePackId": source_pack_id,
+            "renderMethod": render_method,
+        }
+        body = await self.request("GET", f"/diaries/{diary_id}/rendered-packs", params=params)
+        return RenderedPackList.model_validate(body)
+
+    async def update_rendered_pack(
+        self, rendered_id: UUID, body: RenderedPackUpdateRequest
+    ) -> RenderedPack:
+        payload = body.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        updated = await self.request("PATCH", f"/rendered-packs/{rendered_id}", json=payload)
+        return RenderedPack.model_validate(updated)
 
 
 def _json(body: BaseModel) -> Any:

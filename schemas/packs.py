@@ -246,11 +246,12 @@ class ContextPack(ResponseBody):
     packType: PackType
     params: dict[str, Any]
     payload: dict[str, Any]
-    tokenBudget: int | None
+    # absent when null, as the API renders it; the defaults let a client read it back
+    tokenBudget: int | None = None
     createdBy: UUID
-    supersedesPackId: UUID | None
+    supersedesPackId: UUID | None = None
     pinned: bool
-    expiresAt: datetime | None
+    expiresAt: datetime | None = None
     createdAt: datetime
     updatedAt: datetime
     entryCount: int

@@ -113,6 +113,12 @@ class Backend:
             self._checked_keys.clear()
         self._checked_keys[credential.digest] = time.monotonic()
 
+    def forget(self, credential: Credential) -> None:
+        """The API refused this credential (401): a revoked or expired agent key is checked
+        again, and refused, at the next request instead of after the remembered minute."""
+        if isinstance(credential, AgentKey):
+            self._checked_keys.pop(credential.digest, None)
+
     def temporal_link(self, workflow_id: str) -> str:
         base = self.config.temporal_ui_url.rstrip("/")
         namespace = self.config.temporal_namespace

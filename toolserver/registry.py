@@ -157,6 +157,8 @@ async def invoke(
     try:
         reply = await definition.handler(call, arguments)
     except ApiError as error:
+        if error.status == 401:
+            backend.forget(credential)
         extra = {"errors": error.body["errors"]} if "errors" in error.body else {}
         return problem(error.status, error.code, error.detail, **extra)
     except Refusal as refusal:

@@ -26,7 +26,7 @@ from schemas.version import VERSION
 from toolserver.contract import committed
 
 SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
-# spec 4.7 without the Packs group (packs are another change)
+# spec 4.7
 CATALOGUE = {
     "service_whoami", "agent_lookup",
     "diaries_list", "diaries_create", "diaries_get", "diary_tags",
@@ -43,6 +43,9 @@ CATALOGUE = {
     "tasks_cancel", "tasks_attempts_list", "tasks_messages_list", "tasks_artifacts_stage",
     "tasks_artifacts_list", "tasks_artifacts_upload", "tasks_artifacts_download",
     "tasks_console_link", "tasks_app_open", "entries_map_open",
+    "packs_get", "packs_list", "packs_preview", "packs_create", "packs_update",
+    "packs_render_preview", "packs_render", "rendered_packs_get", "rendered_packs_list",
+    "rendered_packs_update", "packs_provenance", "packs_diff",
 }  # fmt: skip
 
 
@@ -160,6 +163,61 @@ async def test_refusals_are_401_before_any_message_is_parsed(
     assert status == 401, body
     assert body["error"] in {"invalid_request", "invalid_client", "invalid_token"}
     assert secret not in str(body)
+
+
+async def _personal_team(agent: Any) -> str:
+    status, body = await agent.call("GET", "/teams")
+    assert status == 200, body
+    return str(next(team["id"] for team in body["items"] if team["personal"]))
+
+
+async def test_an_agent_key_bearer_acts_as_its_agent_until_revoked(
+    mcp_server: Any, actors: Any
+) -> None:
+    agent = await actors.agent()
+    team = await _personal_team(agent)
+    # bound to the identity: a team-bound key needs x-service-team-id on every REST call
+    payload = {
+        "agentId": str(agent.subject_id),
+        "name": "mcp",
+        "bindingScope": "identity",
+        "scopes": ["agent:profile", "pack:read"],
+    }
+    status, key = await agent.call(
+        "POST", "/agent-keys", json=payload, headers={"Idempotency-Key": "mcp-key"}
+    )
+    assert status == 201, key
+    assert key["secret"].startswith("service_ak_")
+    bearer = {"Authorization": f"Bearer {key['secret']}"}
+
+    async with mcp_session(mcp_server.url, bearer) as session:
+        me = structured(await session.call_tool("service_whoami", {}))
+        assert me["subjectId"] == str(agent.subject_id)
+        packs = structured(await session.call_tool("packs_list", {"team_id": team}))
+        assert packs["total"] == 0
+        # the key lacks pack:write: the API refuses the call, the server reports it
+        refused = problem_of(
+            await session.call_tool(
+                "packs_create",
+                {"diary_id": str(agent.subject_id), "entries": [{"entry_id": team, "rank": 1}]},
+            )
+        )
+        assert refused["status"] == 403
+
+    status, revoked = await agent.call(
+        "POST",
+        f"/agent-keys/{key['id']}/revoke",
+        params={"bindingScope": "identity"},
+        json={"reason": "superseded"},
+    )
+    assert status == 200, revoked
+    async with mcp_session(mcp_server.url, bearer) as session:
+        # the gate remembered the key for a minute: the API refuses it, the server forgets it
+        gone = problem_of(await session.call_tool("service_whoami", {}))
+        assert gone["status"] == 401
+    status, body = await _raw_post(mcp_server.url, bearer, b"{this is not json")
+    assert status == 401, body
+    assert key["secret"] not in str(body)
 
 
 async def test_transport_security_accepts_only_known_hosts(mcp_server: Any, actors: Any) -> None:
