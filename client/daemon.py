@@ -153,19 +153,19 @@ class Daemon:
                 waiter.cancel()
 
     async def _fill_slots(self) -> int:
+        """Claim up to the free slots' worth of tasks, concurrently: one claim is a round trip
+        through the workflow, so claiming one at a time would cap the daemon at one task per
+        claim latency. A lost race (None) leaves its slot for the next poll."""
         slots = 1 if self.config.once else self.config.slots
         free = slots - len(self._running)
-        if free <= 0:
+        if free <= 0 or self._draining.is_set():
             return 0
-        claimed = 0
-        for task in await self._claimable(limit=max(free * 2, 5)):
-            if claimed >= free or self._draining.is_set():
-                break
-            claim = await self._claim(task)
-            if claim is not None:
-                self._start(claim)
-                claimed += 1
-        return claimed
+        candidates = await self._claimable(limit=max(free * 2, 5))
+        claims = await asyncio.gather(*(self._claim(task) for task in candidates[:free]))
+        granted = [claim for claim in claims if claim is not None]
+        for claim in granted:
+            self._start(claim)
+        return len(granted)
 
     async def _claimable(self, *, limit: int) -> list[Task]:
         params = {"claimable": "true", "limit": str(limit)}
