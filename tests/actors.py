@@ -157,3 +157,11 @@ async def new_diary(actor: Actor, visibility: str = "private", **extra: Any) -> 
     status, diary = await actor.call("POST", "/diaries", json=body, team=team)
     assert status == 201, diary
     return dict(diary)
+
+
+async def join_team(owner: Actor, team_id: str, actor: Actor, role: str) -> None:
+    """`actor` joins the team in `role` through an invite of its owner."""
+    status, invite = await owner.call("POST", f"/teams/{team_id}/invites", json={"role": role})
+    assert status == 201, invite
+    status, joined = await actor.call("POST", "/teams/join", json={"code": invite["code"]})
+    assert status == 200, joined

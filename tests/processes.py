@@ -32,3 +32,13 @@ async def wait_until(check: Any, limit_s: float = 60.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.1)
+
+
+def alive(pid: int) -> bool:
+    """Whether the process runs; an exited one not yet reaped (a zombie) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split()[2] != "Z"

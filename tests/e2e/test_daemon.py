@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from actors import Actor
-from processes import wait_until
+from actors import Actor, join_team
+from processes import alive, wait_until
 
 from schemas.kernel.cids import json_cid
 
@@ -36,13 +36,6 @@ class Team:
     diary_id: str
     secret_root: Path
     stack: Any
-
-
-async def _join(owner: Actor, team_id: str, actor: Actor, role: str) -> None:
-    status, invite = await owner.call("POST", f"/teams/{team_id}/invites", json={"role": role})
-    assert status == 201, invite
-    status, joined = await actor.call("POST", "/teams/join", json={"code": invite["code"]})
-    assert status == 200, joined
 
 
 def _secret_file(root: Path, name: str, text: str) -> None:
@@ -63,7 +56,7 @@ async def team(stack: Any, pair: tuple[Actor, Actor], tmp_path: Path) -> Team:
     status, body = await owner.call("POST", "/teams", json={"name": "daemons"})
     assert status == 201, body
     team_id = str(body["id"])
-    await _join(owner, team_id, executor, "executor")
+    await join_team(owner, team_id, executor, "executor")
     status, diary = await owner.call(
         "POST", "/diaries", json={"name": "work", "visibility": "private"}, team=team_id
     )
@@ -194,15 +187,6 @@ async def until_status(team: Team, task_id: str, wanted: str, limit_s: float = 6
         await asyncio.sleep(0.2)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split()[2] != "Z"
-
-
 def _kill_quietly(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
@@ -247,7 +231,7 @@ async def test_cancel_stops_the_executor_within_the_grace_period(team: Team, dae
         "POST", f"/tasks/{task_id}/cancel", json={"reason": "changed my mind"}, team=team.team_id
     )
     assert status == 200, body
-    await wait_until(lambda: not _alive(pid), limit_s=15)
+    await wait_until(lambda: not alive(pid), limit_s=15)
     assert await task_status(team, task_id) == "cancelled"
     daemon.process.send_signal(signal.SIGTERM)
     assert await daemon.exit_code() == 0, daemon.log.read_text()
@@ -262,7 +246,7 @@ async def test_a_killed_daemons_attempt_times_out_and_the_task_requeues(
     await until_status(team, task_id, "running")
     daemon.process.kill()
     await daemon.process.wait()
-    await wait_until(lambda: not _alive(pid), limit_s=5)  # the executor dies with its daemon
+    await wait_until(lambda: not alive(pid), limit_s=5)  # the executor dies with its daemon
     await until_status(team, task_id, "queued", limit_s=30)  # the 3 s lease runs out
     _, attempts = await team.owner.call("GET", f"/tasks/{task_id}/attempts", team=team.team_id)
     assert [a["status"] for a in attempts["items"]] == ["timed_out"]
@@ -290,7 +274,7 @@ async def test_a_second_sigterm_aborts_the_running_task_so_it_requeues(
     await asyncio.sleep(0.3)
     daemon.process.send_signal(signal.SIGTERM)
     assert await daemon.exit_code() == 0, daemon.log.read_text()
-    assert not _alive(pid)
+    assert not alive(pid)
     assert await task_status(team, task_id) == "queued"
     _, attempts = await team.owner.call("GET", f"/tasks/{task_id}/attempts", team=team.team_id)
     assert [a["status"] for a in attempts["items"]] == ["aborted"]

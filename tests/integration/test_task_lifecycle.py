@@ -23,7 +23,7 @@ from typing import Any
 
 import nacl.signing
 import pytest
-from actors import Actor
+from actors import Actor, join_team
 
 from api.task_flows import start_task_workflow
 from schemas.kernel.cids import json_cid
@@ -50,13 +50,6 @@ class Crew:
     diary_id: str
 
 
-async def _join(owner: Actor, team_id: str, actor: Actor, role: str) -> None:
-    status, invite = await owner.call("POST", f"/teams/{team_id}/invites", json={"role": role})
-    assert status == 201, invite
-    status, joined = await actor.call("POST", "/teams/join", json={"code": invite["code"]})
-    assert status == 200, joined
-
-
 @pytest.fixture(scope="module")
 async def crew(actors: Any) -> Crew:
     c = Crew()
@@ -67,11 +60,11 @@ async def crew(actors: Any) -> Crew:
     status, team = await c.owner.call("POST", "/teams", json={"name": "crew"})
     assert status == 201, team
     c.team_id = str(team["id"])
-    await _join(c.owner, c.team_id, c.manager, "manager")
-    await _join(c.owner, c.team_id, c.executor, "executor")
-    await _join(c.owner, c.team_id, c.executor2, "executor")
-    await _join(c.owner, c.team_id, c.member, "member")
-    await _join(c.owner, c.team_id, c.human_owner, "member")
+    await join_team(c.owner, c.team_id, c.manager, "manager")
+    await join_team(c.owner, c.team_id, c.executor, "executor")
+    await join_team(c.owner, c.team_id, c.executor2, "executor")
+    await join_team(c.owner, c.team_id, c.member, "member")
+    await join_team(c.owner, c.team_id, c.human_owner, "member")
     status, body = await c.owner.call(
         "PATCH", f"/teams/{c.team_id}/members/{c.human_owner.subject_id}", json={"role": "owner"}
     )

@@ -4,13 +4,13 @@ the local byte limit, and the SIGTERM-then-SIGKILL ladder reaching the child's o
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
+from processes import alive
 
 from client.executor import (
     Executor,
@@ -115,7 +115,7 @@ async def test_stop_kills_a_child_that_ignores_sigterm_and_its_children(tmp_path
     assert 0.4 < time.monotonic() - started < 5
     grandchild = int(pid_file.read_text())
     await asyncio.sleep(0.2)
-    assert not _alive(grandchild)
+    assert not alive(grandchild)
 
 
 async def test_stop_lets_a_polite_child_exit_on_sigterm(tmp_path: Path) -> None:
@@ -126,13 +126,3 @@ async def test_stop_lets_a_polite_child_exit_on_sigterm(tmp_path: Path) -> None:
     started = time.monotonic()
     assert await executor.stop() == -15
     assert time.monotonic() - started < 5
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie (exited, not yet reaped by init) counts as gone
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split()[2] != "Z"
