@@ -52,7 +52,14 @@ from opentelemetry.propagate import inject
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed, can_read, can_view_task, load_diary, visible_task
+from api.access import (
+    allowed,
+    attempt_scopes_denied,
+    can_read,
+    can_view_task,
+    load_diary,
+    visible_task,
+)
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
@@ -63,7 +70,7 @@ from api.pack_tasks import (
     rendered_pack_reference,
 )
 from api.task_flows import start_task
-from infra.repos import task_reads
+from infra.repos import runtime_profiles, task_reads
 from infra.repos.task_messages import AppendRefused, append_messages
 from schemas import limits
 from schemas.errors import (
@@ -87,6 +94,7 @@ from schemas.kernel.task_types import (
 )
 from schemas.kernel.task_types import input_schema as type_input_schema
 from schemas.principals import Principal
+from schemas.runtime_profiles import profile_scope_denied, unknown_profile
 from schemas.task_api import (
     NO_PROJECT,
     TASK_GRANT_RELATIONS,
@@ -479,6 +487,7 @@ async def list_tasks(
         project_id=query.projectId if isinstance(query.projectId, UUID) else None,
         diary_id=query.diaryId,
         claimable_only=bool(query.claimable),
+        **await _profile_view(request, team_id, query.runtimeProfileId),
     )
     secret = request.app[keys.SETTINGS].secret_bytes
     binding = _cursor_binding(where)
@@ -505,6 +514,18 @@ async def list_tasks(
     return render(payload)
 
 
+async def _profile_view(
+    request: web.Request, team_id: UUID, profile_id: UUID | None
+) -> dict[str, Any]:
+    """The filter fields of a runtime profile's view of the queue (none without a profile)."""
+    if profile_id is None:
+        return {}
+    profile = await runtime_profiles.team_profile(_pool(request), team_id, profile_id)
+    if profile is None:
+        raise unknown_profile("/query/runtimeProfileId")
+    return {"runtime_profile_id": profile.id, "profile_task_types": profile.policy.taskTypes}
+
+
 def _cursor_binding(where: task_reads.TaskFilter) -> dict[str, str | bool | None]:
     """The filters a cursor is bound to: reusing it with others is a 400, not another page."""
     return {
@@ -516,6 +537,7 @@ def _cursor_binding(where: task_reads.TaskFilter) -> dict[str, str | bool | None
         "project": str(where.project_id) if where.project_id else None,
         "diary": str(where.diary_id) if where.diary_id else None,
         "claimable": where.claimable_only,
+        "profile": str(where.runtime_profile_id) if where.runtime_profile_id else None,
     }
 
 
@@ -706,7 +728,12 @@ async def append_task_messages(
     principal = require_principal(request)
     messages = [m.model_dump(mode="json") for m in body.batch()]
     outcome = await append_messages(
-        request.app[keys.MESSAGE_WRITER], path.id, path.n, principal.subject_id, messages
+        request.app[keys.MESSAGE_WRITER],
+        path.id,
+        path.n,
+        principal.subject_id,
+        messages,
+        policy_allows=lambda policy: not attempt_scopes_denied(request, policy),
     )
     if isinstance(outcome, AppendRefused):
         raise await _append_refusal(request, path, outcome)
@@ -722,6 +749,8 @@ async def _append_refusal(
     await visible_task(request, path.id)
     if refused.reason == "no-attempt":
         return NotFound("No such attempt", code="attempt-not-found")
+    if refused.reason == "profile-scope-denied":
+        return profile_scope_denied(attempt_scopes_denied(request, refused.policy))
     return report_refused(refused.reason, path.n, refused.status or "", "posts messages")
 
 
