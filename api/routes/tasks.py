@@ -189,7 +189,8 @@ async def create_task(
     error), references required by the type (400); then `propose_tasks` on the team (403), the
     provenance diary (404 when missing, 403 when unreadable); then what depends on stored
     state: a replayed `Idempotency-Key` (201 with the same task, 409 with another body), the
-    continuation source, the project, the staged artifacts and the claim condition (400).
+    continuation source, the project, the pinned runtime profiles (`allowedProfiles`, each one
+    of the team's), the staged artifacts and the claim condition (400).
     Nothing is written unless every check passes.
     """
     body = parsed.body
@@ -220,6 +221,7 @@ async def create_task(
 
     project_id, continuation_condition = await _continuation(request, body)
     await _check_project(request, body.teamId, project_id)
+    await _check_allowed_profiles(request, body)
     references = await _bound_references(request, body)
     if task_type.name == "judge_pack":
         await check_judge_pack_input(request, body.input, body.references)
@@ -396,6 +398,16 @@ async def _check_project(request: web.Request, team_id: UUID, project_id: UUID |
         return
     if await task_reads.project_team(_pool(request), project_id) != team_id:
         raise _invalid("/projectId", "No such project in this team", "project-not-found")
+
+
+async def _check_allowed_profiles(request: web.Request, body: CreateTaskRequest) -> None:
+    """Each pinned profile is one of the team's: a task pinned to none could never be claimed."""
+    if not body.allowedProfiles:
+        return
+    known = await runtime_profiles.team_profile_ids(_pool(request), body.teamId)
+    for i, pinned in enumerate(body.allowedProfiles):
+        if pinned.profileId not in known:
+            raise unknown_profile(f"/allowedProfiles/{i}/profileId")
 
 
 async def _bound_references(request: web.Request, body: CreateTaskRequest) -> list[dict[str, Any]]:

@@ -244,6 +244,28 @@ async def test_names_are_unique_in_a_team_and_updates_need_a_change(crew: Crew) 
     assert status == 400, body
 
 
+async def test_a_task_is_pinned_only_to_profiles_of_its_team(crew: Crew, db_pool: Any) -> None:
+    mine = await new_profile(crew.manager, crew.team_id)
+    elsewhere = await new_profile(crew.outsider, crew.other_team_id)
+    title = unique("pinned")
+    for wrong in (str(uuid.uuid4()), elsewhere["id"]):
+        body = {
+            "taskType": "freeform",
+            "teamId": crew.team_id,
+            "diaryId": crew.diary_id,
+            "title": title,
+            "input": {"brief": "Write a haiku"},
+            "allowedProfiles": [{"profileId": mine["id"]}, {"profileId": wrong}],
+        }
+        status, problem = await crew.owner.call("POST", "/tasks", json=body, team=crew.team_id)
+        assert status == 400 and problem["code"] == "unknown-runtime-profile", problem
+        assert problem["errors"][0]["pointer"] == "/allowedProfiles/1/profileId"
+    assert not await db_pool.fetchval("SELECT count(*) FROM tasks WHERE title = $1", title)
+    task_id = await new_task(crew, pinned=[mine["id"]])
+    status, task = await crew.member.call("GET", f"/tasks/{task_id}")
+    assert status == 200 and task["allowedProfiles"] == [{"profileId": mine["id"]}]
+
+
 # --- claims under a profile --------------------------------------------------------------------
 
 
@@ -284,9 +306,9 @@ async def test_an_unrestricted_task_is_claimed_with_or_without_a_profile(crew: C
 async def test_a_claim_naming_no_profile_of_the_team_is_a_400(crew: Crew) -> None:
     elsewhere = await new_profile(crew.outsider, crew.other_team_id)
     gone = await new_profile(crew.manager, crew.team_id)
+    task_id = await new_task(crew, pinned=[gone["id"]])
     status, _ = await crew.manager.call("DELETE", f"/runtime-profiles/{gone['id']}")
     assert status == 204
-    task_id = await new_task(crew, pinned=[gone["id"]])
     for profile_id in (str(uuid.uuid4()), elsewhere["id"], gone["id"]):
         status, body = await claim(crew.executor, task_id, profile_id)
         assert status == 400 and body["code"] == "unknown-runtime-profile", body
