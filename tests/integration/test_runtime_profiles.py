@@ -14,7 +14,10 @@ import pytest
 import rfc8785
 from actors import Actor, join_team
 
+from infra.repos.runtime_profiles import RuntimeProfileRepo
+from schemas.errors import Conflict
 from schemas.kernel.cids import json_cid
+from schemas.runtime_profiles import ProfileUpdate
 
 OUTPUT = {"summary": "done"}
 CLAIM_EXECUTE = ["task:claim", "task:execute"]
@@ -244,6 +247,31 @@ async def test_names_are_unique_in_a_team_and_updates_need_a_change(crew: Crew) 
     assert status == 400, body
 
 
+async def test_the_same_create_again_answers_the_same_profile(crew: Crew) -> None:
+    body = {"teamId": crew.team_id, "name": unique("twice"), "policy": {"scopes": ["task:read"]}}
+    first = await crew.manager.call("POST", "/runtime-profiles", json=body, team=crew.team_id)
+    again = await crew.manager.call("POST", "/runtime-profiles", json=body, team=crew.team_id)
+    assert first[0] == again[0] == 201 and again[1]["id"] == first[1]["id"], (first, again)
+    status, listed = await crew.manager.call("GET", "/runtime-profiles", team=crew.team_id)
+    assert status == 200, listed
+    assert [p["name"] for p in listed["items"]].count(body["name"]) == 1
+
+
+async def test_an_update_applies_to_the_revision_it_read(crew: Crew, db_pool: Any) -> None:
+    profile = await new_profile(crew.manager, crew.team_id)
+    repo = RuntimeProfileRepo(db_pool)
+    change = ProfileUpdate(profile_id=uuid.UUID(profile["id"]), revision=1, name=unique("moved"))
+    assert (await repo.update(change)).revision == 2
+    assert (await repo.update(change)).revision == 2  # a retry of the committed step
+    other = change.model_copy(update={"name": unique("other")})
+    with pytest.raises(Conflict) as refused:
+        await repo.update(other)  # revision 1 is gone
+    assert refused.value.instance_code == "runtime-profile-changed"
+    status, got = await crew.manager.call("GET", f"/runtime-profiles/{profile['id']}")
+    assert status == 200, got
+    assert got["revision"] == 2 and got["name"] == change.name
+
+
 async def test_a_task_is_pinned_only_to_profiles_of_its_team(crew: Crew, db_pool: Any) -> None:
     mine = await new_profile(crew.manager, crew.team_id)
     elsewhere = await new_profile(crew.outsider, crew.other_team_id)
@@ -398,6 +426,9 @@ async def test_a_policy_without_task_execute_refuses_the_attempts_calls(crew: Cr
     )
     assert status == 403 and body["code"] == "profile-scope-denied", body
     status, body = await crew.executor.call("POST", f"{base}/abort", json={})
+    assert status == 403 and body["code"] == "profile-scope-denied", body
+    error = {"code": "gave_up", "message": "no"}
+    status, body = await crew.executor.call("POST", f"{base}/fail", json={"error": error})
     assert status == 403 and body["code"] == "profile-scope-denied", body
     [attempt] = await attempts(crew.owner, task_id)
     assert attempt["status"] == "claimed"
