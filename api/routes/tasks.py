@@ -26,6 +26,10 @@ Choices where the spec is terse:
 - An explicit grantee reads by id only; when it sends `x-service-team-id` it must be the owning
   team (another team is a 404, as for anyone).
 - `claimable=true` keeps queued tasks whose claim condition holds now.
+- `runtimeProfileId` lists the queue as that runtime profile of the team sees it: tasks pinned
+  (`allowedProfiles`) to other profiles and types outside its policy's `taskTypes` are left
+  out, unrestricted ones stay (400 `unknown-runtime-profile` for a profile not of the team).
+  On create, each `allowedProfiles` entry must be a profile of the team (the same 400).
 - A continuation (`input.continueFrom`) must name a completed `freeform` task of the same team
   that the caller can read; it inherits the source's project. The automatic claim condition
   (the source is `completed`) is added unless the request brings its own: the source is already
