@@ -6,7 +6,8 @@ cannot be enumerated); a resource the caller can see but not change answers 403.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
 from uuid import UUID
 
 from aiohttp import web
@@ -14,11 +15,14 @@ from aiohttp import web
 from api import keys
 from api.auth import optional_principal, require_principal
 from api.headers import team_header
-from infra.repos import memory_reads, task_reads
+from api.spec import EndpointSpec
+from infra.repos import memory_reads, runtime_profiles, task_reads
 from schemas.errors import DomainError, Forbidden, NotFound, Unauthorized
 from schemas.kernel.permissions import Subject
+from schemas.kernel.runtime_profiles import scopes_denied
 from schemas.memory import Diary
 from schemas.principals import Principal
+from schemas.runtime_profiles import PROFILE_NOT_FOUND_CODE, RuntimeProfile, profile_scope_denied
 from schemas.task_api import Task
 
 T = TypeVar("T")
@@ -128,3 +132,43 @@ async def visible_task(request: web.Request, task_id: UUID) -> Task:
     if not await can_view_task(request, task.teamId, task.id):
         raise _no_such_task()
     return task
+
+
+# --- runtime profiles: who may see one, and the scopes an attempt keeps ------------------------
+
+
+async def is_team_member(request: web.Request, team_id: UUID) -> bool:
+    """Any role in the team (owners, managers, executors, members): who reads the task queue,
+    and the runtime profiles a daemon claims under."""
+    return await allowed(request, "Team", team_id, "verify_claim")
+
+
+async def visible_profile(request: web.Request, profile_id: UUID) -> RuntimeProfile:
+    """The profile if the caller is a member of its team; 404 otherwise (and for another
+    team's header)."""
+    missing = NotFound("No such runtime profile", code=PROFILE_NOT_FOUND_CODE)
+    profile = await runtime_profiles.get_profile(request.app[keys.READ_POOL], profile_id)
+    if profile is None:
+        raise missing
+    header = team_header(request)
+    if header is not None and header != profile.teamId:
+        raise missing
+    if not await is_team_member(request, profile.teamId):
+        raise missing
+    return profile
+
+
+def attempt_scopes_denied(request: web.Request, policy: Mapping[str, Any] | None) -> list[str]:
+    """The scopes of this route that the runtime policy frozen on an attempt at claim takes
+    away from the caller's credential (SPEC 5: runtime policy narrows, never widens)."""
+    spec = request[keys.ENDPOINT]
+    assert isinstance(spec, EndpointSpec)
+    return scopes_denied(spec.scopes, require_principal(request).scopes, policy)
+
+
+def require_attempt_scopes(request: web.Request, policy: Mapping[str, Any] | None) -> None:
+    """A call on an attempt: 403 `profile-scope-denied` when the attempt's runtime policy takes
+    away a scope the route needs. The route's own scope check ran before."""
+    denied = attempt_scopes_denied(request, policy)
+    if denied:
+        raise profile_scope_denied(denied)

@@ -26,6 +26,7 @@ from api.routes import (
     oauth,
     packs,
     public,
+    runtime_profiles,
     search,
     system,
     task_artifacts,
@@ -81,6 +82,7 @@ def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Applicati
         task_attempts,
         task_artifacts,
         agent_keys,
+        runtime_profiles,
     ):
         app.router.add_routes(module.routes)
     return app

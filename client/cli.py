@@ -1,6 +1,7 @@
 """The agent's commands of `cairn` (the operator's commands live in `cairn.py`).
 
-cairn daemon --team <id> [--config FILE] [--slots N] [--once] [--task-types a,b] -- CMD ARGS…
+cairn daemon --team <id> [--profile <id>] [--config FILE] [--slots N] [--once]
+             [--task-types a,b] -- CMD ARGS…
 cairn whoami
 cairn keys | tasks | entries | sign       (client/commands.py)
 
@@ -8,7 +9,8 @@ The API address comes from `--base-url`, `SERVICE_API_URL` or the config's `base
 (default http://127.0.0.1:8000). The daemon's config file is TOML; every key is optional and a
 command-line flag wins over it: `base_url`, `team_id`, `agent_key_ref`, `signing_key_ref`,
 `command` (list), `task_types` (list), `slots`, `lease_ttl_sec`, `poll_max_sec`, `grace_sec`,
-`byte_limit`.
+`byte_limit`, `runtime_profile_id`. The runtime profile also comes from `SERVICE_RUNTIME_PROFILE_ID`
+(the flag wins, then the environment, then the config).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from schemas import limits
 from schemas.identity import Whoami
 
 log = logging.getLogger("cairn.client")
+RUNTIME_PROFILE_ENV = "SERVICE_RUNTIME_PROFILE_ID"
 
 
 def register(commands: Any) -> None:
@@ -49,6 +52,10 @@ def register(commands: Any) -> None:
     daemon.add_argument("--task-types", help="comma-separated task types to serve (default all)")
     daemon.add_argument("--lease-ttl-sec", type=int, help="claim lease (default 300)")
     daemon.add_argument("--runtime-id", help="this daemon's stable id (default cairn-daemon@host)")
+    daemon.add_argument(
+        "--profile",
+        help=f"claim under this runtime profile of the team (uuid; or ${RUNTIME_PROFILE_ENV})",
+    )
     daemon.add_argument("executor", nargs="*", help="the executor command (after --)")
     daemon.set_defaults(run=run_daemon)
     whoami = commands.add_parser("whoami", help="who the API takes this credential for")
@@ -64,7 +71,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="a TOML config file")
 
 
-def daemon_config(args: argparse.Namespace, config: Mapping[str, Any]) -> DaemonConfig:
+def daemon_config(
+    args: argparse.Namespace, config: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> DaemonConfig:
     team = args.team or config.get("team_id")
     command = args.executor or config.get("command")
     if not team or not command:
@@ -82,7 +91,24 @@ def daemon_config(args: argparse.Namespace, config: Mapping[str, Any]) -> Daemon
         grace_sec=float(config.get("grace_sec", 10.0)),
         byte_limit=int(config.get("byte_limit", limits.DAEMON_LOCAL_BYTE_LIMIT)),
         **({"runtime_id": rid} if (rid := args.runtime_id or config.get("runtime_id")) else {}),
+        runtime_profile_id=_profile_id(args, config, environ or {}),
     )
+
+
+def _profile_id(
+    args: argparse.Namespace, config: Mapping[str, Any], environ: Mapping[str, str]
+) -> UUID | None:
+    value = (
+        getattr(args, "profile", None)
+        or environ.get(RUNTIME_PROFILE_ENV)
+        or config.get("runtime_profile_id")
+    )
+    if not value:
+        return None
+    try:
+        return UUID(str(value).strip())
+    except ValueError:
+        raise DaemonRefused(f"The runtime profile must be a uuid, not {value!r}") from None
 
 
 def run_daemon(args: argparse.Namespace) -> None:
@@ -92,7 +118,7 @@ def run_daemon(args: argparse.Namespace) -> None:
         key = daemon_agent_key(source, config)
         base_url = api_url(args, config, source)
         require_safe_transport(base_url)
-        settings = daemon_config(args, config)
+        settings = daemon_config(args, config, source.environ)
         private_key = signing_key(source, config)
     except (SecretError, DaemonRefused, ValueError) as exc:
         refuse(exc)

@@ -2,7 +2,9 @@
 operator's executor command for each (DECISIONS "Agent keys and the daemon"; spec 3.1, 5).
 
 Start-up, before any claim: the credential is an agent key (never OAuth2 client credentials),
-`whoami` accepts it, names an agent, and a team-bound key is bound to the team asked for.
+`whoami` accepts it, names an agent, and a team-bound key is bound to the team asked for. With a
+runtime profile (`--profile`), the profile is readable in that team; the daemon then lists the
+queue as the profile sees it and names the profile in every claim.
 
 The loop: while a slot is free, list the team's claimable tasks of the served types, claim one
 (a lost race, 409, moves on to the next), and run it in that slot. When nothing is claimable the
@@ -51,6 +53,7 @@ from client.rest import ApiError, CairnClient
 from schemas import limits
 from schemas.identity import TeamBinding, Whoami
 from schemas.kernel.cids import json_cid
+from schemas.runtime_profiles import RuntimeProfile
 from schemas.task_api import Task, TaskList
 from schemas.task_attempts import ClaimResponse, HeartbeatResponse
 
@@ -79,6 +82,8 @@ class DaemonConfig:
     workdir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
     # the daemon's stable id, kept on each attempt it claims (`runtimeId`)
     runtime_id: str = field(default_factory=lambda: f"cairn-daemon@{socket.gethostname()}")
+    # the runtime profile it claims under (`runtimeProfileId`; DECISIONS "Runtime profiles")
+    runtime_profile_id: UUID | None = None
 
     @property
     def heartbeat_every_sec(self) -> float:
@@ -118,6 +123,22 @@ class Daemon:
             raise DaemonRefused(
                 f"The agent key is bound to team {binding.boundTeamId}, not {self.config.team_id}"
             )
+        await self._check_profile()
+
+    async def _check_profile(self) -> None:
+        """The profile it claims under is one of the team's (read with `runtime:read`), so a
+        typo stops the daemon at start instead of refusing every claim."""
+        profile_id = self.config.runtime_profile_id
+        if profile_id is None:
+            return
+        try:
+            body = await self.api.request(
+                "GET", f"/runtime-profiles/{profile_id}", headers=self._team()
+            )
+        except ApiError as exc:
+            raise DaemonRefused(f"The runtime profile {profile_id} cannot be read: {exc}") from None
+        profile = RuntimeProfile.model_validate(body)
+        log.info("claiming under runtime profile %s (revision %d)", profile.name, profile.revision)
 
     async def run(self) -> None:
         await self.check_credential()
@@ -169,6 +190,8 @@ class Daemon:
 
     async def _claimable(self, *, limit: int) -> list[Task]:
         params = {"claimable": "true", "limit": str(limit)}
+        if self.config.runtime_profile_id is not None:
+            params["runtimeProfileId"] = str(self.config.runtime_profile_id)
         if self.config.task_types:
             params["taskTypes"] = ",".join(self.config.task_types)
         body = await self.api.request("GET", "/tasks", params=params, headers=self._team())
@@ -179,10 +202,7 @@ class Daemon:
             body = await self.api.request(
                 "POST",
                 f"/tasks/{task.id}/claim",
-                json={
-                    "leaseTtlSec": self.config.lease_ttl_sec,
-                    "runtimeId": self.config.runtime_id,
-                },
+                json=self._claim_body(),
                 headers=self._team(),
             )
         except ApiError as exc:
@@ -191,6 +211,15 @@ class Daemon:
                 return None
             raise
         return ClaimResponse.model_validate(body)
+
+    def _claim_body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "leaseTtlSec": self.config.lease_ttl_sec,
+            "runtimeId": self.config.runtime_id,
+        }
+        if self.config.runtime_profile_id is not None:
+            body["runtimeProfileId"] = str(self.config.runtime_profile_id)
+        return body
 
     def _start(self, claim: ClaimResponse) -> None:
         attempt = Attempt(self, claim)

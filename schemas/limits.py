@@ -148,6 +148,9 @@ TASK_VALIDATION_MAX_ERRORS: Final = 50  # field errors listed in one 400
 TASK_TITLE_MAX_CHARS: Final = 255  # reference
 TASK_TYPE_MAX_CHARS: Final = 64  # ours: the longest built-in name is 18
 TASK_ALLOWED_PROFILES_MAX: Final = 16  # reference
+# Runtime profiles (DECISIONS "Runtime profiles"; ours).
+RUNTIME_PROFILE_NAME_MAX_CHARS: Final = 100
+RUNTIME_PROFILES_PER_TEAM_MAX: Final = 100  # a team's profiles are listed in one page
 TASK_REFERENCES_MAX: Final = 50  # ours: references per task
 TASK_MAX_ATTEMPTS_MAX: Final = 10  # ours: bounds how long one task can keep retrying
 TASK_TIMEOUT_MIN_SEC: Final = 1  # reference bounds of dispatchTimeoutSec / runningTimeoutSec

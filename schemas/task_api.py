@@ -207,7 +207,8 @@ class TaskAttempt(ResponseBody):
     usage: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     timeoutReason: str | None = None
-    # response-only fields of SPEC 2.6, present once runtimes report them
+    # response-only fields of SPEC 2.6: the runtime profile claimed under, frozen at claim
+    runtimeProfileId: UUID | None = None
     runtimeProfileRevision: int | None = None
     policySnapshotHash: str | None = None
     daemonState: DaemonState | None = None
@@ -293,6 +294,7 @@ def attempt_from_row(row: Mapping[str, Any]) -> TaskAttempt:
         usage=row["usage"],
         error=row["error"],
         timeoutReason=row["timeout_reason"],
+        runtimeProfileId=_col(row, "runtime_profile_id"),
         runtimeProfileRevision=_col(row, "runtime_profile_revision"),
         policySnapshotHash=_col(row, "policy_snapshot_hash"),
         daemonState=_col(row, "daemon_state"),
@@ -339,6 +341,11 @@ class TaskListQuery(RequestBody):
     )
     diaryId: UUID | None = None
     claimable: bool | None = None
+    runtimeProfileId: UUID | None = Field(
+        default=None,
+        description="the view of a runtime profile of the team: tasks pinned to other profiles "
+        "(allowedProfiles) and task types outside its policy are left out",
+    )
     limit: int = Field(default=limits.TASKS_PAGE.default, ge=1, le=limits.TASKS_PAGE.max)
     cursor: Annotated[str, StringConstraints(max_length=CURSOR_MAX_CHARS)] | None = None
 

@@ -125,6 +125,11 @@ class AttemptState(Payload):
     error: dict[str, Any] | None = None
     runtime_id: str | None = None
     daemon_state: dict[str, Any] | None = None
+    # the runtime profile claimed under, frozen at claim (DECISIONS "Runtime profiles")
+    runtime_profile_id: UUID | None = None
+    runtime_profile_revision: int | None = None
+    policy_snapshot: dict[str, Any] | None = None
+    policy_snapshot_hash: str | None = None
 
 
 class TaskState(Payload):
@@ -183,6 +188,11 @@ class ClaimCommand(Payload):
     agent_id: UUID
     lease_ttl_sec: int = limits.TASK_LEASE_DEFAULT_SEC
     runtime_id: str | None = None
+    # the runtime profile as the API read it at claim: the attempt keeps exactly this
+    runtime_profile_id: UUID | None = None
+    runtime_profile_revision: int | None = None
+    policy_snapshot: dict[str, Any] | None = None
+    policy_snapshot_hash: str | None = None
 
 
 class ClaimGranted(Payload):
@@ -257,6 +267,11 @@ class ClaimRequest(RequestBody):
     ) = Field(
         default=None,
         description="the claiming runtime's stable id (a daemon's), kept on the attempt",
+    )
+    runtimeProfileId: UUID | None = Field(
+        default=None,
+        description="claim under this runtime profile of the task's team: its policy narrows "
+        "what is claimed and the attempt's scopes; a task with allowedProfiles needs one of them",
     )
 
 

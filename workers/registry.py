@@ -16,6 +16,7 @@ from activities.maintenance import MaintenanceActivities
 from activities.memory import MemoryActivities
 from activities.packs import PackActivities
 from activities.permissions import PermissionActivities
+from activities.runtime_profiles import RuntimeProfileActivities
 from activities.signing import SigningActivities
 from activities.tasks import TaskActivities
 from activities.teams import TeamActivities
@@ -27,6 +28,7 @@ from infra.repos.identity import IdentityRepo
 from infra.repos.maintenance import MaintenanceRepo
 from infra.repos.memory import MemoryRepo
 from infra.repos.packs import PackRepo
+from infra.repos.runtime_profiles import RuntimeProfileRepo
 from infra.repos.signing import SigningRepo
 from infra.repos.tasks import TaskRepo
 from infra.repos.teams import TeamRepo
@@ -63,6 +65,7 @@ from workflows.maintenance import ExpiredRowsPurgeWorkflow, StaleTaskReconcileWo
 from workflows.packs import PACK_WORKFLOWS
 from workflows.recovery import RecoveryRedeemWorkflow, RecoveryVerifyWorkflow
 from workflows.registration import RegistrationWorkflow
+from workflows.runtime_profiles import RUNTIME_PROFILE_WORKFLOWS
 from workflows.signing import SigningRequestWorkflow
 from workflows.signing_keys import SigningKeysWorkflow
 from workflows.task_grants import TASK_GRANT_WORKFLOWS
@@ -83,6 +86,7 @@ WORKFLOWS: Sequence[type] = (
     SigningRequestWorkflow,
     *TEAM_WORKFLOWS,
     *TASK_GRANT_WORKFLOWS,
+    *RUNTIME_PROFILE_WORKFLOWS,
     DiaryTransferWorkflow,
     TaskWorkflow,
     ArtifactStageWorkflow,
@@ -129,6 +133,7 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
     agent_keys = AgentKeyActivities(AgentKeyRepo(deps.pool))
     maintenance = MaintenanceActivities(MaintenanceRepo(deps.pool))
     packs = PackActivities(PackRepo(deps.pool))
+    profiles = RuntimeProfileActivities(RuntimeProfileRepo(deps.pool))
     return [
         identity.check_voucher,
         identity.create_identity,
@@ -173,6 +178,9 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
         transfers.expire_transfer,
         tasks.insert_task,
         tasks.project,
+        profiles.create,
+        profiles.update,
+        profiles.delete,
         artifacts.stage,
         artifacts.attach,
         artifacts.expire_staged,

@@ -233,6 +233,10 @@ class TaskWorkflow:
             claim_expires_at=expires,
             traceparent=self._new_traceparent(),
             runtime_id=command.runtime_id,
+            runtime_profile_id=command.runtime_profile_id,
+            runtime_profile_revision=command.runtime_profile_revision,
+            policy_snapshot=command.policy_snapshot,
+            policy_snapshot_hash=command.policy_snapshot_hash,
         )
         self._task = self._task.model_copy(
             update={

@@ -59,7 +59,7 @@ from temporalio.common import (
 )
 
 from api import keys
-from api.access import allowed, visible_task
+from api.access import allowed, require_attempt_scopes, visible_task
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.headers import TEAM_HEADER, require_team_header
@@ -93,6 +93,7 @@ from schemas.errors import (
     UnsupportedMediaType,
     ValidationFailed,
 )
+from schemas.kernel.attempts import is_claimant
 from schemas.kernel.cids import BytesCidHasher
 from schemas.kernel.cursors import decode_cursor, encode_cursor
 from workflows.artifacts import (
@@ -297,6 +298,8 @@ async def upload_task_artifact(
     pool = request.app[keys.READ_POOL]
     # Checked before the body is read, so a refused upload costs nothing; again in the workflow.
     attempt = await artifact_reads.get_attempt(pool, path.id, path.n)
+    if attempt is not None and is_claimant(attempt.claimed_by_agent_id, principal.agent_id):
+        require_attempt_scopes(request, attempt.policy_snapshot)
     artifact_reads.attempt_guard(attempt, path.n, principal.agent_id)
     assert principal.agent_id is not None  # the guard refuses anyone but the claiming agent
     async with spooled_body(request) as body:

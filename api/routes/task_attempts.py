@@ -9,8 +9,13 @@ as the `liveness` signal, which costs the server a fraction of an Update.
 Who may act (permission engine, Task namespace):
 - claim: Task `claim` (the owning team's agent executors, or an explicit writer/manager grant),
   scope `task:claim`. Attempts belong to agents, so a human grantee is 403 `agents-only`.
+  Under a runtime profile (`runtimeProfileId`, one of the task's team): a task with
+  `allowedProfiles` only under one of them (403 `profile-not-allowed`, with another profile or
+  none), and only what the profile's policy claims (403 `profile-task-type-not-allowed`,
+  `profile-scope-denied`). The attempt keeps the profile's id, revision and policy as read here.
 - heartbeat, complete, fail, abort: the claimant of that attempt (the attempt row says who;
-  the workflow checks the same against its state), scope `task:execute`.
+  the workflow checks the same against its state), scope `task:execute`, which the policy
+  frozen on the attempt must keep too (403 `profile-scope-denied`; `api.access`).
 - cancel: Task `cancel` (owners and managers of the owning team, or an explicit task manager),
   scope `task:manage`, with a reason.
 A caller denied who cannot see the task (`can_view_task`: any member of the owning team, or an
@@ -35,13 +40,13 @@ import asyncpg
 from aiohttp import web
 
 from api import keys
-from api.access import allowed, can_view_task
+from api.access import allowed, can_view_task, require_attempt_scopes
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.headers import TEAM_HEADER, team_header
 from api.pack_tasks import check_pack_output
 from api.task_flows import TaskClosed, task_signal, task_update
-from infra.repos import task_reads
+from infra.repos import runtime_profiles, task_reads
 from infra.repos.task_reads import AttemptTarget, ClaimTarget
 from schemas.base import Payload
 from schemas.errors import (
@@ -56,8 +61,10 @@ from schemas.errors import (
 from schemas.kernel.attempts import is_claimant, state_refusal
 from schemas.kernel.cids import json_cid
 from schemas.kernel.crypto import parse_public_key, verify_signature
+from schemas.kernel.runtime_profiles import claim_refusal, policy_snapshot_hash
 from schemas.kernel.task_types import validate_output
 from schemas.principals import Principal
+from schemas.runtime_profiles import claim_refused, unknown_profile
 from schemas.task_api import AttemptPath, Task, TaskPath
 from schemas.task_attempts import (
     ABORT_UPDATE,
@@ -137,6 +144,7 @@ async def _attempt_target(
     _in_team_context(request, target.team_id)
     principal = require_principal(request)
     if is_claimant(target.claimed_by_agent_id, principal.agent_id):
+        require_attempt_scopes(request, target.policy_snapshot)
         return target
     denied = await _denied(request, target, not_claimant(path.n))
     if isinstance(denied, Forbidden) and target.attempt_status is None:
@@ -198,12 +206,13 @@ async def claim_task(
             request, target, Forbidden("Claiming needs an executor of the task's team")
         )
     agent_id = _agent_of(principal)
+    profile = await _claim_profile(request, target, body.runtimeProfileId)
     if target.status != "queued":
         raise Conflict(f"The task is {target.status}, not queued", code=NOT_QUEUED_CODE)
     if not claim_condition_met(target.claim_condition, target.condition_status):
         raise Conflict("The task's claim condition is not met", code=CONDITION_UNMET_CODE)
     command = ClaimCommand(
-        agent_id=agent_id, lease_ttl_sec=body.leaseTtlSec, runtime_id=body.runtimeId
+        agent_id=agent_id, lease_ttl_sec=body.leaseTtlSec, runtime_id=body.runtimeId, **profile
     )
     try:
         granted = await _update(request, path.id, CLAIM_UPDATE, command, ClaimGranted)
@@ -224,6 +233,38 @@ async def claim_task(
     response = render(claimed)
     response.headers[TRACEPARENT_HEADER] = granted.traceparent
     return response
+
+
+async def _claim_profile(
+    request: web.Request, target: ClaimTarget, profile_id: UUID | None
+) -> dict[str, Any]:
+    """The runtime profile a claim is made under, as the attempt will keep it (empty without
+    one): 400 `unknown-runtime-profile` for a profile that is not one of the task's team, 403
+    when the task is pinned to other profiles or the profile's policy refuses the claim."""
+    profile = None
+    if profile_id is not None:
+        profile = await runtime_profiles.team_profile(_pool(request), target.team_id, profile_id)
+        if profile is None:
+            raise unknown_profile("/runtimeProfileId")
+    policy = None if profile is None else profile.policy.model_dump(exclude_none=True)
+    refusal = claim_refusal(
+        allowed_profiles=target.allowed_profiles,
+        profile_id=profile_id,
+        policy=policy,
+        task_type=target.task_type,
+        claim_scopes=CLAIM_SCOPES,
+        credential_scopes=require_principal(request).scopes,
+    )
+    if refusal is not None:
+        raise claim_refused(refusal, target.task_type)
+    if profile is None or policy is None:
+        return {}
+    return {
+        "runtime_profile_id": profile.id,
+        "runtime_profile_revision": profile.revision,
+        "policy_snapshot": policy,
+        "policy_snapshot_hash": policy_snapshot_hash(policy),
+    }
 
 
 # --- heartbeat -----------------------------------------------------------------------------------

@@ -26,6 +26,10 @@ Choices where the spec is terse:
 - An explicit grantee reads by id only; when it sends `x-service-team-id` it must be the owning
   team (another team is a 404, as for anyone).
 - `claimable=true` keeps queued tasks whose claim condition holds now.
+- `runtimeProfileId` lists the queue as that runtime profile of the team sees it: tasks pinned
+  (`allowedProfiles`) to other profiles and types outside its policy's `taskTypes` are left
+  out, unrestricted ones stay (400 `unknown-runtime-profile` for a profile not of the team).
+  On create, each `allowedProfiles` entry must be a profile of the team (the same 400).
 - A continuation (`input.continueFrom`) must name a completed `freeform` task of the same team
   that the caller can read; it inherits the source's project. The automatic claim condition
   (the source is `completed`) is added unless the request brings its own: the source is already
@@ -52,7 +56,14 @@ from opentelemetry.propagate import inject
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed, can_read, can_view_task, load_diary, visible_task
+from api.access import (
+    allowed,
+    attempt_scopes_denied,
+    can_read,
+    can_view_task,
+    load_diary,
+    visible_task,
+)
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
@@ -63,7 +74,7 @@ from api.pack_tasks import (
     rendered_pack_reference,
 )
 from api.task_flows import start_task
-from infra.repos import task_reads
+from infra.repos import runtime_profiles, task_reads
 from infra.repos.task_messages import AppendRefused, append_messages
 from schemas import limits
 from schemas.errors import (
@@ -87,6 +98,7 @@ from schemas.kernel.task_types import (
 )
 from schemas.kernel.task_types import input_schema as type_input_schema
 from schemas.principals import Principal
+from schemas.runtime_profiles import profile_scope_denied, unknown_profile
 from schemas.task_api import (
     NO_PROJECT,
     TASK_GRANT_RELATIONS,
@@ -181,7 +193,8 @@ async def create_task(
     error), references required by the type (400); then `propose_tasks` on the team (403), the
     provenance diary (404 when missing, 403 when unreadable); then what depends on stored
     state: a replayed `Idempotency-Key` (201 with the same task, 409 with another body), the
-    continuation source, the project, the staged artifacts and the claim condition (400).
+    continuation source, the project, the pinned runtime profiles (`allowedProfiles`, each one
+    of the team's), the staged artifacts and the claim condition (400).
     Nothing is written unless every check passes.
     """
     body = parsed.body
@@ -212,6 +225,7 @@ async def create_task(
 
     project_id, continuation_condition = await _continuation(request, body)
     await _check_project(request, body.teamId, project_id)
+    await _check_allowed_profiles(request, body)
     references = await _bound_references(request, body)
     if task_type.name == "judge_pack":
         await check_judge_pack_input(request, body.input, body.references)
@@ -390,6 +404,16 @@ async def _check_project(request: web.Request, team_id: UUID, project_id: UUID |
         raise _invalid("/projectId", "No such project in this team", "project-not-found")
 
 
+async def _check_allowed_profiles(request: web.Request, body: CreateTaskRequest) -> None:
+    """Each pinned profile is one of the team's: a task pinned to none could never be claimed."""
+    if not body.allowedProfiles:
+        return
+    known = await runtime_profiles.team_profile_ids(_pool(request), body.teamId)
+    for i, pinned in enumerate(body.allowedProfiles):
+        if pinned.profileId not in known:
+            raise unknown_profile(f"/allowedProfiles/{i}/profileId")
+
+
 async def _bound_references(request: web.Request, body: CreateTaskRequest) -> list[dict[str, Any]]:
     """The references as stored: artifact CIDs checked against the team's staged artifacts,
     `kind` defaulting to `input`, `title` to the CID (SPEC 2.6), tasks checked readable."""
@@ -479,6 +503,7 @@ async def list_tasks(
         project_id=query.projectId if isinstance(query.projectId, UUID) else None,
         diary_id=query.diaryId,
         claimable_only=bool(query.claimable),
+        **await _profile_view(request, team_id, query.runtimeProfileId),
     )
     secret = request.app[keys.SETTINGS].secret_bytes
     binding = _cursor_binding(where)
@@ -505,6 +530,18 @@ async def list_tasks(
     return render(payload)
 
 
+async def _profile_view(
+    request: web.Request, team_id: UUID, profile_id: UUID | None
+) -> dict[str, Any]:
+    """The filter fields of a runtime profile's view of the queue (none without a profile)."""
+    if profile_id is None:
+        return {}
+    profile = await runtime_profiles.team_profile(_pool(request), team_id, profile_id)
+    if profile is None:
+        raise unknown_profile("/query/runtimeProfileId")
+    return {"runtime_profile_id": profile.id, "profile_task_types": profile.policy.taskTypes}
+
+
 def _cursor_binding(where: task_reads.TaskFilter) -> dict[str, str | bool | None]:
     """The filters a cursor is bound to: reusing it with others is a 400, not another page."""
     return {
@@ -516,6 +553,7 @@ def _cursor_binding(where: task_reads.TaskFilter) -> dict[str, str | bool | None
         "project": str(where.project_id) if where.project_id else None,
         "diary": str(where.diary_id) if where.diary_id else None,
         "claimable": where.claimable_only,
+        "profile": str(where.runtime_profile_id) if where.runtime_profile_id else None,
     }
 
 
@@ -706,7 +744,12 @@ async def append_task_messages(
     principal = require_principal(request)
     messages = [m.model_dump(mode="json") for m in body.batch()]
     outcome = await append_messages(
-        request.app[keys.MESSAGE_WRITER], path.id, path.n, principal.subject_id, messages
+        request.app[keys.MESSAGE_WRITER],
+        path.id,
+        path.n,
+        principal.subject_id,
+        messages,
+        policy_allows=lambda policy: not attempt_scopes_denied(request, policy),
     )
     if isinstance(outcome, AppendRefused):
         raise await _append_refusal(request, path, outcome)
@@ -722,6 +765,8 @@ async def _append_refusal(
     await visible_task(request, path.id)
     if refused.reason == "no-attempt":
         return NotFound("No such attempt", code="attempt-not-found")
+    if refused.reason == "profile-scope-denied":
+        return profile_scope_denied(attempt_scopes_denied(request, refused.policy))
     return report_refused(refused.reason, path.n, refused.status or "", "posts messages")
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Final, TypeAlias
+from typing import Any, Final, TypeAlias
 from uuid import UUID
 
 import asyncpg
@@ -68,10 +68,11 @@ def metadata_conflict(cid: str, attempt_n: int) -> Conflict:
 
 
 class AttemptGuard(Row):
-    """What `attempt_guard` decides on."""
+    """What `attempt_guard` decides on, and the runtime policy frozen on the attempt."""
 
     status: AttemptStatus
     claimed_by_agent_id: UUID
+    policy_snapshot: dict[str, Any] | None = None
 
 
 class ArtifactBlob(Row):

@@ -14,6 +14,7 @@ checked on the locked row, so the decision and the write see the same attempt.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import UUID
@@ -24,7 +25,9 @@ from infra.db import Q
 from schemas.errors import ValidationFailed
 from schemas.kernel.attempts import ReportRefusal, report_refusal
 
-Refusal = Literal["no-attempt"] | ReportRefusal
+Refusal = Literal["no-attempt", "profile-scope-denied"] | ReportRefusal
+# Whether the runtime policy frozen on the attempt (None: no profile) lets the caller append.
+PolicyCheck = Callable[[Mapping[str, Any] | None], bool]
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class Appended:
 class AppendRefused:
     reason: Refusal
     status: str | None = None
+    policy: Mapping[str, Any] | None = None
 
 
 async def append_messages(
@@ -46,9 +50,11 @@ async def append_messages(
     attempt_n: int,
     claimant_id: UUID,
     messages: list[dict[str, Any]],
+    policy_allows: PolicyCheck | None = None,
 ) -> Appended | AppendRefused:
     """Append `messages` (`{kind, payload}` each, in order) to the attempt, if `claimant_id`
-    holds it and it is running; else say why nothing was written."""
+    holds it, the attempt's runtime policy allows it (`policy_allows`) and it is running; else
+    say why nothing was written."""
     try:
         batch = json.dumps(messages, allow_nan=False, ensure_ascii=False)
     except ValueError:
@@ -56,7 +62,7 @@ async def append_messages(
     try:
         async with pool.acquire() as conn, conn.transaction():
             attempt = await conn.fetchrow(Q.task_msg_lock_attempt, task_id, attempt_n)
-            refusal = _refusal(attempt, claimant_id)
+            refusal = _refusal(attempt, claimant_id, policy_allows)
             if refusal is not None:
                 return refusal
             assert attempt is not None
@@ -70,8 +76,14 @@ def _not_json(why: str) -> ValidationFailed:
     return ValidationFailed(f"A message payload cannot be stored: {why}", code="invalid-payload")
 
 
-def _refusal(attempt: asyncpg.Record | None, claimant_id: UUID) -> AppendRefused | None:
+def _refusal(
+    attempt: asyncpg.Record | None, claimant_id: UUID, policy_allows: PolicyCheck | None
+) -> AppendRefused | None:
     if attempt is None:
         return AppendRefused("no-attempt")
+    policy = attempt["policy_snapshot"]
+    claimant = attempt["claimed_by_agent_id"] == claimant_id
+    if claimant and policy_allows is not None and not policy_allows(policy):
+        return AppendRefused("profile-scope-denied", attempt["status"], policy)
     refusal = report_refusal(attempt["status"], attempt["claimed_by_agent_id"], claimant_id)
     return None if refusal is None else AppendRefused(refusal, attempt["status"])

@@ -41,6 +41,10 @@ class TaskFilter:
     project_id: UUID | None = None
     diary_id: UUID | None = None
     claimable_only: bool = False
+    # a runtime profile's view: tasks pinned to other profiles, and types outside its policy,
+    # are left out
+    runtime_profile_id: UUID | None = None
+    profile_task_types: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,8 @@ class AttemptTarget(Row):
     claimed_by_agent_id: UUID | None
     claim_expires_at: datetime | None
     lease_ttl_sec: int | None
+    # the runtime policy frozen on the attempt at claim (None: claimed under no profile)
+    policy_snapshot: dict[str, Any] | None = None
 
     @property
     def claimant(self) -> UUID:
@@ -101,6 +107,8 @@ class ClaimTarget(Row):
     workflow_id: str
     claim_condition: dict[str, Any] | None
     condition_status: TaskStatus | None
+    task_type: str
+    allowed_profiles: list[dict[str, Any]]
 
 
 # --- tasks ------------------------------------------------------------------------------------
@@ -135,6 +143,8 @@ async def list_tasks(
         where.project_id,
         where.diary_id,
         where.claimable_only,
+        where.runtime_profile_id,
+        where.profile_task_types,
         after_at,
         after_id,
         limit,

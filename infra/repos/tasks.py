@@ -109,6 +109,10 @@ class AttemptColumns(BaseModel):
     traceparent: str
     runtime_id: str | None
     daemon_state: dict[str, Any] | None
+    runtime_profile_id: UUID | None = None
+    runtime_profile_revision: int | None = None
+    policy_snapshot: dict[str, Any] | None = None
+    policy_snapshot_hash: str | None = None
 
     @classmethod
     def of(cls, task_id: UUID, attempt: AttemptState) -> AttemptColumns:

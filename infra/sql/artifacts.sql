@@ -37,7 +37,9 @@ FROM task_artifacts
 WHERE task_id = $1 AND attempt_n = $2 AND cid = $3
 
 -- name: artifact_attempt_get
-SELECT status, claimed_by_agent_id FROM task_attempts WHERE task_id = $1 AND attempt_n = $2
+SELECT status, claimed_by_agent_id, policy_snapshot
+FROM task_attempts
+WHERE task_id = $1 AND attempt_n = $2
 
 -- name: artifact_list_page
 -- keyset page in creation order (inputs first, then outputs as they were uploaded)

@@ -22,13 +22,17 @@ WITH attempt AS (
         id, task_id, attempt_n, workflow_id, lease_id, claimed_by_agent_id, status,
         lease_ttl_sec, claimed_at, started_at, last_heartbeat_at, claim_expires_at, finished_at,
         output, output_cid, content_signature, usage, error, timeout_reason, traceparent,
-        runtime_id, daemon_state)
+        runtime_id, daemon_state, runtime_profile_id, runtime_profile_revision, policy_snapshot,
+        policy_snapshot_hash)
     SELECT a.id, a.task_id, a.attempt_n, a.workflow_id, a.lease_id, a.claimed_by_agent_id,
            a.status, a.lease_ttl_sec, a.claimed_at, a.started_at, a.last_heartbeat_at,
            a.claim_expires_at, a.finished_at, a.output, a.output_cid, a.content_signature,
-           a.usage, a.error, a.timeout_reason, a.traceparent, a.runtime_id, a.daemon_state
+           a.usage, a.error, a.timeout_reason, a.traceparent, a.runtime_id, a.daemon_state,
+           a.runtime_profile_id, a.runtime_profile_revision, a.policy_snapshot,
+           a.policy_snapshot_hash
     FROM jsonb_populate_record(NULL::task_attempts, $1::jsonb) AS a
     WHERE $1::jsonb IS NOT NULL
+    -- the runtime profile columns are written once, at claim, and never updated
     ON CONFLICT (task_id, attempt_n) DO UPDATE
     SET status = EXCLUDED.status, lease_ttl_sec = EXCLUDED.lease_ttl_sec,
         started_at = EXCLUDED.started_at, last_heartbeat_at = EXCLUDED.last_heartbeat_at,
@@ -51,14 +55,16 @@ WHERE t.id = s.id
 -- the task's input, which only complete needs).
 SELECT t.id, t.team_id, t.status, t.task_type, t.input_cid, t.workflow_id, t.cancel_reason,
        CASE WHEN $3::boolean THEN t.input END AS input,
-       a.status AS attempt_status, a.claimed_by_agent_id, a.claim_expires_at, a.lease_ttl_sec
+       a.status AS attempt_status, a.claimed_by_agent_id, a.claim_expires_at, a.lease_ttl_sec,
+       a.policy_snapshot
 FROM tasks t
 LEFT JOIN task_attempts a ON a.task_id = t.id AND a.attempt_n = $2
 WHERE t.id = $1
 
 -- name: task_flow_claim_target
 -- What a claim decides on: the task, and the status of the task its claim condition names.
-SELECT t.id, t.team_id, t.status, t.workflow_id, t.claim_condition, c.status AS condition_status
+SELECT t.id, t.team_id, t.status, t.workflow_id, t.claim_condition, c.status AS condition_status,
+       t.task_type, t.allowed_profiles
 FROM tasks t
 LEFT JOIN tasks c ON c.id = (t.claim_condition ->> 'taskId')::uuid
 WHERE t.id = $1
@@ -66,7 +72,8 @@ WHERE t.id = $1
 -- name: task_flow_attempt
 SELECT id, task_id, attempt_n, workflow_id, runtime_id, lease_id, claimed_by_agent_id, status,
        lease_ttl_sec, claimed_at, started_at, last_heartbeat_at, claim_expires_at, finished_at,
-       output, output_cid, content_signature, usage, error, timeout_reason, daemon_state
+       output, output_cid, content_signature, usage, error, timeout_reason, daemon_state,
+       runtime_profile_id, runtime_profile_revision, policy_snapshot_hash
 FROM task_attempts
 WHERE task_id = $1 AND attempt_n = $2
 

@@ -23,7 +23,8 @@ WHERE team_id = $1 AND coalesce(proposed_by_agent_id, proposed_by_human_id) = $2
 -- name: task_read_list
 -- One page of a team's tasks, newest first, keyset on (created_at, id).
 -- $2 statuses, $3 task types, $4 correlation id, $5 General only, $6 project id, $7 diary id,
--- $8 claimable only, $9/$10 the position after which the page starts, $11 page size.
+-- $8 claimable only, $9 a runtime profile (tasks pinned to others are left out), $10 the task
+-- types of that profile's policy, $11/$12 the position after which the page starts, $13 size.
 -- A claim condition is met when its task has one of the listed statuses (`task_status`) or
 -- is completed, i.e. has an accepted attempt (`task_accepted`).
 SELECT t.id, t.team_id, t.diary_id, t.project_id, t.task_type, t.title, t.input, t.input_cid,
@@ -52,14 +53,18 @@ WHERE t.team_id = $1
                       WHEN 'task_accepted' THEN c.status = 'completed'
                       ELSE false
                     END))))
-  AND ($9::timestamptz IS NULL OR (t.created_at, t.id) < ($9::timestamptz, $10::uuid))
+  AND ($9::uuid IS NULL OR t.allowed_profiles = '[]'::jsonb
+       OR t.allowed_profiles @> jsonb_build_array(jsonb_build_object('profileId', $9::text)))
+  AND ($10::text[] IS NULL OR t.task_type = ANY ($10::text[]))
+  AND ($11::timestamptz IS NULL OR (t.created_at, t.id) < ($11::timestamptz, $12::uuid))
 ORDER BY t.created_at DESC, t.id DESC
-LIMIT $11
+LIMIT $13
 
 -- name: task_read_attempts
 SELECT id, task_id, attempt_n, workflow_id, runtime_id, lease_id, claimed_by_agent_id, status,
        lease_ttl_sec, claimed_at, started_at, last_heartbeat_at, claim_expires_at, finished_at,
-       output, output_cid, content_signature, usage, error, timeout_reason, daemon_state
+       output, output_cid, content_signature, usage, error, timeout_reason, daemon_state,
+       runtime_profile_id, runtime_profile_revision, policy_snapshot_hash
 FROM task_attempts
 WHERE task_id = $1
 ORDER BY attempt_n
@@ -112,7 +117,7 @@ LIMIT $3
 -- name: task_msg_lock_attempt
 -- The attempt the messages go to, locked so that concurrent appends take seq numbers one after
 -- another and the attempt cannot turn terminal halfway through an append.
-SELECT id, status, claimed_by_agent_id
+SELECT id, status, claimed_by_agent_id, policy_snapshot
 FROM task_attempts
 WHERE task_id = $1 AND attempt_n = $2
 FOR NO KEY UPDATE

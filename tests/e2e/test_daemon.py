@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import os
 import signal
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import rfc8785
 from actors import Actor, join_team
 from processes import alive, wait_until
 
@@ -221,6 +223,45 @@ async def test_a_daemon_claims_runs_and_completes_a_task(team: Team, daemons: An
     )
     assert status == 200, artifacts
     assert [(a["title"], a["kind"]) for a in artifacts["artifacts"]] == [("Notes", "notes")]
+
+
+async def new_profile(team: Team, **policy: Any) -> dict[str, Any]:
+    body = {"teamId": team.team_id, "name": f"p-{uuid.uuid4().hex[:8]}", "policy": policy}
+    status, profile = await team.owner.call(
+        "POST", "/runtime-profiles", json=body, team=team.team_id
+    )
+    assert status == 201, profile
+    return dict(profile)
+
+
+async def test_a_daemon_with_a_profile_claims_a_pinned_task_under_it(
+    team: Team, daemons: Any
+) -> None:
+    mine = await new_profile(team, taskTypes=["freeform"])
+    theirs = await new_profile(team)
+    # created first, so a daemon ignoring its profile would try it before the other
+    elsewhere = await create_task(team, allowedProfiles=[{"profileId": theirs["id"]}])
+    task_id = await create_task(team, allowedProfiles=[{"profileId": mine["id"]}])
+    daemon = await daemons("--once", "--profile", mine["id"])
+    assert await daemon.exit_code() == 0, daemon.log.read_text()
+    assert await task_status(team, task_id) == "completed"
+    assert await task_status(team, elsewhere) == "queued"
+
+    status, attempts = await team.owner.call("GET", f"/tasks/{task_id}/attempts", team=team.team_id)
+    assert status == 200, attempts
+    [attempt] = attempts["items"]
+    assert attempt["runtimeProfileId"] == mine["id"]
+    assert attempt["runtimeProfileRevision"] == mine["revision"] == 1
+    assert (
+        attempt["policySnapshotHash"]
+        == hashlib.sha256(rfc8785.dumps({"taskTypes": ["freeform"]})).hexdigest()
+    )
+
+
+async def test_a_daemon_refuses_a_profile_it_cannot_read(team: Team, daemons: Any) -> None:
+    daemon = await daemons("--once", "--profile", str(uuid.uuid4()))
+    assert await daemon.exit_code() == 2
+    assert "runtime profile" in daemon.log.read_text()
 
 
 async def test_cancel_stops_the_executor_within_the_grace_period(team: Team, daemons: Any) -> None:

@@ -470,13 +470,20 @@ async def stage(world: World, db_pool: Any, data: bytes, content_type: str = "te
 
 async def test_create_answers_the_queued_task(world: World, db_pool: Any) -> None:
     correlation = str(uuid.uuid4())
+    status, profile = await world.manager.call(
+        "POST",
+        "/runtime-profiles",
+        json={"teamId": world.team_id, "name": f"p-{uuid.uuid4().hex[:8]}"},
+        team=world.team_id,
+    )
+    assert status == 201, profile
     body = freeform(
         world,
         title="weekly summary",
         correlationId=correlation,
         maxAttempts=3,
         dispatchTimeoutSec=60,
-        allowedProfiles=[{"profileId": str(uuid.uuid4())}],
+        allowedProfiles=[{"profileId": profile["id"]}],
         requiredExecutorTrustLevel="agentSigned",
     )
     status, task = await world.manager.call("POST", "/tasks", json=body)

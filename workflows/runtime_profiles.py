@@ -1,0 +1,69 @@
+"""Runtime-profile workflows (DECISIONS "Runtime profiles"): create, update, delete, each one
+local step the API waits on.
+
+- `RuntimeProfileCreate` (`runtime-profiles/<teamId>/create/<request CID>`): the profile id is
+  the workflow's (stable under retry); the same request again meets the same id.
+- `RuntimeProfileUpdate` (`runtime-profiles/<profileId>/update/<revision>`): keyed by the
+  revision it changes, so two updates of the same revision never both apply (the second is a
+  409), and a retried request meets the same id.
+- `RuntimeProfileDelete` (`runtime-profiles/<profileId>/delete`).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+from uuid import UUID
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.runtime_profiles import RuntimeProfileActivities
+    from schemas.runtime_profiles import (
+        ProfileChanged,
+        ProfileCreate,
+        ProfileDelete,
+        ProfileUpdate,
+    )
+    from workflows.common import run_step
+
+
+def profile_create_workflow_id(team_id: UUID, request_cid: str) -> str:
+    return f"runtime-profiles/{team_id}/create/{request_cid}"
+
+
+def profile_update_workflow_id(profile_id: UUID, revision: int) -> str:
+    return f"runtime-profiles/{profile_id}/update/{revision}"
+
+
+def profile_delete_workflow_id(profile_id: UUID) -> str:
+    return f"runtime-profiles/{profile_id}/delete"
+
+
+@workflow.defn(name="RuntimeProfileCreate")
+class RuntimeProfileCreateWorkflow:
+    @workflow.run
+    async def run(self, inp: ProfileCreate) -> ProfileChanged:
+        if inp.profile_id is None:
+            inp = inp.model_copy(update={"profile_id": workflow.uuid4()})
+        return await run_step(RuntimeProfileActivities.create, inp)
+
+
+@workflow.defn(name="RuntimeProfileUpdate")
+class RuntimeProfileUpdateWorkflow:
+    @workflow.run
+    async def run(self, inp: ProfileUpdate) -> ProfileChanged:
+        return await run_step(RuntimeProfileActivities.update, inp)
+
+
+@workflow.defn(name="RuntimeProfileDelete")
+class RuntimeProfileDeleteWorkflow:
+    @workflow.run
+    async def run(self, inp: ProfileDelete) -> None:
+        await run_step(RuntimeProfileActivities.delete, inp)
+
+
+RUNTIME_PROFILE_WORKFLOWS: Final = (
+    RuntimeProfileCreateWorkflow,
+    RuntimeProfileUpdateWorkflow,
+    RuntimeProfileDeleteWorkflow,
+)
