@@ -200,6 +200,7 @@ async def _until_orphaned(parent_pid: int) -> None:
 def toolserver_config(settings: Settings) -> ToolServerConfig:
     from urllib.parse import urlsplit
 
+    from schemas.connector import connector_secret
     from toolserver.config import ToolServerConfig
 
     return ToolServerConfig(
@@ -212,6 +213,8 @@ def toolserver_config(settings: Settings) -> ToolServerConfig:
         temporal_namespace=settings.temporal_namespace,
         challenge_token=settings.mcp_challenge_token.get_secret_value(),
         challenge_path=settings.mcp_challenge_path,
+        connector_secret=connector_secret(settings.secret_bytes),
+        console_url=settings.base_url.rstrip("/"),
     )
 
 
