@@ -136,7 +136,7 @@ def _client_view(row: reads.ConnectorClientRow) -> ConnectorClient:
     auth="none",
     errors=(ConnectorRefused, Conflict),
 )
-async def register_client(
+async def connector_register_client(
     request: web.Request, parsed: Parsed[ClientRegistration]
 ) -> ConnectorClient:
     """Store a client the MCP server registered (RFC 7591); back channel only."""
@@ -171,7 +171,7 @@ async def register_client(
     auth="none",
     errors=(ConnectorRefused, NotFound),
 )
-async def get_client(
+async def connector_get_client(
     request: web.Request, parsed: Parsed[None, None, ClientPath]
 ) -> ConnectorClient:
     """A registered client (its secret only as the keyed hash); back channel only."""
@@ -192,7 +192,7 @@ async def get_client(
     auth="none",
     errors=(ConnectorRefused, NotFound),
 )
-async def lookup_code(request: web.Request, parsed: Parsed[CodeLookup]) -> CodeView:
+async def connector_lookup_code(request: web.Request, parsed: Parsed[CodeLookup]) -> CodeView:
     """An authorization code's binding, for the SDK's token checks; back channel only."""
     _require_connector(request)
     row = await reads.get_code(request.app[keys.READ_POOL], _hash(request, parsed.body.code))
@@ -249,7 +249,9 @@ def _refresh_expiry() -> datetime:
     auth="none",
     errors=(ConnectorRefused, ConnectorGrantInvalid),
 )
-async def redeem_code(request: web.Request, parsed: Parsed[CodeRedeem]) -> ConnectorTokens:
+async def connector_redeem_code(
+    request: web.Request, parsed: Parsed[CodeRedeem]
+) -> ConnectorTokens:
     """Use an authorization code once: a grant, an access token for the MCP server and a
     refresh token. A replayed code revokes the grant it made. Back channel only; the MCP
     server checked PKCE and the redirect URI first."""
@@ -282,7 +284,9 @@ async def redeem_code(request: web.Request, parsed: Parsed[CodeRedeem]) -> Conne
     auth="none",
     errors=(ConnectorRefused, NotFound),
 )
-async def lookup_refresh(request: web.Request, parsed: Parsed[RefreshLookup]) -> RefreshView:
+async def connector_lookup_refresh(
+    request: web.Request, parsed: Parsed[RefreshLookup]
+) -> RefreshView:
     """The open grant behind a current refresh token; back channel only."""
     _require_connector(request)
     pool = request.app[keys.READ_POOL]
@@ -310,7 +314,9 @@ async def lookup_refresh(request: web.Request, parsed: Parsed[RefreshLookup]) ->
     auth="none",
     errors=(ConnectorRefused, ConnectorGrantInvalid),
 )
-async def redeem_refresh(request: web.Request, parsed: Parsed[RefreshRedeem]) -> ConnectorTokens:
+async def connector_redeem_refresh(
+    request: web.Request, parsed: Parsed[RefreshRedeem]
+) -> ConnectorTokens:
     """Rotate a refresh token: a new access token and a new refresh token, the old one dead.
     Narrower scopes may be asked for, never wider. Back channel only."""
     _require_connector(request)
@@ -350,7 +356,9 @@ async def redeem_refresh(request: web.Request, parsed: Parsed[RefreshRedeem]) ->
     auth="none",
     errors=(ConnectorRefused, ConnectorTokenInvalid),
 )
-async def exchange_token(request: web.Request, parsed: Parsed[TokenExchange]) -> ExchangedToken:
+async def connector_exchange_token(
+    request: web.Request, parsed: Parsed[TokenExchange]
+) -> ExchangedToken:
     """The MCP server presents a bearer it received and its own resource URL: the grant behind
     it and a REST token acting as that human, valid no longer than the presented one. Anything
     else (a REST token, another resource's token, a revoked grant) is 401. Back channel only."""
@@ -384,7 +392,7 @@ async def exchange_token(request: web.Request, parsed: Parsed[TokenExchange]) ->
     auth="none",
     errors=(ConnectorRefused,),
 )
-async def revoke_grant(request: web.Request, parsed: Parsed[GrantRevoke]) -> Done:
+async def connector_revoke_grant(request: web.Request, parsed: Parsed[GrantRevoke]) -> Done:
     """Revoke a grant: its access and refresh tokens stop working (RFC 7009). Back channel."""
     _require_connector(request)
     grant_id = parsed.body.grantId
