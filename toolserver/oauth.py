@@ -215,7 +215,9 @@ class ConnectorProvider:
         try:
             tokens = await self.api.redeem_code(authorization_code.code, client.client_id or "")
         except ApiError as error:
-            raise _token_error(error) from error
+            if error.status >= 500:
+                raise
+            raise _grant_refused(error) from error
         return _oauth_token(
             tokens.access_token, tokens.expires_in, tokens.refresh_token, tokens.scope
         )
@@ -247,7 +249,9 @@ class ConnectorProvider:
                 refresh_token.token, client.client_id or "", scopes
             )
         except ApiError as error:
-            raise _token_error(error) from error
+            if error.status >= 500:
+                raise
+            raise _grant_refused(error) from error
         return _oauth_token(
             tokens.access_token, tokens.expires_in, tokens.refresh_token, tokens.scope
         )
@@ -305,9 +309,8 @@ def _oauth_token(access: str, expires_in: int, refresh: str, scope: str) -> OAut
     )
 
 
-def _token_error(error: ApiError) -> TokenError:
-    if error.status >= 500:
-        raise error
+def _grant_refused(error: ApiError) -> TokenError:
+    """The API refused a code or refresh token (400): RFC 6749 invalid_grant."""
     return TokenError("invalid_grant", error.detail or "The grant is not valid")
 
 

@@ -185,12 +185,13 @@ class Flow:
         self.challenge = base64.urlsafe_b64encode(digest).decode().rstrip("=")
         self.state = secrets.token_urlsafe(16)
 
-    async def register(self) -> dict[str, Any]:
+    async def register(self, **extra: str) -> dict[str, Any]:
         metadata = {
             "client_name": "Hand-driven host",
             "redirect_uris": [REDIRECT_URI],
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
+            **extra,
         }
         answer = await self.browser.http.post(f"{self.base}/register", json=metadata)
         assert answer.status_code == 201, answer.text
@@ -215,13 +216,15 @@ class Flow:
         assert answer["state"] == self.state
         return answer["code"]
 
-    async def token(self, code: str, verifier: str | None = None) -> httpx2.Response:
+    async def token(
+        self, code: str, verifier: str | None = None, secret: str | None = None
+    ) -> httpx2.Response:
         form = {
             "grant_type": "authorization_code",
             "code": code,
             "redirect_uri": REDIRECT_URI,
             "client_id": self.client["client_id"],
-            "client_secret": self.client["client_secret"],
+            "client_secret": secret or self.client["client_secret"],
             "code_verifier": verifier or self.verifier,
         }
         return await self.browser.http.post(f"{self.base}/token", data=form)
@@ -356,6 +359,35 @@ async def test_metadata_is_published(mcp: Any) -> None:
     assert server["registration_endpoint"] == f"{base}/register"
     assert anonymous.status_code == 401
     assert "resource_metadata=" in anonymous.headers["www-authenticate"]
+
+
+async def test_clients_authenticate_against_the_hashed_secret(mcp: Any, actors: Any) -> None:
+    """The secret is stored only as a keyed hash: the right one (post or Basic) passes, a wrong
+    one is invalid_client, and a code survives the failed attempt."""
+    _, browser = await login(actors)
+    flow = Flow(mcp.url, browser)
+    await flow.register()
+    code = await flow.code()
+    wrong = await flow.token(code, secret=secrets.token_hex(32))
+    assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client", wrong.text
+    assert (await flow.token(code)).status_code == 200
+
+    basic = Flow(mcp.url, browser)
+    await basic.register(token_endpoint_auth_method="client_secret_basic")
+    form = {
+        "grant_type": "authorization_code",
+        "code": await basic.code(),
+        "redirect_uri": REDIRECT_URI,
+        "client_id": basic.client["client_id"],
+        "code_verifier": basic.verifier,
+    }
+    pair = (basic.client["client_id"], basic.client["client_secret"])
+    answer = await browser.http.post(f"{basic.base}/token", data=form, auth=pair)
+    assert answer.status_code == 200, answer.text
+    # the Basic client's secret in the body instead is not its registered method
+    again = {**form, "code": await basic.code(), "client_secret": pair[1]}
+    refused = await browser.http.post(f"{basic.base}/token", data=again)
+    assert refused.status_code == 401, refused.text
 
 
 # --- refusals -----------------------------------------------------------------------------
