@@ -247,6 +247,7 @@ RATE_LIMITS_PER_MINUTE: Final[Mapping[str, int]] = MappingProxyType(
         "readiness": 12,  # /health/ready
         "artifact_upload": 20,  # artifact upload and stage
         "pre_auth_ip": 300,  # per IP, before credentials are resolved
+        "connector": 6000,  # the MCP server's back channel, for all its humans together
     }
 )
 

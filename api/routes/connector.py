@@ -41,7 +41,6 @@ from schemas import limits
 from schemas.base import RequestBody
 from schemas.connector import (
     CODE_PREFIX,
-    CONNECTOR_HEADER,
     CONSENT_PATH,
     REFRESH_PREFIX,
     AuthorizeRequest,
@@ -99,13 +98,6 @@ SignedRequest = Annotated[str, StringConstraints(min_length=1, max_length=8192)]
 # --- the back channel ------------------------------------------------------------------------
 
 
-def _require_connector(request: web.Request) -> None:
-    expected = connector_secret(request.app[keys.SETTINGS].secret_bytes)
-    presented = request.headers.get(CONNECTOR_HEADER, "")
-    if not hmac.compare_digest(expected.encode(), presented.encode()):
-        raise ConnectorRefused("Send the connector secret in " + CONNECTOR_HEADER)
-
-
 def _hash(request: web.Request, value: str) -> str:
     return hash_secret(value, request.app[keys.SETTINGS].secret_bytes)
 
@@ -133,14 +125,13 @@ def _client_view(row: reads.ConnectorClientRow) -> ConnectorClient:
     status=201,
     body=ClientRegistration,
     response=ConnectorClient,
-    auth="none",
+    auth="connector",
     errors=(ConnectorRefused, Conflict),
 )
 async def connector_register_client(
     request: web.Request, parsed: Parsed[ClientRegistration]
 ) -> ConnectorClient:
     """Store a client the MCP server registered (RFC 7591); back channel only."""
-    _require_connector(request)
     body = parsed.body
     await execute(
         request,
@@ -168,14 +159,13 @@ async def connector_register_client(
     tag=TAG,
     path_params=ClientPath,
     response=ConnectorClient,
-    auth="none",
+    auth="connector",
     errors=(ConnectorRefused, NotFound),
 )
 async def connector_get_client(
     request: web.Request, parsed: Parsed[None, None, ClientPath]
 ) -> ConnectorClient:
     """A registered client (its secret only as the keyed hash); back channel only."""
-    _require_connector(request)
     row = await reads.get_client(request.app[keys.READ_POOL], parsed.path.clientId)
     if row is None:
         raise NotFound("No such client")
@@ -189,12 +179,11 @@ async def connector_get_client(
     tag=TAG,
     body=CodeLookup,
     response=CodeView,
-    auth="none",
+    auth="connector",
     errors=(ConnectorRefused, NotFound),
 )
 async def connector_lookup_code(request: web.Request, parsed: Parsed[CodeLookup]) -> CodeView:
     """An authorization code's binding, for the SDK's token checks; back channel only."""
-    _require_connector(request)
     row = await reads.get_code(request.app[keys.READ_POOL], _hash(request, parsed.body.code))
     if row is None or row.client_id != parsed.body.clientId:
         raise NotFound("No such authorization code")
@@ -246,7 +235,7 @@ def _refresh_expiry() -> datetime:
     tag=TAG,
     body=CodeRedeem,
     response=ConnectorTokens,
-    auth="none",
+    auth="connector",
     errors=(ConnectorRefused, ConnectorGrantInvalid),
 )
 async def connector_redeem_code(
@@ -255,7 +244,6 @@ async def connector_redeem_code(
     """Use an authorization code once: a grant, an access token for the MCP server and a
     refresh token. A replayed code revokes the grant it made. Back channel only; the MCP
     server checked PKCE and the redirect URI first."""
-    _require_connector(request)
     code_hash = _hash(request, parsed.body.code)
     refresh = new_secret(REFRESH_PREFIX)
     grant = await execute(
@@ -281,14 +269,13 @@ async def connector_redeem_code(
     tag=TAG,
     body=RefreshLookup,
     response=RefreshView,
-    auth="none",
+    auth="connector",
     errors=(ConnectorRefused, NotFound),
 )
 async def connector_lookup_refresh(
     request: web.Request, parsed: Parsed[RefreshLookup]
 ) -> RefreshView:
     """The open grant behind a current refresh token; back channel only."""
-    _require_connector(request)
     pool = request.app[keys.READ_POOL]
     grant = await reads.grant_by_refresh(pool, _hash(request, parsed.body.refreshToken))
     if grant is None or grant.client_id != parsed.body.clientId:
@@ -311,7 +298,7 @@ async def connector_lookup_refresh(
     tag=TAG,
     body=RefreshRedeem,
     response=ConnectorTokens,
-    auth="none",
+    auth="connector",
     errors=(ConnectorRefused, ConnectorGrantInvalid),
 )
 async def connector_redeem_refresh(
@@ -319,7 +306,6 @@ async def connector_redeem_refresh(
 ) -> ConnectorTokens:
     """Rotate a refresh token: a new access token and a new refresh token, the old one dead.
     Narrower scopes may be asked for, never wider. Back channel only."""
-    _require_connector(request)
     body = parsed.body
     old_hash = _hash(request, body.refreshToken)
     grant = await reads.grant_by_refresh(request.app[keys.READ_POOL], old_hash)
@@ -353,7 +339,7 @@ async def connector_redeem_refresh(
     tag=TAG,
     body=TokenExchange,
     response=ExchangedToken,
-    auth="none",
+    auth="connector",
     errors=(ConnectorRefused, ConnectorTokenInvalid),
 )
 async def connector_exchange_token(
@@ -362,7 +348,6 @@ async def connector_exchange_token(
     """The MCP server presents a bearer it received and its own resource URL: the grant behind
     it and a REST token acting as that human, valid no longer than the presented one. Anything
     else (a REST token, another resource's token, a revoked grant) is 401. Back channel only."""
-    _require_connector(request)
     tokens = request.app[keys.TOKENS]
     try:
         grant = await tokens.verify_connector_token(parsed.body.token, parsed.body.resource)
@@ -389,12 +374,11 @@ async def connector_exchange_token(
     tag=TAG,
     body=GrantRevoke,
     response=Done,
-    auth="none",
+    auth="connector",
     errors=(ConnectorRefused,),
 )
 async def connector_revoke_grant(request: web.Request, parsed: Parsed[GrantRevoke]) -> Done:
     """Revoke a grant: its access and refresh tokens stop working (RFC 7009). Back channel."""
-    _require_connector(request)
     grant_id = parsed.body.grantId
     await execute(
         request,

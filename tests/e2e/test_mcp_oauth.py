@@ -34,6 +34,7 @@ from mcp_support import TEMPORAL_UI, problem_of, structured
 
 from infra.devstack import free_port
 from schemas.connector import CONNECTOR_HEADER, connector_secret
+from schemas.limits import RATE_LIMITS_PER_MINUTE
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"  # never reached: the test reads the Location
 
@@ -545,3 +546,5 @@ async def test_the_back_channel_needs_the_connector_secret(stack: Any, api_http:
     async with api_http.post("/oauth/connector/exchange", json=body, headers=right) as answer:
         problem = await answer.json()
         assert answer.status == 401 and problem["code"] == "connector-token-invalid"
+        # one MCP server speaks for all its humans: its own rate bucket, not an anonymous IP's
+        assert answer.headers["x-ratelimit-limit"] == str(RATE_LIMITS_PER_MINUTE["connector"])
