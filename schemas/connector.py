@@ -30,7 +30,9 @@ CODE_PREFIX = "service_ac_"
 REFRESH_PREFIX = "service_rt_"
 CONSENT_PATH = "/oauth/consent"
 ClientId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-Secret = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+# a code, refresh token or access token: longer than any we issue is simply unknown
+SECRET_MAX_CHARS = 4096
+Secret = Annotated[str, StringConstraints(min_length=1, max_length=SECRET_MAX_CHARS)]
 
 
 def connector_secret(server_key: bytes) -> str:

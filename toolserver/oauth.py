@@ -49,7 +49,7 @@ from mcp.server.auth.routes import (
 )
 from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
-from pydantic import AnyHttpUrl
+from pydantic import AnyHttpUrl, ValidationError
 from starlette.requests import Request
 from starlette.routing import Route, request_response
 
@@ -58,6 +58,7 @@ from client.rest import ApiError
 from schemas import limits
 from schemas.connector import (
     CONSENT_PATH,
+    SECRET_MAX_CHARS,
     AuthorizeRequest,
     ClientRegistration,
     sign_authorize_request,
@@ -118,7 +119,7 @@ class ConnectorProvider:
         try:
             found = await self.api.get_client(client_id)
         except ApiError as error:
-            if error.status == 404:
+            if error.status in (400, 404):  # malformed or unknown: not ours
                 return None
             raise
         info = ConnectorClientInfo.model_validate(
@@ -139,18 +140,18 @@ class ConnectorProvider:
                 f"Register 1 to {limits.CONNECTOR_REDIRECT_URIS_MAX} redirect URIs",
             )
         try:
-            await self.api.register_client(
-                ClientRegistration(
-                    clientId=client_info.client_id or "",
-                    secretHash=hash_secret(secret, self.secret_key) if secret else None,
-                    clientName=(client_info.client_name or "")[
-                        : limits.CONNECTOR_CLIENT_NAME_MAX_CHARS
-                    ]
-                    or None,
-                    redirectUris=uris,
-                    metadata=metadata,
-                )
+            registration = ClientRegistration(
+                clientId=client_info.client_id or "",
+                secretHash=hash_secret(secret, self.secret_key) if secret else None,
+                clientName=(client_info.client_name or "")[: limits.CONNECTOR_CLIENT_NAME_MAX_CHARS]
+                or None,
+                redirectUris=uris,
+                metadata=metadata,
             )
+        except ValidationError as invalid:
+            raise RegistrationError("invalid_client_metadata", str(invalid)[:500]) from None
+        try:
+            await self.api.register_client(registration)
         except ApiError as error:
             if error.status >= 500:
                 raise
@@ -190,10 +191,12 @@ class ConnectorProvider:
     async def load_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: str
     ) -> ConnectorCode | None:
+        if not _plausible(authorization_code):
+            return None
         try:
             found = await self.api.lookup_code(authorization_code, client.client_id or "")
         except ApiError as error:
-            if error.status == 404:
+            if error.status in (400, 404):  # malformed or unknown: not ours
                 return None
             raise
         return ConnectorCode(
@@ -225,10 +228,12 @@ class ConnectorProvider:
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> ConnectorRefresh | None:
+        if not _plausible(refresh_token):
+            return None
         try:
             found = await self.api.lookup_refresh(refresh_token, client.client_id or "")
         except ApiError as error:
-            if error.status == 404:
+            if error.status in (400, 404):  # malformed or unknown: not ours
                 return None
             raise
         return ConnectorRefresh(
@@ -260,6 +265,8 @@ class ConnectorProvider:
         """A bearer presented here: checked at the API (signature, audience = this server,
         grant still open) and remembered for at most `CONNECTOR_CHECK_TTL_SEC`, so a revoked
         grant stops working within that time even on a replica that did not revoke it."""
+        if not _plausible(token):
+            return None
         digest = hashlib.sha256(token.encode()).hexdigest()
         now = time.time()
         checked = self._checked.get(digest)
@@ -297,6 +304,12 @@ class ConnectorProvider:
 
     async def exchange_identity_assertion(self, client: Any, params: Any) -> OAuthToken:
         raise TokenError("unsupported_grant_type", "Only authorization_code and refresh_token")
+
+
+def _plausible(secret: str) -> bool:
+    """Whether a presented code or token could be one we issued (else it is unknown, without
+    a call to the API)."""
+    return 0 < len(secret) <= SECRET_MAX_CHARS
 
 
 def _oauth_token(access: str, expires_in: int, refresh: str, scope: str) -> OAuthToken:

@@ -34,7 +34,7 @@ from mcp_support import TEMPORAL_UI, problem_of, structured
 
 from infra.devstack import free_port
 from schemas.connector import CONNECTOR_HEADER, connector_secret
-from schemas.limits import RATE_LIMITS_PER_MINUTE
+from schemas.limits import CONNECTOR_REDIRECT_URIS_MAX, RATE_LIMITS_PER_MINUTE
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"  # never reached: the test reads the Location
 
@@ -394,6 +394,18 @@ async def test_clients_authenticate_against_the_hashed_secret(mcp: Any, actors: 
 # --- refusals -----------------------------------------------------------------------------
 
 
+async def test_a_registration_out_of_bounds_is_refused(mcp: Any) -> None:
+    base = _origin(mcp.url)
+    many = [f"http://127.0.0.1:9/cb{n}" for n in range(CONNECTOR_REDIRECT_URIS_MAX + 1)]
+    long_uri = "http://127.0.0.1:9/" + "a" * 3000
+    async with httpx2.AsyncClient(timeout=60) as http:
+        for uris in (many, [long_uri]):
+            body = {"redirect_uris": uris, "grant_types": ["authorization_code"]}
+            answer = await http.post(f"{base}/register", json=body)
+            assert answer.status_code == 400, answer.text
+            assert answer.json()["error"] in ("invalid_redirect_uri", "invalid_client_metadata")
+
+
 async def test_a_wrong_pkce_verifier_is_invalid_grant(mcp: Any, actors: Any) -> None:
     _, browser = await login(actors)
     flow = Flow(mcp.url, browser)
@@ -403,6 +415,10 @@ async def test_a_wrong_pkce_verifier_is_invalid_grant(mcp: Any, actors: Any) -> 
     assert wrong.status_code == 400, wrong.text
     assert wrong.json()["error"] == "invalid_grant"
     assert "access_token" not in wrong.json()
+    # an unknown or malformed code is invalid_grant too, never a server error
+    for bogus in ("service_ac_unknown", "x" * 5000):
+        answer = await flow.token(bogus)
+        assert answer.status_code == 400 and answer.json()["error"] == "invalid_grant", bogus
 
 
 async def test_a_redirect_uri_not_registered_is_refused_without_redirect(
@@ -415,6 +431,8 @@ async def test_a_redirect_uri_not_registered_is_refused_without_redirect(
     assert answer.status_code == 400, answer.text
     assert "location" not in answer.headers
     assert answer.json()["error"] == "invalid_request"
+    unknown = await browser.http.get(flow.authorize_url(client_id=str(uuid.uuid4())))
+    assert unknown.status_code == 400 and "location" not in unknown.headers
 
 
 async def test_a_denial_sends_access_denied_to_the_client(mcp: Any, actors: Any) -> None:
