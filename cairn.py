@@ -197,6 +197,18 @@ async def _until_orphaned(parent_pid: int) -> None:
     signalled.cancel()
 
 
+def _connector_secret(settings: Settings) -> str:
+    """The browser OAuth connector shares a secret with the API, derived from the server
+    secret; without one, `cairn mcp` serves agents' credentials only (the connector is off)."""
+    from schemas.connector import connector_secret
+
+    try:
+        return connector_secret(settings.secret_bytes)
+    except ValueError:
+        log.warning("SERVICE_SECRET_KEY is unset: the MCP server's browser connector is off")
+        return ""
+
+
 def toolserver_config(settings: Settings) -> ToolServerConfig:
     from urllib.parse import urlsplit
 
@@ -212,6 +224,8 @@ def toolserver_config(settings: Settings) -> ToolServerConfig:
         temporal_namespace=settings.temporal_namespace,
         challenge_token=settings.mcp_challenge_token.get_secret_value(),
         challenge_path=settings.mcp_challenge_path,
+        connector_secret=_connector_secret(settings),
+        console_url=settings.base_url.rstrip("/"),
     )
 
 

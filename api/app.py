@@ -18,6 +18,7 @@ from api.middleware import problem_middleware, tracing_middleware
 from api.ratelimit import RateLimiter
 from api.routes import (
     agent_keys,
+    connector,
     crypto,
     diaries,
     entries,
@@ -68,6 +69,7 @@ def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Applicati
     for module in (
         system,
         oauth,
+        connector,
         identity,
         humans,
         crypto,

@@ -9,6 +9,7 @@ invalid, expired or rotated credential is 401.
 
 from __future__ import annotations
 
+import hmac
 from uuid import UUID
 
 from aiohttp import web
@@ -20,12 +21,14 @@ from api.spec import EndpointSpec
 from infra.repos import identity_reads
 from infra.repos.agent_keys import get_key_for_auth
 from schemas.agent_keys import InvalidKeyMetadata, agent_key_id, binding_of, is_agent_key
+from schemas.connector import CONNECTOR_HEADER, connector_secret
 from schemas.errors import (
     AgentKeyBindingInvalid,
     AgentKeyExpired,
     AgentKeyInvalid,
     AgentKeyMalformed,
     AgentKeyRevoked,
+    ConnectorRefused,
     KeyTeamHeaderRequired,
     KeyTeamMismatch,
     KeyTeamNotAuthorized,
@@ -42,6 +45,8 @@ SESSION_HEADER = "X-Session-Token"
 GLOBAL_AUTH_BUCKET = "global_auth"
 GLOBAL_ANON_BUCKET = "global_anon"
 GLOBAL_READ_BUCKET = "global_read"
+CONNECTOR_BUCKET = "connector"
+CONNECTOR_RATE_KEY = "connector:mcp"
 
 
 async def authenticate(request: web.Request) -> Principal | None:
@@ -137,7 +142,24 @@ async def _check_key_team(
             raise KeyTeamNotAuthorized("The key's agent is not a member of this team")
 
 
+def require_connector(request: web.Request) -> None:
+    """The MCP server's back channel for the browser OAuth connector: the connector secret,
+    derived from the server secret by both processes (spec 5.5, `schemas.connector`)."""
+    expected = connector_secret(request.app[keys.SETTINGS].secret_bytes)
+    presented = request.headers.get(CONNECTOR_HEADER, "")
+    if not hmac.compare_digest(expected.encode(), presented.encode()):
+        raise ConnectorRefused(f"Send the connector secret in {CONNECTOR_HEADER}")
+
+
 async def authorize(request: web.Request, spec: EndpointSpec) -> Principal | None:
+    if spec.auth == "connector":
+        require_connector(request)
+        request[keys.PRINCIPAL] = None
+        # one MCP server speaks for all its humans: its own bucket, not an anonymous IP's
+        request[keys.RATE_QUOTA] = request.app[keys.RATE_LIMITER].hit(
+            CONNECTOR_RATE_KEY, CONNECTOR_BUCKET
+        )
+        return None
     principal = None
     if spec.auth != "none":
         principal = await authenticate(request)

@@ -115,6 +115,8 @@ def _operation(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
         operation["security"] = [{"bearer": list(spec.scopes)}, {"session": []}]
     elif spec.auth == "optional":
         operation["security"] = [{}, {"bearer": list(spec.scopes)}, {"session": []}]
+    elif spec.auth == "connector":
+        operation["security"] = [{"connector": []}]
     else:
         operation["security"] = []
     if spec.scopes:
@@ -146,6 +148,12 @@ def build_openapi(base_url: str) -> dict[str, Any]:
                     "description": "OAuth2 client-credentials access token from /oauth2/token",
                 },
                 "session": {"type": "apiKey", "in": "header", "name": "X-Session-Token"},
+                "connector": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "X-Connector-Secret",
+                    "description": "The MCP server's back channel (browser OAuth connector)",
+                },
             },
         },
     }

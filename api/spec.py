@@ -13,7 +13,8 @@ from pydantic import BaseModel
 
 from schemas.errors import DomainError
 
-AuthMode = Literal["none", "optional", "required"]
+# "connector": the MCP server's back channel (X-Connector-Secret; api.routes.connector)
+AuthMode = Literal["none", "optional", "required", "connector"]
 
 
 @dataclass(frozen=True)

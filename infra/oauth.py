@@ -181,6 +181,19 @@ class ClientRecord:
     fingerprint: str
 
 
+@dataclass(frozen=True)
+class HumanGrant:
+    """A human's consent to an MCP host (the browser connector): who, which client, what."""
+
+    grant_id: uuid.UUID
+    client_id: str
+    identity_id: uuid.UUID
+    human_id: uuid.UUID
+    scopes: tuple[str, ...]
+    resource: str
+    expires_at: int = 0  # of the token it was read from, unix seconds
+
+
 class TokenService(Protocol):
     """What the API needs of an OAuth2 server; `OAuthServer` is ours, another can plug in."""
 
@@ -191,6 +204,10 @@ class TokenService(Protocol):
     async def issue(self, client: ClientRecord, scopes: Sequence[str]) -> tuple[str, int]: ...
 
     async def verify(self, token: str) -> Principal: ...
+
+    async def issue_for_human(self, grant: HumanGrant, *, audience: str, ttl_sec: int) -> str: ...
+
+    async def verify_connector_token(self, token: str, resource: str) -> HumanGrant: ...
 
     def enrichment_claims(self, client: ClientRecord) -> dict[str, Any]: ...
 
@@ -264,8 +281,68 @@ class OAuthServer:
         )
         return token, self.token_ttl_sec
 
+    async def issue_for_human(self, grant: HumanGrant, *, audience: str, ttl_sec: int) -> str:
+        """A token acting as the human of a connector grant: for the MCP server (audience = its
+        resource URL, RFC 8707) or, exchanged by the MCP server, for this API (audience = the
+        issuer). Either stops working when the grant is revoked."""
+        key = await self.keys.signing_key()
+        now = int(time.time())
+        claims = {
+            "iss": self.issuer,
+            "sub": str(grant.identity_id),
+            "aud": audience,
+            "client_id": grant.client_id,
+            "scope": " ".join(grant.scopes),
+            "iat": now,
+            "nbf": now,
+            "exp": now + ttl_sec,
+            "jti": uuid.uuid4().hex,
+            "grant": str(grant.grant_id),
+            "subject_type": "human",
+        }
+        assert key.private is not None
+        return jwt.encode(
+            claims, key.private, algorithm=ALGORITHM, headers={"kid": key.kid, "typ": TOKEN_TYPE}
+        )
+
+    async def verify_connector_token(self, token: str, resource: str) -> HumanGrant:
+        """A connector token presented at the MCP server whose resource URL is `resource`: our
+        signature, that audience, a human's grant that is still open."""
+        claims = await self._verified_claims(token, audience=resource)
+        if claims.get("subject_type") != "human" or "grant" not in claims:
+            raise Unauthorized("The bearer token is not a connector token")
+        return await self._open_grant(claims)
+
+    async def _open_grant(self, claims: dict[str, Any]) -> HumanGrant:
+        try:
+            grant_id = uuid.UUID(str(claims["grant"]))
+        except ValueError:
+            raise Unauthorized("The bearer token is invalid") from None
+        row = await self._pool.fetchrow(Q.get_active_connector_grant, grant_id)
+        if row is None or row["client_id"] != claims.get("client_id"):
+            raise Unauthorized("The connector grant was revoked")
+        return HumanGrant(
+            grant_id=grant_id,
+            client_id=row["client_id"],
+            identity_id=row["identity_id"],
+            human_id=row["human_id"],
+            scopes=tuple(str(claims.get("scope", "")).split()),
+            resource=row["resource"],
+            expires_at=int(claims["exp"]),
+        )
+
     async def verify(self, token: str) -> Principal:
         claims = await self._verified_claims(token)
+        if claims.get("subject_type") == "human":
+            grant = await self._open_grant(claims)
+            return Principal(
+                subject_type="human",
+                identity_id=grant.identity_id,
+                credential="connector",
+                scopes=frozenset(grant.scopes),
+                human_id=grant.human_id,
+                client_id=grant.client_id,
+            )
         row = await self._pool.fetchrow(Q.get_client_generation, claims.get("client_id", ""))
         if row is None or row["secret_generation"] != claims.get("gen"):
             raise Unauthorized("The credential was rotated or revoked")
@@ -280,9 +357,15 @@ class OAuthServer:
             fingerprint=row["fingerprint"],
         )
 
-    async def _verified_claims(self, token: str) -> dict[str, Any]:
+    async def _verified_claims(self, token: str, *, audience: str | None = None) -> dict[str, Any]:
+        """The claims of a token we signed for `audience` (default: this API)."""
+        audience = audience or self.issuer
         known = self._verified.get(token)
-        if known is not None and await self.keys.verification_key(known[0]) is not None:
+        if (
+            known is not None
+            and known[1].get("aud") == audience
+            and await self.keys.verification_key(known[0]) is not None
+        ):
             return known[1]
         try:
             header = jwt.get_unverified_header(token)
@@ -296,7 +379,7 @@ class OAuthServer:
                 token,
                 key.public,
                 algorithms=[ALGORITHM],
-                audience=self.issuer,
+                audience=audience,
                 issuer=self.issuer,
                 options={"require": ["exp", "iat", "sub", "client_id"]},
             )

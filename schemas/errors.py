@@ -139,6 +139,31 @@ class Unauthorized(DomainError):
     title = "Authentication required"
 
 
+class ConnectorRefused(DomainError):
+    """The MCP server's back channel refused: a wrong connector secret (401)."""
+
+    status = 401
+    code = "connector-refused"
+    title = "The connector credential is missing or wrong"
+
+
+class ConnectorTokenInvalid(DomainError):
+    """An MCP-audience token that is unknown, expired, revoked or for another resource."""
+
+    status = 401
+    code = "connector-token-invalid"
+    title = "The connector token is not valid here"
+
+
+class ConnectorGrantInvalid(DomainError):
+    """RFC 6749 invalid_grant: an authorization code or refresh token that is unknown, used,
+    expired, revoked or another client's."""
+
+    status = 400
+    code = "connector-grant-invalid"
+    title = "The authorization grant is not valid"
+
+
 class Forbidden(DomainError):
     status = 403
     code = "forbidden"

@@ -88,6 +88,14 @@ RECOVERY_CHALLENGE_MAX_CHARS: Final = 500  # reference; bounds work before the H
 RECOVERY_CODE_TTL_SEC: Final = 15 * MINUTE_SEC  # one-time recovery code lifetime
 RECOVERY_CODE_MAX_TRIES: Final = 5  # wrong codes before the flow is burned
 ACCESS_TOKEN_TTL_SEC: Final = HOUR_SEC  # OAuth2 client_credentials JWT; no refresh token
+# The browser OAuth connector of the MCP server (humans; DECISIONS "Tool-protocol server")
+CONNECTOR_REQUEST_TTL_SEC: Final = 10 * MINUTE_SEC  # a signed authorize request, login to consent
+CONNECTOR_CODE_TTL_SEC: Final = 5 * MINUTE_SEC  # an authorization code (RFC 6749 10.5: short)
+CONNECTOR_ACCESS_TTL_SEC: Final = HOUR_SEC  # an MCP-audience access token
+CONNECTOR_REFRESH_TTL_SEC: Final = 30 * DAY_SEC  # a refresh token (rotated on every use)
+CONNECTOR_CHECK_TTL_SEC: Final = 60  # the MCP server trusts a checked token this long
+CONNECTOR_REDIRECT_URIS_MAX: Final = 10  # redirect URIs one registered client may hold
+CONNECTOR_CLIENT_NAME_MAX_CHARS: Final = 200
 SIGNING_MESSAGE_MAX_CHARS: Final = 100_000  # reference; what one signing request may carry
 SIGNING_MAX_PENDING_PER_AGENT: Final = 10  # reference; more open requests is a 429
 
@@ -242,6 +250,7 @@ RATE_LIMITS_PER_MINUTE: Final[Mapping[str, int]] = MappingProxyType(
         "readiness": 12,  # /health/ready
         "artifact_upload": 20,  # artifact upload and stage
         "pre_auth_ip": 300,  # per IP, before credentials are resolved
+        "connector": 6000,  # the MCP server's back channel, for all its humans together
     }
 )
 

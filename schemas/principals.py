@@ -40,7 +40,8 @@ DAEMON_MIN_SCOPES: tuple[str, ...] = (
 )
 
 SubjectType = Literal["agent", "human"]
-CredentialKind = Literal["oauth2", "session", "agent_key"]
+# "connector": a human through the MCP server's browser OAuth connector (spec 5.5)
+CredentialKind = Literal["oauth2", "session", "agent_key", "connector"]
 
 
 class Principal(BaseModel):

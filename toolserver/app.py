@@ -20,6 +20,7 @@ import uvicorn
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp
@@ -31,6 +32,12 @@ from toolserver import tools as _catalogue  # noqa: F401  (registers every tool)
 from toolserver.backend import Backend
 from toolserver.config import ToolServerConfig
 from toolserver.gate import AuthGate
+from toolserver.oauth import (
+    ConnectorProvider,
+    bearer_backend,
+    connector_routes,
+    resource_metadata_url,
+)
 from toolserver.registry import CATALOGUE, sdk_tool
 
 log = logging.getLogger("cairn.mcp")
@@ -116,7 +123,7 @@ def build_app(config: ToolServerConfig, backend: Backend | None = None) -> tuple
             {"status": "ok", "version": VERSION, "tokenExchanges": backend.token_exchanges}
         )
 
-    starlette = server.streamable_http_app(
+    starlette: Starlette = server.streamable_http_app(
         streamable_http_path=config.path,
         stateless_http=True,
         json_response=True,
@@ -124,7 +131,19 @@ def build_app(config: ToolServerConfig, backend: Backend | None = None) -> tuple
         host=config.host,
         max_request_body_size=MAX_REQUEST_BYTES,
     )
-    return AuthGate(starlette, backend, config.path), backend
+    if not config.connector_secret:
+        return AuthGate(starlette, backend, config.path), backend
+    # the browser OAuth connector for humans (spec 5.5; toolserver.oauth)
+    provider = ConnectorProvider(config, backend)
+    starlette.router.routes.extend(connector_routes(provider))
+    gate = AuthGate(
+        starlette,
+        backend,
+        config.path,
+        bearer=bearer_backend(provider),
+        resource_metadata=resource_metadata_url(config),
+    )
+    return gate, backend
 
 
 def _uvicorn(config: ToolServerConfig, app: ASGIApp) -> uvicorn.Server:

@@ -14,6 +14,7 @@ from urllib.parse import quote
 import aiohttp
 from jsonschema import Draft202012Validator
 
+from client.connector import ConnectorApi
 from client.rest import CairnClient, ClientCredentials, TokenCache
 from schemas.task_api import TaskSchema
 from toolserver.config import ToolServerConfig
@@ -30,7 +31,16 @@ class AgentKey:
         return hashlib.sha256(self.secret.encode()).hexdigest()
 
 
-Credential = ClientCredentials | AgentKey
+@dataclass(frozen=True)
+class HumanToken:
+    """A human through the browser OAuth connector: the bearer the host sent (audience = this
+    server) never reaches the API; `api_token` is what the API exchanged it for."""
+
+    bearer: str = field(repr=False)
+    api_token: str = field(repr=False)
+
+
+Credential = ClientCredentials | AgentKey | HumanToken
 
 
 @dataclass
@@ -86,6 +96,10 @@ class Backend:
             raise RuntimeError("the backend is not started")
         if isinstance(credential, AgentKey):
             return CairnClient(self.config.api_url, session=self._session, bearer=credential.secret)
+        if isinstance(credential, HumanToken):
+            return CairnClient(
+                self.config.api_url, session=self._session, bearer=credential.api_token
+            )
         return CairnClient(
             self.config.api_url, credentials=credential, session=self._session, tokens=self.tokens
         )
@@ -97,6 +111,8 @@ class Backend:
         whoami call, remembered for a minute; a 403 (no `agent:profile` scope) still proves
         the key. The REST API stays the judge of every later call.
         """
+        if isinstance(credential, HumanToken):
+            return  # checked by the auth gate's bearer backend
         api = self.client(credential)
         if isinstance(credential, ClientCredentials):
             await api.access_token()
@@ -118,6 +134,12 @@ class Backend:
         again, and refused, at the next request instead of after the remembered minute."""
         if isinstance(credential, AgentKey):
             self._checked_keys.pop(credential.digest, None)
+
+    def connector_api(self, secret: str) -> ConnectorApi:
+        """The back channel of the browser OAuth connector, on the shared session."""
+        if self._session is None:
+            raise RuntimeError("the backend is not started")
+        return ConnectorApi(CairnClient(self.config.api_url, session=self._session), secret)
 
     def temporal_link(self, workflow_id: str) -> str:
         base = self.config.temporal_ui_url.rstrip("/")

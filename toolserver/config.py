@@ -23,8 +23,17 @@ class ToolServerConfig:
     challenge_path: str = "/.well-known/openai-apps-challenge"
     # a validated agent key is trusted this long before the next whoami check
     agent_key_check_ttl_sec: float = 60.0
+    # the browser OAuth connector for humans (spec 5.5): on when the connector secret is set
+    # (`cairn mcp` derives it from the server secret, as the API does)
+    connector_secret: str = field(default="", repr=False)
+    # where a human's browser reaches the REST API (its consent page); default `api_url`
+    console_url: str = ""
     # the task-type registry (`/tasks/schemas`) is re-read at most this often
     task_schema_ttl_sec: float = 60.0
+
+    @property
+    def browser_api_url(self) -> str:
+        return (self.console_url or self.api_url).rstrip("/")
 
     @property
     def public_host(self) -> str:

@@ -5,10 +5,15 @@ Accepted:
 - `X-Client-Id` + `X-Client-Secret`, or `Authorization: Basic <id:secret>` (for hosts that only
   let users set `Authorization`): OAuth2 client credentials, exchanged at the token endpoint
   (cached per client until five minutes before expiry);
-- `Authorization: Bearer <agent key>` (`service_ak_…`): passed to the REST API unchanged.
+- `Authorization: Bearer <agent key>` (`service_ak_…`): passed to the REST API unchanged;
+- `Authorization: Bearer <connector token>` when the browser OAuth connector is on: a human's
+  token whose audience is this server, checked by the SDK's bearer backend
+  (`toolserver.oauth`), and exchanged at the API for a REST token acting as the human.
 
 Any other bearer (in particular a REST access token) is refused: the MCP server never passes a
-token through that was issued for another audience. Secrets never reach a log line.
+token through that was issued for another audience. With the connector on, a 401 names the
+protected-resource metadata (RFC 9728), so an MCP host can start the browser flow. Secrets never
+reach a log line.
 """
 
 from __future__ import annotations
@@ -16,15 +21,19 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from starlette.datastructures import Headers
+from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from client.rest import AGENT_KEY_PREFIX, ApiError, ClientCredentials
-from toolserver.backend import AgentKey, Backend, Credential
+from toolserver.backend import AgentKey, Backend, Credential, HumanToken
+from toolserver.oauth import ConnectorAccess
 from toolserver.registry import CREDENTIAL_KEY
 
 log = logging.getLogger("cairn.mcp")
@@ -38,7 +47,14 @@ class Unauthorized(Exception):
         self.description = description
 
 
-def read_credential(headers: Headers) -> Credential:
+@dataclass(frozen=True)
+class ConnectorBearer:
+    """A bearer that is not an agent key: a connector token, or refused."""
+
+    token: str = field(repr=False)
+
+
+def read_credential(headers: Headers, *, connector: bool = False) -> Credential | ConnectorBearer:
     client_id = headers.get("x-client-id")
     client_secret = headers.get("x-client-secret")
     if client_id and client_secret:
@@ -51,6 +67,8 @@ def read_credential(headers: Headers) -> Credential:
     if scheme.lower() == "bearer" and value:
         if value.startswith(AGENT_KEY_PREFIX):
             return AgentKey(value)
+        if connector:
+            return ConnectorBearer(value)
         raise Unauthorized(
             "invalid_token",
             "The MCP server accepts an agent key as bearer, not a REST access token; or send "
@@ -78,21 +96,33 @@ class AuthGate:
     """ASGI middleware in front of the MCP endpoint; other paths (the /.well-known/ challenge)
     pass untouched."""
 
-    def __init__(self, app: ASGIApp, backend: Backend, path: str) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        backend: Backend,
+        path: str,
+        *,
+        bearer: BearerAuthBackend | None = None,
+        resource_metadata: str | None = None,
+    ) -> None:
         self.app = app
         self.backend = backend
         self.path = path.rstrip("/")
+        self.bearer = bearer
+        self.resource_metadata = resource_metadata
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].rstrip("/") != self.path:
             await self.app(scope, receive, send)
             return
         try:
-            credential = read_credential(Headers(scope=scope))
-            await self._authenticate(credential)
+            presented = read_credential(Headers(scope=scope), connector=self.bearer is not None)
+            credential = await self._authenticate(presented, scope)
         except Unauthorized as refused:
             log.info("MCP request refused: %s", refused.error)
-            await _refusal(401, refused.error, refused.description)(scope, receive, send)
+            await _refusal(401, refused.error, refused.description, self.resource_metadata)(
+                scope, receive, send
+            )
             return
         except (aiohttp.ClientError, TimeoutError):
             log.warning("MCP request refused: the REST API did not answer")
@@ -103,7 +133,33 @@ class AuthGate:
         scope.setdefault("state", {})[CREDENTIAL_KEY] = credential
         await self.app(scope, receive, send)
 
-    async def _authenticate(self, credential: Credential) -> None:
+    async def _authenticate(
+        self, credential: Credential | ConnectorBearer, scope: Scope
+    ) -> Credential:
+        if isinstance(credential, ConnectorBearer):
+            return await self._connector(credential, scope)
+        await self._check(credential)
+        return credential
+
+    async def _connector(self, bearer: ConnectorBearer, scope: Scope) -> HumanToken:
+        """The SDK's bearer backend: a token the API vouches for, for this very resource."""
+        assert self.bearer is not None
+        try:
+            found = await self.bearer.authenticate(HTTPConnection(scope))
+        except ApiError as error:
+            raise aiohttp.ClientError(f"API answered {error.status}") from error
+        if found is None:
+            raise Unauthorized(
+                "invalid_token",
+                "The bearer is neither an agent key nor a token issued for this MCP server",
+            )
+        user = found[1]
+        access = user.access_token if isinstance(user, AuthenticatedUser) else None
+        if not isinstance(access, ConnectorAccess):
+            raise Unauthorized("invalid_token", "The bearer was not issued for this MCP server")
+        return HumanToken(bearer=bearer.token, api_token=access.api_token)
+
+    async def _check(self, credential: Credential) -> None:
         try:
             await self.backend.authenticate(credential)
         except ApiError as error:
@@ -115,10 +171,15 @@ class AuthGate:
             raise Unauthorized(kind, "The credentials were not accepted") from error
 
 
-def _refusal(status: int, error: str, description: str) -> JSONResponse:
+def _refusal(
+    status: int, error: str, description: str, resource_metadata: str | None = None
+) -> JSONResponse:
     headers: dict[str, Any] = {}
     if status == 401:
-        headers["WWW-Authenticate"] = f'{REALM}, error="{error}"'
+        challenge = f'{REALM}, error="{error}"'
+        if resource_metadata:
+            challenge += f', resource_metadata="{resource_metadata}"'
+        headers["WWW-Authenticate"] = challenge
     return JSONResponse(
         {"error": error, "error_description": description}, status_code=status, headers=headers
     )

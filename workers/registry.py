@@ -10,6 +10,7 @@ import asyncpg
 
 from activities.agent_keys import AgentKeyActivities
 from activities.artifacts import ArtifactActivities
+from activities.connector import ConnectorActivities
 from activities.embedding import EmbeddingActivities
 from activities.identity import IdentityActivities
 from activities.maintenance import MaintenanceActivities
@@ -24,6 +25,7 @@ from activities.transfers import TransferActivities
 from infra.permissions import TupleRepository
 from infra.repos.agent_keys import AgentKeyRepo
 from infra.repos.artifacts import ArtifactRepo
+from infra.repos.connector import ConnectorRepo
 from infra.repos.identity import IdentityRepo
 from infra.repos.maintenance import MaintenanceRepo
 from infra.repos.memory import MemoryRepo
@@ -40,6 +42,7 @@ from workflows.artifacts import (
     ArtifactStageWorkflow,
     ArtifactSweepWorkflow,
 )
+from workflows.connector import CONNECTOR_WORKFLOWS
 from workflows.diaries import (
     DiaryCreateWorkflow,
     DiaryDeleteWorkflow,
@@ -108,6 +111,7 @@ WORKFLOWS: Sequence[type] = (
     ExpiredRowsPurgeWorkflow,
     StaleTaskReconcileWorkflow,
     *PACK_WORKFLOWS,
+    *CONNECTOR_WORKFLOWS,
 )
 
 
@@ -134,7 +138,13 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
     maintenance = MaintenanceActivities(MaintenanceRepo(deps.pool))
     packs = PackActivities(PackRepo(deps.pool))
     profiles = RuntimeProfileActivities(RuntimeProfileRepo(deps.pool))
+    connector = ConnectorActivities(ConnectorRepo(deps.pool))
     return [
+        connector.register_client,
+        connector.issue_code,
+        connector.redeem_code,
+        connector.rotate_refresh,
+        connector.revoke_grant,
         identity.check_voucher,
         identity.create_identity,
         identity.delete_identity,
