@@ -10,9 +10,11 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import asyncpg
 import pytest
+from histories import HISTORIES, replay
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
@@ -38,6 +40,9 @@ from workflows.maintenance import (
     stale_tasks_schedule_id,
 )
 
+# ExpiredRowsPurge as first deployed (recorded on that code), and with the connector's purge
+PURGE_HISTORY_V1 = HISTORIES / "maintenance_purge.json"
+PURGE_HISTORY = HISTORIES / "maintenance_purge.json"
 RETENTION = timedelta(seconds=limits.SIGNING_REQUEST_RETENTION_SEC)
 MARGIN = timedelta(seconds=limits.MAINTENANCE_EXPIRY_MARGIN_SEC)
 
@@ -182,6 +187,28 @@ async def test_one_purge_run_deletes_at_most_its_batch_of_each_kind(
     assert (await purge(env, queue, batch_max=2)).recovery_nonces_deleted == 2
     assert (await purge(env, queue, batch_max=2)).recovery_nonces_deleted == 1
     assert [await rows.exists("used_recovery_nonces", "nonce", n) for n in nonces] == [False] * 3
+
+
+async def test_a_purge_run_is_recorded_for_replay(
+    time_skipping_env: WorkflowEnvironment, queue: str
+) -> None:
+    env = time_skipping_env
+    with env.auto_time_skipping_disabled():
+        handle = await env.client.start_workflow(
+            ExpiredRowsPurgeWorkflow.run,
+            PurgeInput(),
+            id=f"{PURGE_WORKFLOW_ID}/{uuid.uuid4()}",
+            task_queue=queue,
+        )
+        await handle.result()
+    history = await handle.fetch_history()
+    if not PURGE_HISTORY.exists():  # recorded once; committed; replayed below forever after
+        PURGE_HISTORY.write_text(history.to_json())
+
+
+@pytest.mark.parametrize("recorded", [PURGE_HISTORY_V1, PURGE_HISTORY], ids=lambda p: p.stem)
+async def test_committed_purge_histories_replay(recorded: Path) -> None:
+    await replay(recorded)
 
 
 @pytest.fixture
