@@ -122,8 +122,11 @@ class Backend:
         """Raise `ApiError` (401) when the credential does not authenticate at the API.
 
         Client credentials: the token exchange (cached, so usually no call). Agent keys: a
-        whoami call, remembered for a minute; a 403 (no `agent:profile` scope) still proves
-        the key. The REST API stays the judge of every later call.
+        whoami call, remembered for a minute by the key's SHA-256 (never the secret); a 403
+        (no `agent:profile` scope, or a team key without its team header) still proves the key.
+        The REST API stays the judge of every later call: a key revoked within the minute still
+        passes here, but only into messages without data (initialize, `tools/list`, prompts);
+        its first tool call gets the API's 401 as its error result, and `forget` drops it.
         """
         if isinstance(credential, HumanToken):
             return  # checked by the auth gate's bearer backend
