@@ -6,6 +6,7 @@ each header form and its refusals, the prompt and the /.well-known/ challenge.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -264,6 +265,32 @@ async def test_a_team_key_acts_in_the_team_its_team_header_names(
         wrong = problem_of(await session.call_tool("tasks_schemas", {}))
         assert (wrong["status"], wrong["code"]) == (403, "key-team-mismatch")
     assert secret not in dumps(wrong)
+
+
+async def test_concurrent_callers_each_keep_their_own_team(mcp_server: Any, actors: Any) -> None:
+    """The team travels with its request (the ASGI scope), never in shared state: two team keys
+    of two teams, their calls interleaved, each acts in its own team."""
+    callers = [await actors.agent(), await actors.agent()]
+    teams = [await _personal_team(caller) for caller in callers]
+    headers = [
+        {"Authorization": f"Bearer {await _team_key(caller, team)}", "X-Service-Team-Id": team}
+        for caller, team in zip(callers, teams, strict=True)
+    ]
+    async with (
+        mcp_session(mcp_server.url, headers[0]) as first,
+        mcp_session(mcp_server.url, headers[1]) as second,
+    ):
+        calls = [
+            session.call_tool("tasks_list", {"team_id": team})
+            for _ in range(8)
+            for session, team in ((first, teams[0]), (second, teams[1]))
+        ] + [
+            session.call_tool("tasks_schemas", {}) for _ in range(8) for session in (first, second)
+        ]
+        results = await asyncio.gather(*calls)
+    assert [result.is_error for result in results] == [False] * len(calls), [
+        text_of(result) for result in results if result.is_error
+    ]
 
 
 async def test_an_identity_key_needs_no_team_header(mcp_server: Any, actors: Any) -> None:
