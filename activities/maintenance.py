@@ -42,6 +42,14 @@ class MaintenanceActivities:
     async def purge_vouchers(self, inp: Purge) -> PurgeCount:
         return PurgeCount(deleted=await self._repo.purge_vouchers(inp.before, inp.limit))
 
+    @activity.defn(name="maintenance.purge_connector_codes")
+    async def purge_connector_codes(self, inp: Purge) -> PurgeCount:
+        return PurgeCount(deleted=await self._repo.purge_connector_codes(inp.before, inp.limit))
+
+    @activity.defn(name="maintenance.purge_connector_grants")
+    async def purge_connector_grants(self, inp: Purge) -> PurgeCount:
+        return PurgeCount(deleted=await self._repo.purge_connector_grants(inp.before, inp.limit))
+
     @activity.defn(name="maintenance.find_stale_tasks")
     async def find_stale_tasks(self, inp: StaleTaskPage) -> StaleTaskScan:
         """One page of non-terminal task rows, and those whose workflow does not run (asked of

@@ -207,7 +207,9 @@ class CairnClient:
     The caller authenticates with OAuth2 client credentials (exchanged for a token, cached in
     `tokens`) or with a fixed `bearer` (an agent key, or a token obtained elsewhere) sent as
     it is and never renewed. A client built around a shared `session` (the MCP server's) is
-    used without `async with`.
+    used without `async with`. `default_team` is sent as `x-service-team-id` on every call that
+    names no team of its own (a team-bound agent key needs it on every call, spec 5.4); a call
+    that names its team sends that one instead.
     """
 
     base_url: str
@@ -216,6 +218,7 @@ class CairnClient:
     session: aiohttp.ClientSession | None = None
     bearer: str | None = field(default=None, repr=False)
     tokens: TokenCache = field(default_factory=TokenCache, repr=False)
+    default_team: str | None = None
     _owns_session: bool = field(default=False, repr=False)
 
     async def __aenter__(self) -> CairnClient:
@@ -278,8 +281,9 @@ class CairnClient:
         query = _query(params) if params else None
         for attempt in range(2):
             sent = dict(headers or {})
-            if team is not None:
-                sent[TEAM_HEADER] = str(team)
+            addressed = team if team is not None else self.default_team
+            if addressed is not None:
+                sent[TEAM_HEADER] = str(addressed)
             if auth:
                 sent["Authorization"] = f"Bearer {await self.access_token(force=attempt > 0)}"
             async with self.session.request(
@@ -309,6 +313,8 @@ class CairnClient:
             "Content-Type": "application/octet-stream",
             "Authorization": f"Bearer {await self.access_token()}",
         }
+        if self.default_team is not None:
+            sent.setdefault(TEAM_HEADER, self.default_team)
         assert self.session is not None, "use the client as an async context manager"
         async with self.session.put(
             self.base_url + path, data=data, params=params, headers=sent

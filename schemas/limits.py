@@ -130,6 +130,11 @@ SIGNING_REQUEST_RETENTION_SEC: Final = 24 * HOUR_SEC
 # used recovery nonces and unredeemed vouchers are purged this long after their expiry, so that
 # a clock skew between the hosts that check them and Temporal's never revives one
 MAINTENANCE_EXPIRY_MARGIN_SEC: Final = HOUR_SEC
+# the browser OAuth connector's authorization codes (used or not) are purged this long after
+# their expiry: until then a replayed code is still recognised as used, and revokes its grant
+CONNECTOR_CODE_RETENTION_SEC: Final = DAY_SEC
+# its grants, revoked or with an expired refresh token, are purged this long after that
+CONNECTOR_GRANT_RETENTION_SEC: Final = 30 * DAY_SEC
 STALE_TASK_SCAN_INTERVAL_SEC: Final = 15 * MINUTE_SEC  # the schedule of StaleTaskReconcile
 # a task row its workflow wrote this recently is not looked at (no race with a workflow that is
 # just starting or ending, nor with rows a test writes by hand)

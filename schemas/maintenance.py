@@ -19,6 +19,8 @@ class PurgeInput(Payload):
     batch_max: int = limits.MAINTENANCE_BATCH_MAX
     signing_retention_sec: int = limits.SIGNING_REQUEST_RETENTION_SEC
     expiry_margin_sec: int = limits.MAINTENANCE_EXPIRY_MARGIN_SEC
+    connector_code_retention_sec: int = limits.CONNECTOR_CODE_RETENTION_SEC
+    connector_grant_retention_sec: int = limits.CONNECTOR_GRANT_RETENTION_SEC
 
 
 class Purge(Payload):
@@ -33,11 +35,14 @@ class PurgeCount(Payload):
 
 
 class PurgeResult(Payload):
-    """What one purge run deleted, per kind of row."""
+    """What one purge run deleted, per kind of row (the connector's two counts are 0 in a run
+    that started before the connector's purge was deployed)."""
 
     signing_requests_deleted: int
     recovery_nonces_deleted: int
     vouchers_deleted: int
+    connector_codes_deleted: int = 0
+    connector_grants_deleted: int = 0
 
 
 class StaleTaskInput(Payload):

@@ -90,26 +90,43 @@ class Backend:
     def token_exchanges(self) -> int:
         return self.tokens.exchanges
 
-    def client(self, credential: Credential) -> CairnClient:
-        """A REST client acting as the caller, on the shared session and token cache."""
+    def client(self, credential: Credential, *, team: str | None = None) -> CairnClient:
+        """A REST client acting as the caller, on the shared session and token cache; `team`
+        (the request's `X-Service-Team-Id`) goes on every call that names no team itself.
+        A new client per MCP request: nothing of one caller is kept for the next."""
         if self._session is None:
             raise RuntimeError("the backend is not started")
         if isinstance(credential, AgentKey):
-            return CairnClient(self.config.api_url, session=self._session, bearer=credential.secret)
+            return CairnClient(
+                self.config.api_url,
+                session=self._session,
+                bearer=credential.secret,
+                default_team=team,
+            )
         if isinstance(credential, HumanToken):
             return CairnClient(
-                self.config.api_url, session=self._session, bearer=credential.api_token
+                self.config.api_url,
+                session=self._session,
+                bearer=credential.api_token,
+                default_team=team,
             )
         return CairnClient(
-            self.config.api_url, credentials=credential, session=self._session, tokens=self.tokens
+            self.config.api_url,
+            credentials=credential,
+            session=self._session,
+            tokens=self.tokens,
+            default_team=team,
         )
 
     async def authenticate(self, credential: Credential) -> None:
         """Raise `ApiError` (401) when the credential does not authenticate at the API.
 
         Client credentials: the token exchange (cached, so usually no call). Agent keys: a
-        whoami call, remembered for a minute; a 403 (no `agent:profile` scope) still proves
-        the key. The REST API stays the judge of every later call.
+        whoami call, remembered for a minute by the key's SHA-256 (never the secret); a 403
+        (no `agent:profile` scope, or a team key without its team header) still proves the key.
+        The REST API stays the judge of every later call: a key revoked within the minute still
+        passes here, but only into messages without data (initialize, `tools/list`, prompts);
+        its first tool call gets the API's 401 as its error result, and `forget` drops it.
         """
         if isinstance(credential, HumanToken):
             return  # checked by the auth gate's bearer backend

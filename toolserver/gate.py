@@ -10,6 +10,11 @@ Accepted:
   token whose audience is this server, checked by the SDK's bearer backend
   (`toolserver.oauth`), and exchanged at the API for a REST token acting as the human.
 
+Optionally `X-Service-Team-Id: <team uuid>`: the team context sent on every REST call made for
+this request that does not name its own team (a tool's explicit `team_id` argument still decides
+which team that call addresses). A team-bound agent key needs it (spec 5.4: equal to its
+binding); the REST API judges it. A value that is not a uuid is refused here with 400.
+
 Any other bearer (in particular a REST access token) is refused: the MCP server never passes a
 token through that was issued for another audience. With the connector on, a 401 names the
 protected-resource metadata (RFC 9728), so an MCP host can start the browser flow. Secrets never
@@ -21,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,10 +37,10 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from client.rest import AGENT_KEY_PREFIX, ApiError, ClientCredentials
+from client.rest import AGENT_KEY_PREFIX, TEAM_HEADER, ApiError, ClientCredentials
 from toolserver.backend import AgentKey, Backend, Credential, HumanToken
 from toolserver.oauth import ConnectorAccess
-from toolserver.registry import CREDENTIAL_KEY
+from toolserver.registry import CREDENTIAL_KEY, TEAM_KEY
 
 log = logging.getLogger("cairn.mcp")
 REALM = 'Bearer realm="cairn-mcp"'
@@ -44,6 +50,14 @@ class Unauthorized(Exception):
     def __init__(self, error: str, description: str) -> None:
         super().__init__(description)
         self.error = error
+        self.description = description
+
+
+class Malformed(Exception):
+    """A header the gate cannot use (400), as opposed to credentials it does not accept."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description)
         self.description = description
 
 
@@ -81,6 +95,17 @@ def read_credential(headers: Headers, *, connector: bool = False) -> Credential 
     )
 
 
+def read_team(headers: Headers) -> str | None:
+    """`X-Service-Team-Id` in its canonical form; None when absent."""
+    raw = headers.get(TEAM_HEADER)
+    if raw is None:
+        return None
+    try:
+        return str(uuid.UUID(raw.strip()))
+    except ValueError:
+        raise Malformed(f"{TEAM_HEADER} must be a team id (a uuid)") from None
+
+
 def _basic(value: str) -> ClientCredentials:
     try:
         decoded = base64.b64decode(value, validate=True).decode()
@@ -115,9 +140,15 @@ class AuthGate:
         if scope["type"] != "http" or scope["path"].rstrip("/") != self.path:
             await self.app(scope, receive, send)
             return
+        headers = Headers(scope=scope)
         try:
-            presented = read_credential(Headers(scope=scope), connector=self.bearer is not None)
+            presented = read_credential(headers, connector=self.bearer is not None)
+            team = read_team(headers)  # before any call to the API: a malformed one costs none
             credential = await self._authenticate(presented, scope)
+        except Malformed as malformed:
+            log.info("MCP request refused: malformed %s", TEAM_HEADER)
+            await _refusal(400, "invalid_request", malformed.description)(scope, receive, send)
+            return
         except Unauthorized as refused:
             log.info("MCP request refused: %s", refused.error)
             await _refusal(401, refused.error, refused.description, self.resource_metadata)(
@@ -130,7 +161,10 @@ class AuthGate:
                 scope, receive, send
             )
             return
-        scope.setdefault("state", {})[CREDENTIAL_KEY] = credential
+        # per request, in the ASGI scope: the server is stateless and serves many callers at once
+        state = scope.setdefault("state", {})
+        state[CREDENTIAL_KEY] = credential
+        state[TEAM_KEY] = team
         await self.app(scope, receive, send)
 
     async def _authenticate(

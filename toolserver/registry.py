@@ -26,6 +26,7 @@ from client.rest import ApiError, CairnClient
 from toolserver.backend import Backend, Credential
 
 CREDENTIAL_KEY = "cairn.credential"  # where the auth gate leaves the caller's credential
+TEAM_KEY = "cairn.team"  # ... and the request's X-Service-Team-Id (a uuid string), if sent
 # The text rendering repeats the JSON for hosts that ignore structured content, up to this
 # size; beyond it (an artifact's base64, a long page) the text is the summary alone.
 TEXT_JSON_LIMIT = 16_000
@@ -151,9 +152,11 @@ def dump(reply: Reply) -> dict[str, Any]:
 async def invoke(
     definition: ToolDef, backend: Backend, ctx: Context, values: dict[str, Any]
 ) -> CallToolResult:
-    credential: Credential = ctx.request_context.request.scope["state"][CREDENTIAL_KEY]  # type: ignore[union-attr]
+    state = ctx.request_context.request.scope["state"]  # type: ignore[union-attr]
+    credential: Credential = state[CREDENTIAL_KEY]
+    team: str | None = state.get(TEAM_KEY)
     arguments = definition.arguments.model_construct(**values)
-    call = Call(api=backend.client(credential), backend=backend)
+    call = Call(api=backend.client(credential, team=team), backend=backend)
     try:
         reply = await definition.handler(call, arguments)
     except ApiError as error:

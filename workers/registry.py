@@ -214,6 +214,8 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
         maintenance.purge_signing_requests,
         maintenance.purge_recovery_nonces,
         maintenance.purge_vouchers,
+        maintenance.purge_connector_codes,
+        maintenance.purge_connector_grants,
         maintenance.find_stale_tasks,
         maintenance.settle_stale_task,
         packs.create_pack,

@@ -10,7 +10,11 @@ or with `temporal schedule trigger`). Each run returns what it did; the cutoffs 
   expiry (their challenge is too old to verify by then, so nothing can replay them), and
   unredeemed vouchers past their expiry (a redeemed voucher stays: an agent's `proof` names it);
   the last two an hour after expiry (`MAINTENANCE_EXPIRY_MARGIN_SEC`), so that a clock skew
-  between the API's host and Temporal's cannot make a purged nonce replayable.
+  between the API's host and Temporal's cannot make a purged nonce replayable. Since the
+  `connector-purge` patch it also deletes the browser OAuth connector's authorization codes,
+  used or not, a day past their expiry (`CONNECTOR_CODE_RETENTION_SEC`; until then a replayed
+  code is still known as used and revokes its grant), and its grants revoked or whose refresh
+  token expired 30 days ago (`CONNECTOR_GRANT_RETENTION_SEC`).
 - `StaleTaskReconcile` finds task rows in a non-terminal status (`queued`, `dispatched`,
   `running`) whose workflow (`task/<taskId>`) no longer runs: terminated by an operator, failed,
   or gone from Temporal altogether. Such a task can never move again, since every transition of
@@ -30,7 +34,7 @@ Expired packs are swept by the packs' own maintenance.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Final
 
 from temporalio import workflow
@@ -61,6 +65,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.schedules import ensure_schedule
 
 PURGE_WORKFLOW_ID: Final = "maintenance/purge"
+# ExpiredRowsPurge's steps for the browser OAuth connector's codes and grants, added after the
+# workflow was deployed
+CONNECTOR_PURGE_PATCH: Final = "connector-purge"
 STALE_TASKS_WORKFLOW_ID: Final = "maintenance/stale-tasks"
 # A step is a batched delete or a page of describes: give it time, and keep retrying it through
 # an outage (the next scheduled run would start over anyway).
@@ -107,11 +114,39 @@ class ExpiredRowsPurgeWorkflow:
             start_to_close=STEP_TIMEOUT,
             retry=STEP_RETRY,
         )
+        codes = grants = 0
+        # runs started before the connector's purge replay the three steps they recorded
+        if workflow.patched(CONNECTOR_PURGE_PATCH):
+            codes, grants = await self._purge_connector(inp, now)
         return PurgeResult(
             signing_requests_deleted=signing.deleted,
             recovery_nonces_deleted=nonces.deleted,
             vouchers_deleted=vouchers.deleted,
+            connector_codes_deleted=codes,
+            connector_grants_deleted=grants,
         )
+
+    async def _purge_connector(self, inp: PurgeInput, now: datetime) -> tuple[int, int]:
+        """The browser OAuth connector's used or expired codes and its ended grants."""
+        codes = await run_activity(
+            MaintenanceActivities.purge_connector_codes,
+            Purge(
+                before=now - timedelta(seconds=inp.connector_code_retention_sec),
+                limit=inp.batch_max,
+            ),
+            start_to_close=STEP_TIMEOUT,
+            retry=STEP_RETRY,
+        )
+        grants = await run_activity(
+            MaintenanceActivities.purge_connector_grants,
+            Purge(
+                before=now - timedelta(seconds=inp.connector_grant_retention_sec),
+                limit=inp.batch_max,
+            ),
+            start_to_close=STEP_TIMEOUT,
+            retry=STEP_RETRY,
+        )
+        return codes.deleted, grants.deleted
 
 
 @workflow.defn(name="StaleTaskReconcile")

@@ -39,6 +39,15 @@ class MaintenanceRepo:
         """Unredeemed vouchers whose expiry is before `before`."""
         return int(await self._pool.fetchval(Q.maintenance_purge_vouchers, before, limit))
 
+    async def purge_connector_codes(self, before: datetime, limit: int) -> int:
+        """The browser OAuth connector's authorization codes (used or not) expired before
+        `before`."""
+        return int(await self._pool.fetchval(Q.maintenance_purge_connector_codes, before, limit))
+
+    async def purge_connector_grants(self, before: datetime, limit: int) -> int:
+        """The connector's grants revoked, or whose refresh token expired, before `before`."""
+        return int(await self._pool.fetchval(Q.maintenance_purge_connector_grants, before, limit))
+
     async def nonterminal_tasks(self, page: StaleTaskPage) -> list[tuple[UUID, str]]:
         """`(task id, workflow id)` of one page of tasks not in a terminal status, last written
         before `page.before`."""

@@ -38,6 +38,32 @@ WITH doomed AS (
 )
 SELECT count(*) FROM deleted
 
+-- name: maintenance_purge_connector_codes
+-- the browser OAuth connector's authorization codes, used or not, past their expiry (a used
+-- code expired minutes after it was issued: one cutoff covers both)
+WITH doomed AS (
+    SELECT code_hash FROM connector_codes
+    WHERE expires_at < $1
+    ORDER BY expires_at
+    LIMIT $2
+), deleted AS (
+    DELETE FROM connector_codes c USING doomed WHERE c.code_hash = doomed.code_hash RETURNING 1
+)
+SELECT count(*) FROM deleted
+
+-- name: maintenance_purge_connector_grants
+-- the connector's grants revoked, or whose refresh token expired, before $1: neither can mint
+-- a token again
+WITH doomed AS (
+    SELECT id FROM connector_grants
+    WHERE revoked_at < $1 OR refresh_expires_at < $1
+    ORDER BY least(revoked_at, refresh_expires_at)
+    LIMIT $2
+), deleted AS (
+    DELETE FROM connector_grants g USING doomed WHERE g.id = doomed.id RETURNING 1
+)
+SELECT count(*) FROM deleted
+
 -- name: maintenance_nonterminal_tasks
 -- one page of tasks that their workflow has not finished and has not written since $3, by id
 -- after $1 (null: from the start)

@@ -6,6 +6,7 @@ each header form and its refusals, the prompt and the /.well-known/ challenge.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -16,6 +17,7 @@ from mcp_support import (
     CHALLENGE_TOKEN,
     basic_headers,
     client_headers,
+    dumps,
     mcp_session,
     problem_of,
     structured,
@@ -218,6 +220,119 @@ async def test_an_agent_key_bearer_acts_as_its_agent_until_revoked(
     status, body = await _raw_post(mcp_server.url, bearer, b"{this is not json")
     assert status == 401, body
     assert key["secret"] not in str(body)
+
+
+async def _team_key(agent: Any, team: str) -> str:
+    """A key bound to `team`, with the daemon's minimum scopes (task:read among them)."""
+    status, key = await agent.call(
+        "POST",
+        "/agent-keys",
+        json={"agentId": str(agent.subject_id), "name": "mcp-team"},
+        headers={"Idempotency-Key": f"mcp-team-{team}", "x-service-team-id": team},
+    )
+    assert status == 201, key
+    assert key["bindingScope"] == "team" and key["teamId"] == team
+    return str(key["secret"])
+
+
+async def test_a_team_key_acts_in_the_team_its_team_header_names(
+    mcp_server: Any, actors: Any
+) -> None:
+    agent, stranger = await actors.agent(), await actors.agent()
+    team, other_team = await _personal_team(agent), await _personal_team(stranger)
+    secret = await _team_key(agent, team)
+    bearer = {"Authorization": f"Bearer {secret}"}
+
+    # with its team: every REST call of the request carries it
+    async with mcp_session(mcp_server.url, {**bearer, "X-Service-Team-Id": team}) as session:
+        me = structured(await session.call_tool("service_whoami", {}))
+        assert me["subjectId"] == str(agent.subject_id)
+        schemas = structured(await session.call_tool("tasks_schemas", {}))
+        assert "freeform" in {item["taskType"] for item in schemas["items"]}
+        listed = structured(await session.call_tool("tasks_list", {"team_id": team}))
+        assert listed["items"] == []
+        # an explicit team_id still decides the team a call addresses: the key's is not it
+        elsewhere = problem_of(await session.call_tool("tasks_list", {"team_id": other_team}))
+        assert (elsewhere["status"], elsewhere["code"]) == (403, "key-team-mismatch")
+
+    # without it: the spec's refusal (5.4 rule 4), as the tool's error result
+    async with mcp_session(mcp_server.url, bearer) as session:
+        missing = problem_of(await session.call_tool("tasks_schemas", {}))
+        assert (missing["status"], missing["code"]) == (403, "key-team-header-required")
+
+    # another team's id: refused by the key's binding
+    async with mcp_session(mcp_server.url, {**bearer, "X-Service-Team-Id": other_team}) as session:
+        wrong = problem_of(await session.call_tool("tasks_schemas", {}))
+        assert (wrong["status"], wrong["code"]) == (403, "key-team-mismatch")
+    assert secret not in dumps(wrong)
+
+
+async def test_concurrent_callers_each_keep_their_own_team(mcp_server: Any, actors: Any) -> None:
+    """The team travels with its request (the ASGI scope), never in shared state: two team keys
+    of two teams, their calls interleaved, each acts in its own team."""
+    callers = [await actors.agent(), await actors.agent()]
+    teams = [await _personal_team(caller) for caller in callers]
+    headers = [
+        {"Authorization": f"Bearer {await _team_key(caller, team)}", "X-Service-Team-Id": team}
+        for caller, team in zip(callers, teams, strict=True)
+    ]
+    async with (
+        mcp_session(mcp_server.url, headers[0]) as first,
+        mcp_session(mcp_server.url, headers[1]) as second,
+    ):
+        calls = [
+            session.call_tool("tasks_list", {"team_id": team})
+            for _ in range(8)
+            for session, team in ((first, teams[0]), (second, teams[1]))
+        ] + [
+            session.call_tool("tasks_schemas", {}) for _ in range(8) for session in (first, second)
+        ]
+        results = await asyncio.gather(*calls)
+    assert [result.is_error for result in results] == [False] * len(calls), [
+        text_of(result) for result in results if result.is_error
+    ]
+
+
+async def test_an_identity_key_needs_no_team_header(mcp_server: Any, actors: Any) -> None:
+    agent, stranger = await actors.agent(), await actors.agent()
+    team, other_team = await _personal_team(agent), await _personal_team(stranger)
+    payload = {
+        "agentId": str(agent.subject_id),
+        "name": "mcp-identity",
+        "bindingScope": "identity",
+        "scopes": ["agent:profile", "task:read"],
+    }
+    status, key = await agent.call(
+        "POST", "/agent-keys", json=payload, headers={"Idempotency-Key": "mcp-identity-key"}
+    )
+    assert status == 201, key
+    bearer = {"Authorization": f"Bearer {key['secret']}"}
+    async with mcp_session(mcp_server.url, bearer) as session:
+        structured(await session.call_tool("tasks_schemas", {}))
+        assert structured(await session.call_tool("tasks_list", {"team_id": team}))["items"] == []
+    # a team header is the team the call acts in: only where the agent is a member
+    async with mcp_session(mcp_server.url, {**bearer, "X-Service-Team-Id": team}) as session:
+        structured(await session.call_tool("tasks_schemas", {}))
+    async with mcp_session(mcp_server.url, {**bearer, "X-Service-Team-Id": other_team}) as session:
+        outsider = problem_of(await session.call_tool("tasks_schemas", {}))
+        assert (outsider["status"], outsider["code"]) == (403, "key-team-not-authorized")
+
+
+@pytest.mark.parametrize("value", ["not-a-uuid", "", "123", "' OR 1=1 --"])
+async def test_a_malformed_team_header_is_400_before_any_message_is_parsed(
+    mcp_server: Any, actors: Any, value: str
+) -> None:
+    agent = await actors.agent()
+    headers = {**client_headers(agent), "X-Service-Team-Id": value}
+    status, body = await _raw_post(mcp_server.url, headers, b"{this is not json")
+    assert status == 400, body
+    assert (
+        body["error"] == "invalid_request"
+        and "X-Service-Team-Id".lower() in body["error_description"].lower()
+    )
+    # no credentials at all is still the 401 of the credential check
+    status, body = await _raw_post(mcp_server.url, {"X-Service-Team-Id": value}, b"{}")
+    assert status == 401, body
 
 
 async def test_transport_security_accepts_only_known_hosts(mcp_server: Any, actors: Any) -> None:

@@ -9,7 +9,7 @@ from starlette.datastructures import Headers
 
 from client.rest import ClientCredentials
 from toolserver.backend import AgentKey
-from toolserver.gate import Unauthorized, read_credential
+from toolserver.gate import Malformed, Unauthorized, read_credential, read_team
 
 
 def test_client_credentials_by_headers_or_basic() -> None:
@@ -44,3 +44,17 @@ def test_everything_else_is_refused(headers: dict[str, str]) -> None:
 def test_secrets_stay_out_of_reprs() -> None:
     assert "s3cret" not in repr(ClientCredentials("client-1", "s3cret"))
     assert "service_ak_x" not in repr(AgentKey("service_ak_x"))
+
+
+def test_the_team_header_is_a_uuid_in_canonical_form_or_absent() -> None:
+    team = "8C2F6D0E-5B1A-4E2B-9C3D-1F0A2B3C4D5E"
+    assert read_team(Headers({"x-service-team-id": f" {team} "})) == team.lower()
+    assert read_team(Headers({})) is None
+
+
+@pytest.mark.parametrize(
+    "value", ["", "team-1", "8c2f6d0e", "8c2f6d0e-5b1a-4e2b-9c3d-1f0a2b3c4d5e;x"]
+)
+def test_a_malformed_team_header_is_refused(value: str) -> None:
+    with pytest.raises(Malformed):
+        read_team(Headers({"x-service-team-id": value}))

@@ -1,8 +1,10 @@
 """The maintenance workflows on the time-skipping server with the real activities (Postgres):
 `ExpiredRowsPurge` deletes expired signing requests, used recovery nonces and unredeemed vouchers
 once Temporal's clock has passed their expiry (and keeps what is still live, completed or
-redeemed); `StaleTaskReconcile` settles the non-terminal tasks whose workflow no longer runs and
-leaves live ones alone. Both report what they did; the worker's schedules exist after start."""
+redeemed), and the browser OAuth connector's codes and grants once past their retention (a run
+started before that step still replays: committed histories of both versions);
+`StaleTaskReconcile` settles the non-terminal tasks whose workflow no longer runs and leaves
+live ones alone. Both report what they did; the worker's schedules exist after start."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import asyncpg
 import pytest
+from histories import HISTORIES, replay
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
@@ -38,8 +42,13 @@ from workflows.maintenance import (
     stale_tasks_schedule_id,
 )
 
+# ExpiredRowsPurge as first deployed (recorded on that code), and with the connector's purge
+PURGE_HISTORY_V1 = HISTORIES / "maintenance_purge.json"
+PURGE_HISTORY = HISTORIES / "maintenance_purge_connector.json"
 RETENTION = timedelta(seconds=limits.SIGNING_REQUEST_RETENTION_SEC)
 MARGIN = timedelta(seconds=limits.MAINTENANCE_EXPIRY_MARGIN_SEC)
+CODE_RETENTION = timedelta(seconds=limits.CONNECTOR_CODE_RETENTION_SEC)
+GRANT_RETENTION = timedelta(seconds=limits.CONNECTOR_GRANT_RETENTION_SEC)
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +138,65 @@ class Rows:
         )
         return voucher_id
 
+    async def connector_client(self) -> tuple[str, uuid.UUID, uuid.UUID]:
+        """A registered connector client and a human to grant it: (client id, human, identity)."""
+        client_id, human, identity = f"client-{uuid.uuid4().hex}", uuid.uuid4(), uuid.uuid4()
+        await self.pool.execute(
+            "INSERT INTO identities (id, schema_id, traits, password_hash)"
+            " VALUES ($1, 'human', '{}', 'x')",
+            identity,
+        )
+        await self.pool.execute(
+            "INSERT INTO humans (id, identity_id) VALUES ($1, $2)", human, identity
+        )
+        await self.pool.execute(
+            "INSERT INTO connector_clients (client_id, redirect_uris, metadata)"
+            " VALUES ($1, ARRAY['https://host.test/cb'], '{}')",
+            client_id,
+        )
+        return client_id, human, identity
+
+    async def code(
+        self,
+        owner: tuple[str, uuid.UUID, uuid.UUID],
+        expires: datetime,
+        used: datetime | None = None,
+    ) -> str:
+        code_hash = uuid.uuid4().hex
+        await self.pool.execute(
+            "INSERT INTO connector_codes (code_hash, client_id, human_id, identity_id,"
+            " redirect_uri, redirect_uri_explicit, code_challenge, scopes, resource, expires_at,"
+            " used_at) VALUES ($1, $2, $3, $4, 'https://host.test/cb', true, 'c', '{}',"
+            " 'http://mcp.test/mcp', $5, $6)",
+            code_hash,
+            *owner,
+            expires,
+            used,
+        )
+        return code_hash
+
+    async def grant(
+        self,
+        owner: tuple[str, uuid.UUID, uuid.UUID],
+        refresh_expires: datetime,
+        revoked: datetime | None = None,
+    ) -> uuid.UUID:
+        grant_id = uuid.uuid4()
+        await self.pool.execute(
+            "INSERT INTO connector_grants (id, client_id, code_hash, human_id, identity_id,"
+            " scopes, resource, refresh_hash, refresh_expires_at, revoked_at)"
+            " VALUES ($1, $2, $3, $4, $5, '{}', 'http://mcp.test/mcp', $6, $7, $8)",
+            grant_id,
+            owner[0],
+            uuid.uuid4().hex,
+            owner[1],
+            owner[2],
+            uuid.uuid4().hex,
+            refresh_expires,
+            revoked,
+        )
+        return grant_id
+
     async def exists(self, table: str, column: str, key: object) -> bool:
         found = await self.pool.fetchval(f"SELECT 1 FROM {table} WHERE {column} = $1", key)
         return found is not None
@@ -173,6 +241,48 @@ async def test_the_purge_deletes_what_expired_and_keeps_the_rest(
     assert await rows.exists("signing_requests", "id", completed_request)
 
 
+async def test_the_purge_deletes_the_connectors_ended_codes_and_grants(
+    time_skipping_env: WorkflowEnvironment, queue: str, pool: asyncpg.Pool
+) -> None:
+    env, rows = time_skipping_env, Rows(pool)
+    now = await env.get_current_time()
+    owner = await rows.connector_client()
+    in_five, five_ago = now + timedelta(minutes=5), now - timedelta(minutes=5)
+    live_code = await rows.code(owner, in_five)
+    used_code = await rows.code(owner, in_five, used=now)
+    expired_code = await rows.code(owner, five_ago)
+    refresh_ttl = timedelta(seconds=limits.CONNECTOR_REFRESH_TTL_SEC)
+    active = await rows.grant(owner, now + refresh_ttl)
+    revoked = await rows.grant(owner, now + refresh_ttl, revoked=now)
+    lapsed = await rows.grant(owner, five_ago)  # its refresh token expired: nothing renews it
+
+    first = await purge(env, queue)
+    assert (first.connector_codes_deleted, first.connector_grants_deleted) == (0, 0)
+    codes = [live_code, used_code, expired_code]
+    assert [await rows.exists("connector_codes", "code_hash", c) for c in codes] == [True] * 3
+
+    # a day later every one of those codes is past the grace (a used code, too, expired
+    # minutes after it was issued); a code issued now is live, and stays
+    await env.sleep(CODE_RETENTION + timedelta(minutes=10))
+    fresh_code = await rows.code(owner, (await env.get_current_time()) + timedelta(minutes=5))
+    second = await purge(env, queue)
+    assert (second.connector_codes_deleted, second.connector_grants_deleted) == (3, 0)
+    assert [await rows.exists("connector_codes", "code_hash", c) for c in codes] == [False] * 3
+    assert await rows.exists("connector_codes", "code_hash", fresh_code)
+
+    # 30 days on, the revoked and the lapsed grants are past their retention; the active one
+    # (its refresh token expired only just now) and one revoked now stay
+    await env.sleep(GRANT_RETENTION - CODE_RETENTION)
+    just_revoked = await rows.grant(
+        owner, now + 2 * refresh_ttl, revoked=await env.get_current_time()
+    )
+    third = await purge(env, queue)
+    assert (third.connector_codes_deleted, third.connector_grants_deleted) == (1, 2)
+    kept = [await rows.exists("connector_grants", "id", g) for g in (active, revoked, lapsed)]
+    assert kept == [True, False, False]
+    assert await rows.exists("connector_grants", "id", just_revoked)
+
+
 async def test_one_purge_run_deletes_at_most_its_batch_of_each_kind(
     time_skipping_env: WorkflowEnvironment, queue: str, pool: asyncpg.Pool
 ) -> None:
@@ -182,6 +292,28 @@ async def test_one_purge_run_deletes_at_most_its_batch_of_each_kind(
     assert (await purge(env, queue, batch_max=2)).recovery_nonces_deleted == 2
     assert (await purge(env, queue, batch_max=2)).recovery_nonces_deleted == 1
     assert [await rows.exists("used_recovery_nonces", "nonce", n) for n in nonces] == [False] * 3
+
+
+async def test_a_purge_run_is_recorded_for_replay(
+    time_skipping_env: WorkflowEnvironment, queue: str
+) -> None:
+    env = time_skipping_env
+    with env.auto_time_skipping_disabled():
+        handle = await env.client.start_workflow(
+            ExpiredRowsPurgeWorkflow.run,
+            PurgeInput(),
+            id=f"{PURGE_WORKFLOW_ID}/{uuid.uuid4()}",
+            task_queue=queue,
+        )
+        await handle.result()
+    history = await handle.fetch_history()
+    if not PURGE_HISTORY.exists():  # recorded once; committed; replayed below forever after
+        PURGE_HISTORY.write_text(history.to_json())
+
+
+@pytest.mark.parametrize("recorded", [PURGE_HISTORY_V1, PURGE_HISTORY], ids=lambda p: p.stem)
+async def test_committed_purge_histories_replay(recorded: Path) -> None:
+    await replay(recorded)
 
 
 @pytest.fixture
