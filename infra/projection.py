@@ -1,0 +1,39 @@
+"""The diary map's 2D layout: principal component analysis of the entries' embeddings.
+
+Why PCA: it is deterministic (the same vectors give the same picture, with no seed), exact,
+needs nothing beyond numpy, and is fast enough to compute on a read (10 000 × 384 vectors: one
+384 × 384 covariance and its eigen-decomposition, tens of milliseconds). The two leading
+components of sentence embeddings separate topics well enough to draw zones around them;
+t-SNE or UMAP would cluster more tightly but take seconds, need a seed and a dependency, and
+move every point when one entry is added.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+METHOD = "pca-2d:embeddings-384"
+
+Vectors = npt.NDArray[np.float32]
+Points = npt.NDArray[np.float64]
+
+
+def project(vectors: Vectors) -> Points:
+    """The rows of `vectors` (n × d) as n points in [-1, 1]², on the two directions of most
+    variance. Each axis's sign is fixed (its largest loading positive) so that a rerun, or
+    another process, draws the same picture, and both axes share one scale (no stretching)."""
+    count = vectors.shape[0]
+    if count == 0:
+        return np.zeros((0, 2))
+    centred = vectors.astype(np.float64) - vectors.mean(axis=0, dtype=np.float64)
+    if count < 3:
+        return np.zeros((count, 2))
+    covariance = centred.T @ centred
+    _, eigenvectors = np.linalg.eigh(covariance)  # ascending eigenvalues
+    axes = eigenvectors[:, [-1, -2]]
+    signs = np.sign(axes[np.abs(axes).argmax(axis=0), [0, 1]])
+    axes = axes * np.where(signs == 0, 1.0, signs)
+    points: Points = centred @ axes
+    scale = float(np.abs(points).max())
+    return points / scale if scale > 0 else points

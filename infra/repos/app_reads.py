@@ -1,0 +1,82 @@
+"""Reads of the two interactive apps (spec 4.7) for the REST API: the diary map (its version
+and its laid-out entries) and the task queue view's counts by status.
+
+Functions take a pool or a connection first; the API passes its read-only pool.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import get_args
+from uuid import UUID
+
+import numpy as np
+
+from infra.db import Q
+from infra.projection import METHOD, project
+from infra.repos.rows import Db, Row, fetch_one
+from schemas import limits
+from schemas.apps import EntryMap, TaskCounts
+from schemas.kernel.compression import estimate_tokens
+from schemas.tasks import TaskStatus
+
+MAP_TITLE_CHARS = 120  # what the map shows of a title (a zone's list, a tooltip)
+
+
+class DiaryVersion(Row):
+    """The diary's state as the map sees it: `tag` changes whenever an entry is added,
+    deleted, edited or embedded, so a projection cached under it is never stale."""
+
+    entries: int
+    embedded: int
+    changed_at: datetime | None
+
+    @property
+    def tag(self) -> str:
+        stamp = int(self.changed_at.timestamp() * 1_000_000) if self.changed_at else 0
+        return f"{self.entries}.{self.embedded}.{stamp}"
+
+
+async def diary_version(db: Db, diary_id: UUID) -> DiaryVersion:
+    version = await fetch_one(db, DiaryVersion, Q.apps_diary_version, diary_id)
+    assert version is not None  # an aggregate without GROUP BY always answers one row
+    return version
+
+
+async def entry_map(db: Db, diary_id: UUID, version: str, total: int) -> EntryMap:
+    """The diary's newest entries (at most `ENTRY_MAP_MAX_ENTRIES`) with their 2D positions
+    (see `infra.projection`); entries not embedded yet are listed without coordinates."""
+    rows = await db.fetch(Q.apps_diary_map_rows, diary_id, limits.ENTRY_MAP_MAX_ENTRIES)
+    embedded = [i for i, row in enumerate(rows) if row["embedding"] is not None]
+    x: list[float | None] = [None] * len(rows)
+    y: list[float | None] = [None] * len(rows)
+    if embedded:
+        vectors = np.stack([rows[i]["embedding"] for i in embedded]).astype(np.float32)
+        points = np.round(project(vectors), 5)
+        for index, (px, py) in zip(embedded, points.tolist(), strict=True):
+            x[index], y[index] = px, py
+    return EntryMap(
+        diaryId=diary_id,
+        version=version,
+        method=METHOD,
+        count=len(rows),
+        total=total,
+        ids=[row["id"] for row in rows],
+        x=x,
+        y=y,
+        titles=[(row["title"] or "")[:MAP_TITLE_CHARS] for row in rows],
+        entryTypes=[row["entry_type"] for row in rows],
+        tags=[list(row["tags"]) for row in rows],
+        tokens=[estimate_tokens(row["content"]) for row in rows],
+        flagged=[bool(row["injection_risk"]) for row in rows],
+    )
+
+
+async def task_counts(
+    db: Db, team_id: UUID, task_type: str | None, general_only: bool, project_id: UUID | None
+) -> TaskCounts:
+    """The team's tasks by status under the filters; every status present, zero included."""
+    rows = await db.fetch(Q.apps_task_counts, team_id, task_type, general_only, project_id)
+    found = {row["status"]: int(row["tasks"]) for row in rows}
+    counts = {status: found.get(status, 0) for status in get_args(TaskStatus)}
+    return TaskCounts(teamId=team_id, counts=counts, total=sum(counts.values()))
