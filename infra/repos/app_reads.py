@@ -7,7 +7,7 @@ Functions take a pool or a connection first; the API passes its read-only pool.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import get_args
+from typing import Any, get_args
 from uuid import UUID
 
 import numpy as np
@@ -51,7 +51,7 @@ async def entry_map(db: Db, diary_id: UUID, version: str, total: int) -> EntryMa
     x: list[float | None] = [None] * len(rows)
     y: list[float | None] = [None] * len(rows)
     if embedded:
-        vectors = np.stack([rows[i]["embedding"] for i in embedded]).astype(np.float32)
+        vectors = np.stack([_vector(rows[i]["embedding"]) for i in embedded]).astype(np.float32)
         points = np.round(project(vectors), 5)
         for index, (px, py) in zip(embedded, points.tolist(), strict=True):
             x[index], y[index] = px, py
@@ -80,3 +80,8 @@ async def task_counts(
     found = {row["status"]: int(row["tasks"]) for row in rows}
     counts = {status: found.get(status, 0) for status in get_args(TaskStatus)}
     return TaskCounts(teamId=team_id, counts=counts, total=sum(counts.values()))
+
+
+def _vector(value: Any) -> Any:
+    """pgvector's codec hands a `Vector` (or, in older versions, an ndarray)."""
+    return value.to_numpy() if hasattr(value, "to_numpy") else value
