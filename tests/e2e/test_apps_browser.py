@@ -68,7 +68,8 @@ window.addEventListener("message", async (event) => {
     post({method: "ui/notifications/tool-input", params: {arguments: opened.arguments}});
     post({method: "ui/notifications/tool-result", params: opened.result});
   } else if (method === "tools/call") {
-    post({id, result: JSON.parse(await window.cairnTool(params.name, JSON.stringify(params.arguments)))});
+    const args = JSON.stringify(params.arguments);
+    post({id, result: JSON.parse(await window.cairnTool(params.name, args))});
   } else if (id !== undefined) {
     post({id, result: {}});
   }
