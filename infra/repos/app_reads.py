@@ -14,6 +14,8 @@ import numpy as np
 
 from infra.db import Q
 from infra.projection import METHOD, project
+from pydantic import ConfigDict
+
 from infra.repos.rows import Db, Row, fetch_one
 from schemas import limits
 from schemas.apps import EntryMap, TaskCounts
@@ -43,32 +45,67 @@ async def diary_version(db: Db, diary_id: UUID) -> DiaryVersion:
     return version
 
 
-async def entry_map(db: Db, diary_id: UUID, version: str, total: int) -> EntryMap:
-    """The diary's newest entries (at most `ENTRY_MAP_MAX_ENTRIES`) with their 2D positions
-    (see `infra.projection`); entries not embedded yet are listed without coordinates."""
+class MapSource(Row):
+    """What the map is computed from: the newest entries' columns, and the embeddings of
+    those that have one (`embedded[k]` is the row of `vectors[k]`)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    ids: list[UUID]
+    titles: list[str]
+    entry_types: list[str]
+    tags: list[list[str]]
+    word_counts: list[int]
+    flagged: list[bool]
+    embedded: list[int]
+    vectors: Any  # float32 ndarray, len(embedded) × 384
+
+
+async def map_source(db: Db, diary_id: UUID) -> MapSource:
+    """The diary's newest entries (at most `ENTRY_MAP_MAX_ENTRIES`) and their embeddings."""
     rows = await db.fetch(Q.apps_diary_map_rows, diary_id, limits.ENTRY_MAP_MAX_ENTRIES)
     embedded = [i for i, row in enumerate(rows) if row["embedding"] is not None]
-    x: list[float | None] = [None] * len(rows)
-    y: list[float | None] = [None] * len(rows)
-    if embedded:
-        vectors = np.stack([_vector(rows[i]["embedding"]) for i in embedded]).astype(np.float32)
-        points = np.round(project(vectors), 5)
-        for index, (px, py) in zip(embedded, points.tolist(), strict=True):
+    vectors = (
+        np.stack([_vector(rows[i]["embedding"]) for i in embedded]).astype(np.float32)
+        if embedded
+        else np.zeros((0, limits.EMBEDDING_DIMENSIONS), dtype=np.float32)
+    )
+    return MapSource(
+        ids=[row["id"] for row in rows],
+        titles=[(row["title"] or "")[:MAP_TITLE_CHARS] for row in rows],
+        entry_types=[row["entry_type"] for row in rows],
+        tags=[list(row["tags"]) for row in rows],
+        word_counts=[row["words"] for row in rows],
+        flagged=[bool(row["injection_risk"]) for row in rows],
+        embedded=embedded,
+        vectors=vectors,
+    )
+
+
+def lay_out(source: MapSource, diary_id: UUID, version: str, total: int) -> EntryMap:
+    """The entries with their 2D positions (see `infra.projection`); entries not embedded
+    yet are listed without coordinates."""
+    count = len(source.ids)
+    x: list[float | None] = [None] * count
+    y: list[float | None] = [None] * count
+    if source.embedded:
+        points = np.round(project(source.vectors), 5)
+        for index, (px, py) in zip(source.embedded, points.tolist(), strict=True):
             x[index], y[index] = px, py
     return EntryMap(
         diaryId=diary_id,
         version=version,
         method=METHOD,
-        count=len(rows),
+        count=count,
         total=total,
-        ids=[row["id"] for row in rows],
+        ids=source.ids,
         x=x,
         y=y,
-        titles=[(row["title"] or "")[:MAP_TITLE_CHARS] for row in rows],
-        entryTypes=[row["entry_type"] for row in rows],
-        tags=[list(row["tags"]) for row in rows],
-        tokens=_token_estimates([row["content"] for row in rows]),
-        flagged=[bool(row["injection_risk"]) for row in rows],
+        titles=source.titles,
+        entryTypes=source.entry_types,
+        tags=source.tags,
+        tokens=_token_estimates(source.word_counts),
+        flagged=source.flagged,
     )
 
 
@@ -87,13 +124,12 @@ def _vector(value: Any) -> Any:
     return value.to_numpy() if hasattr(value, "to_numpy") else value
 
 
-def _token_estimates(contents: list[str]) -> list[int]:
-    """`estimate_tokens` of each text. The estimate depends only on the word count, so it is
-    computed once per distinct count (the kernel's exact arithmetic is slow ×10 000)."""
+def _token_estimates(word_counts: list[int]) -> list[int]:
+    """`estimate_tokens` of each entry from its word count, computed once per distinct count
+    (the kernel's exact arithmetic is slow × 10 000)."""
     by_words: dict[int, int] = {}
     estimates = []
-    for content in contents:
-        words = len(content.split())
+    for words in word_counts:
         if words not in by_words:
             by_words[words] = estimate_tokens(" ".join(["w"] * words))
         estimates.append(by_words[words])
