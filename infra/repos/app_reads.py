@@ -75,7 +75,7 @@ async def map_source(db: Db, diary_id: UUID) -> MapSource:
         titles=[(row["title"] or "")[:MAP_TITLE_CHARS] for row in rows],
         entry_types=[row["entry_type"] for row in rows],
         tags=[list(row["tags"]) for row in rows],
-        word_counts=[row["words"] for row in rows],
+        word_counts=[len(row["content"].split()) for row in rows],
         flagged=[bool(row["injection_risk"]) for row in rows],
         embedded=embedded,
         vectors=vectors,
