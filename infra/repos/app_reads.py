@@ -11,11 +11,10 @@ from typing import Any, get_args
 from uuid import UUID
 
 import numpy as np
+from pydantic import ConfigDict
 
 from infra.db import Q
 from infra.projection import METHOD, project
-from pydantic import ConfigDict
-
 from infra.repos.rows import Db, Row, fetch_one
 from schemas import limits
 from schemas.apps import EntryMap, TaskCounts
