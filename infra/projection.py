@@ -10,9 +10,11 @@ move every point when one entry is added.
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 import numpy.typing as npt
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 METHOD = "pca-2d:embeddings-384"
 AXES_SAMPLE = 2_000
@@ -29,8 +31,14 @@ def project(vectors: Vectors) -> Points:
     BLAS runs on one thread: inside a request of a busy server, OpenBLAS's thread pool fought
     the other processes for the cores (10 000 × 384: ~0.8 s threaded, ~0.12 s on one thread
     on the 2-core development machine)."""
-    with threadpool_limits(limits=1, user_api="blas"):
+    with _blas().limit(limits=1, user_api="blas"):
         return _project(vectors)
+
+
+@cache
+def _blas() -> ThreadpoolController:
+    """The process's thread pools, inspected once (the first inspection takes ~0.2 s)."""
+    return ThreadpoolController()
 
 
 def _project(vectors: Vectors) -> Points:

@@ -64,11 +64,7 @@ async def map_source(db: Db, diary_id: UUID) -> MapSource:
     """The diary's newest entries (at most `ENTRY_MAP_MAX_ENTRIES`) and their embeddings."""
     rows = await db.fetch(Q.apps_diary_map_rows, diary_id, limits.ENTRY_MAP_MAX_ENTRIES)
     embedded = [i for i, row in enumerate(rows) if row["embedding"] is not None]
-    vectors = (
-        np.stack([_vector(rows[i]["embedding"]) for i in embedded]).astype(np.float32)
-        if embedded
-        else np.zeros((0, limits.EMBEDDING_DIMENSIONS), dtype=np.float32)
-    )
+    vectors = _vectors([rows[i]["embedding"] for i in embedded])
     return MapSource(
         ids=[row["id"] for row in rows],
         titles=[(row["title"] or "")[:MAP_TITLE_CHARS] for row in rows],
@@ -118,9 +114,12 @@ async def task_counts(
     return TaskCounts(teamId=team_id, counts=counts, total=sum(counts.values()))
 
 
-def _vector(value: Any) -> Any:
-    """pgvector's codec hands a `Vector` (or, in older versions, an ndarray)."""
-    return value.to_numpy() if hasattr(value, "to_numpy") else value
+def _vectors(sent: list[bytes]) -> Any:
+    """pgvector's binary form (`vector_send`: dimension and a reserved word as big-endian
+    uint16, then big-endian float32s) of each embedding, as one float32 matrix."""
+    width = 4 + 4 * limits.EMBEDDING_DIMENSIONS
+    matrix = np.frombuffer(b"".join(sent), dtype=np.uint8).reshape(len(sent), width)
+    return np.ascontiguousarray(matrix[:, 4:]).view(">f4").astype(np.float32)
 
 
 def _token_estimates(word_counts: list[int]) -> list[int]:
