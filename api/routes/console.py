@@ -158,6 +158,10 @@ async def console_map(request: web.Request, parsed: Parsed[None, None, DiaryPath
             "appUrl": "/console/apps/entries-map",
             "toolName": "entries_map_open",
             "toolInput": {"diary_id": str(parsed.path.diaryId)},
+            "prefetch": {
+                "name": "entries_map_points",
+                "arguments": {"diary_id": str(parsed.path.diaryId)},
+            },
             "version": VERSION,
         },
     )
