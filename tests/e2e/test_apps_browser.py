@@ -28,6 +28,8 @@ from playwright.async_api import Browser, Frame, Page, async_playwright, expect
 
 from schemas.apps import APP_MIME_TYPE, app_html, app_uri
 
+# what a person sees may take a while on a busy 2-core machine: wait up to 20 s for it
+expect.set_options(timeout=20_000)
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
