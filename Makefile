@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/daemon.py
 	$(BIN)/python bench/packs.py
 	$(BIN)/python bench/mcp.py
+	$(BIN)/python bench/map.py
 
 openapi: $(STAMP)
 	@$(BIN)/cairn openapi

@@ -14,11 +14,14 @@ from aiohttp import web
 from temporalio.client import Client
 
 from api import keys
+from api.map_cache import MapCache
 from api.middleware import problem_middleware, tracing_middleware
 from api.ratelimit import RateLimiter
 from api.routes import (
     agent_keys,
+    apps,
     connector,
+    console,
     crypto,
     diaries,
     entries,
@@ -44,6 +47,7 @@ from infra.s3 import BlobStore
 from infra.settings import Settings
 from infra.telemetry import setup_tracing
 from infra.temporal import connect
+from schemas import limits
 
 MAX_BODY_BYTES = 1024 * 1024
 MESSAGE_WRITER_POOL_MAX = 4  # appends are short single transactions
@@ -65,6 +69,7 @@ def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Applicati
     )
     app[keys.SETTINGS] = settings
     app[keys.RATE_LIMITER] = RateLimiter(enabled=settings.rate_limit_enabled)
+    app[keys.MAP_CACHE] = MapCache(limits.ENTRY_MAP_CACHED_DIARIES)
     app.cleanup_ctx.append(_resources(settings, deps or Deps()))
     for module in (
         system,
@@ -85,6 +90,8 @@ def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Applicati
         task_artifacts,
         agent_keys,
         runtime_profiles,
+        apps,
+        console,
     ):
         app.router.add_routes(module.routes)
     return app

@@ -9,6 +9,7 @@ import asyncpg
 from aiohttp import web
 from temporalio.client import Client
 
+from api.map_cache import MapCache
 from api.ratelimit import RateLimiter
 from infra.oauth import TokenService
 from infra.permissions import PermissionEngine
@@ -31,6 +32,8 @@ BLOBS = web.AppKey("blobs", BlobStore)
 EMBEDDER: web.AppKey[OnnxEmbedder | None] = web.AppKey("embedder")
 # The one writable pool of the API: append-only task messages (routes/tasks.py), nothing else.
 MESSAGE_WRITER = web.AppKey("message_writer", asyncpg.Pool)
+# The diary map's projections, per diary version (api/map_cache.py).
+MAP_CACHE = web.AppKey("map_cache", MapCache)
 
 # Per-request state set by the middlewares and the endpoint wrapper.
 REQUEST_ID = web.RequestKey("request_id", str)

@@ -20,6 +20,7 @@ from uuid import UUID
 import aiohttp
 from pydantic import BaseModel
 
+from schemas.apps import TaskCounts
 from schemas.artifacts import StagedArtifact, TaskArtifact, TaskArtifactList
 from schemas.embedding import SearchRequest, SearchResponse
 from schemas.identity import (
@@ -471,6 +472,12 @@ class CairnClient:
     async def delete_entry(self, entry_id: UUID) -> Done:
         return Done.model_validate(await self.request("DELETE", f"/entries/{entry_id}"))
 
+    async def entry_map_json(self, diary_id: UUID) -> dict[str, Any]:
+        """The diary map (`EntryMap`) as the API sent it: 10 000 entries are not worth
+        validating twice on their way through the tool server."""
+        body: dict[str, Any] = await self.request("GET", f"/diaries/{diary_id}/map")
+        return body
+
     async def search(self, body: SearchRequest) -> SearchResponse:
         return SearchResponse.model_validate(await self.search_json(body))
 
@@ -587,6 +594,11 @@ class CairnClient:
         """`filters` are the query names of `GET /tasks` (`status`, `taskType`, `cursor`...)."""
         body = await self.request("GET", "/tasks", params=filters, team=team_id)
         return TaskList.model_validate(body)
+
+    async def task_counts(self, team_id: UUID, **filters: Any) -> TaskCounts:
+        """`filters`: `taskType`, `projectId` (an id or `none`)."""
+        body = await self.request("GET", "/task-counts", params=filters, team=team_id)
+        return TaskCounts.model_validate(body)
 
     async def cancel_task(self, task_id: UUID, team_id: UUID, reason: str) -> Task:
         path = f"/tasks/{task_id}/cancel"

@@ -259,6 +259,10 @@ RATE_LIMITS_PER_MINUTE: Final[Mapping[str, int]] = MappingProxyType(
     }
 )
 
+# --- the interactive apps (spec 4.7): the diary map -------------------------------------------
+ENTRY_MAP_MAX_ENTRIES: Final = 10_000  # the newest entries a map lays out and keeps interactive
+ENTRY_MAP_CACHED_DIARIES: Final = 32  # projections an API process keeps (least recently used out)
+
 # --- timedelta twins of the lifetimes the server applies to a clock ------------------------------
 VOUCHER_LIFETIME: Final = timedelta(seconds=VOUCHER_TTL_SEC)
 RECOVERY_CODE_LIFETIME: Final = timedelta(seconds=RECOVERY_CODE_TTL_SEC)

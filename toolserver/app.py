@@ -27,7 +27,7 @@ from starlette.types import ASGIApp
 
 from schemas import limits
 from schemas.version import VERSION
-from toolserver import prompts
+from toolserver import prompts, resources
 from toolserver import tools as _catalogue  # noqa: F401  (registers every tool)
 from toolserver.backend import Backend
 from toolserver.config import ToolServerConfig
@@ -87,6 +87,7 @@ def build_server(backend: Backend) -> MCPServer:
         lifespan=lifespan,
         log_level="WARNING",
         middleware=[CachedToolList()],
+        extensions=[resources.apps_extension()],
     )
     prompts.register(server)
     return server

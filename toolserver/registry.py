@@ -92,6 +92,7 @@ def tool(
     idempotent: bool = False,
     render: Render | None = None,
     name: str | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> Callable[[Handler], Handler]:
     """Declare a tool; its name is the handler's, its description the handler's docstring,
     its arguments the annotation of the handler's second parameter."""
@@ -110,6 +111,7 @@ def tool(
                 destructive=destructive,
                 idempotent=read_only or idempotent,
                 render=render,
+                meta=meta,
             )
         )
         return handler

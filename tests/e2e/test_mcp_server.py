@@ -49,6 +49,8 @@ CATALOGUE = {
     "packs_render_preview", "packs_render", "rendered_packs_get", "rendered_packs_list",
     "rendered_packs_update", "packs_provenance", "packs_diff",
 }  # fmt: skip
+# beyond the spec's list: the two apps' own reads, hidden from the model (MCP Apps visibility)
+APP_ONLY = {"tasks_app_counts", "entries_map_points"}
 
 
 def _property_names(schema: Any) -> list[str]:
@@ -77,7 +79,11 @@ async def test_list_tools_is_the_catalogue_with_typed_snake_case_contracts(
     async with mcp_session(mcp_server.url, client_headers(agent)) as session:
         listed = await session.list_tools()
     tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) == CATALOGUE
+    assert set(tools) == CATALOGUE | APP_ONLY
+    hidden = {
+        n for n, t in tools.items() if (t.meta or {}).get("ui", {}).get("visibility") == ["app"]
+    }
+    assert hidden == APP_ONLY
     for name, tool in tools.items():
         assert tool.description and len(tool.description) > 30, name
         assert tool.input_schema["type"] == "object", name

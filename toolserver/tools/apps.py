@@ -1,6 +1,9 @@
-"""The two app openers of spec 4.7. Interactive apps mount only in hosts that support them
-(a later change); every host gets this structured text fallback: what the app would show
-first, and the tools that page further."""
+"""The two apps of spec 4.7 (MCP Apps extension, `io.modelcontextprotocol/ui`). Each opener
+names its `ui://` page in `_meta.ui.resourceUri` (toolserver/resources.py serves it), so a
+host that mounts apps shows the interactive view; every other host gets the opener's
+structured text: what the app would show first, and the tools that page further. The page
+reads its data through tool calls; the two tools only the page needs are marked app-only
+(`_meta.ui.visibility: ["app"]`), so hosts keep them away from the model."""
 
 from __future__ import annotations
 
@@ -10,13 +13,22 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 from schemas import limits
+from schemas.apps import EntryMap, TaskCounts, app_uri
 from schemas.memory import Diary, EntryType, TagCount
 from schemas.tasks import TaskStatus
 from toolserver.registry import Arguments, Call, tool
 
-TASKS_APP_URI = "ui://cairn/tasks.html"
-ENTRIES_MAP_URI = "ui://cairn/entries-map.html"
+TASKS_APP_URI = app_uri("tasks")
+ENTRIES_MAP_URI = app_uri("entries-map")
 MAP_SAMPLE = 50
+
+
+def _opens(uri: str) -> dict[str, Any]:
+    return {"ui": {"resourceUri": uri, "visibility": ["model", "app"]}}
+
+
+def _app_only(uri: str) -> dict[str, Any]:
+    return {"ui": {"resourceUri": uri, "visibility": ["app"]}}
 
 
 class TaskLine(BaseModel):
@@ -54,7 +66,7 @@ def _queue_text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@tool(output=TasksAppView, read_only=True, render=_queue_text)
+@tool(output=TasksAppView, read_only=True, render=_queue_text, meta=_opens(TASKS_APP_URI))
 async def tasks_app_open(call: Call, args: TasksAppOpen) -> TasksAppView:
     """Open the read-only task queue view of a team: its tasks by status, newest first. In
     hosts without apps it answers with the same data as text."""
@@ -127,7 +139,7 @@ def _map_text(result: dict[str, Any]) -> str:
     )
 
 
-@tool(output=EntriesMapView, read_only=True, render=_map_text)
+@tool(output=EntriesMapView, read_only=True, render=_map_text, meta=_opens(ENTRIES_MAP_URI))
 async def entries_map_open(call: Call, args: EntriesMapOpen) -> EntriesMapView:
     """Open the map of a diary: its entries, tags and injection-flagged entries at a glance.
     In hosts without apps it answers with the newest entries and the tag histogram as text."""
@@ -153,3 +165,44 @@ async def entries_map_open(call: Call, args: EntriesMapOpen) -> EntriesMapView:
         ],
         tools=["entries_list", "entries_search", "entries_get", "diary_tags"],
     )
+
+
+# --- app-only tools: what the pages read that no model-facing tool returns -------------------
+
+
+class TaskCountsArgs(Arguments):
+    team_id: UUID = Field(description="The team whose queue to count")
+    task_type: str | None = Field(default=None, max_length=64)
+    project_id: str | None = Field(default=None, description="A project id, or `none`")
+
+
+def _counts_text(result: dict[str, Any]) -> str:
+    counts = ", ".join(f"{status} {n}" for status, n in result["counts"].items() if n)
+    return f"{result['total']} tasks: {counts or 'none'}"
+
+
+@tool(output=TaskCounts, read_only=True, render=_counts_text, meta=_app_only(TASKS_APP_URI))
+async def tasks_app_counts(call: Call, args: TaskCountsArgs) -> TaskCounts:
+    """Count a team's tasks by status (the task queue view's header), filtered by type and
+    project."""
+    return await call.api.task_counts(
+        args.team_id, taskType=args.task_type, projectId=args.project_id
+    )
+
+
+class MapPointsArgs(Arguments):
+    diary_id: UUID = Field(description="The diary to lay out")
+
+
+def _points_text(result: dict[str, Any]) -> str:
+    return (
+        f"{result['count']} of {result['total']} entries laid out ({result['method']}, "
+        f"version {result['version']})"
+    )
+
+
+@tool(output=EntryMap, read_only=True, render=_points_text, meta=_app_only(ENTRIES_MAP_URI))
+async def entries_map_points(call: Call, args: MapPointsArgs) -> dict[str, Any]:
+    """The diary map's points: the newest 10 000 entries laid out in 2D from their
+    embeddings, with type, tags, token estimate and injection flag, column-wise."""
+    return await call.api.entry_map_json(args.diary_id)
