@@ -15,7 +15,7 @@ from aiohttp import web
 
 from api import keys
 from api.headers import team_header
-from api.ratelimit import Quota
+from api.ratelimit import Refusal
 from api.spec import EndpointSpec
 from infra.repos import identity_reads
 from infra.repos.agent_keys import get_key_for_auth
@@ -30,7 +30,6 @@ from schemas.errors import (
     KeyTeamMismatch,
     KeyTeamNotAuthorized,
     MissingScope,
-    RateLimited,
     Unauthorized,
 )
 from schemas.kernel.crypto import hash_secret, secrets_match
@@ -144,34 +143,41 @@ async def authorize(request: web.Request, spec: EndpointSpec) -> Principal | Non
         if principal is None and spec.auth == "required":
             raise Unauthorized("This endpoint needs a bearer token or a session")
     request[keys.PRINCIPAL] = principal
-    _count_rate(request, spec, principal)
+    await _count_rate(request, spec, principal)
     if principal is not None and not principal.has_scopes(spec.scopes):
         missing = sorted(set(spec.scopes) - principal.scopes)
         raise MissingScope(f"The credential lacks scope(s): {', '.join(missing)}")
     return principal
 
 
-def _count_rate(request: web.Request, spec: EndpointSpec, principal: Principal | None) -> None:
-    limiter = request.app[keys.RATE_LIMITER]
+def _rate_key(request: web.Request, principal: Principal | None) -> str:
+    return f"ip:{request.remote}" if principal is None else principal.rate_key
+
+
+async def _count_rate(
+    request: web.Request, spec: EndpointSpec, principal: Principal | None
+) -> None:
     if principal is None:
-        key = f"ip:{request.remote}"
         global_bucket = GLOBAL_ANON_BUCKET
     else:
-        key = principal.rate_key
         global_bucket = GLOBAL_READ_BUCKET if request.method == "GET" else GLOBAL_AUTH_BUCKET
     buckets = [global_bucket] + ([spec.rate_bucket] if spec.rate_bucket else [])
-    quotas = []
-    for bucket in buckets:
-        try:
-            quotas.append(limiter.hit(key, bucket))
-        except RateLimited as limited:
-            # the 429 carries the x-ratelimit-* headers of the bucket that refused it
-            request[keys.RATE_QUOTA] = Quota(
-                limit=limiter.limit_of(bucket), remaining=0, reset_sec=limited.retry_after
-            )
-            raise
-    tightest = min(quotas, key=lambda q: q.remaining)
-    request[keys.RATE_QUOTA] = tightest
+    outcome = await request.app[keys.RATE_LIMITER].take(_rate_key(request, principal), buckets)
+    if isinstance(outcome, Refusal):
+        # the 429 carries the x-ratelimit-* headers of the bucket that refused it
+        request[keys.RATE_QUOTA] = outcome.quota()
+        raise outcome.error()
+    if outcome is not None:
+        request[keys.RATE_QUOTA] = outcome
+        request[keys.RATE_KEY] = _rate_key(request, principal)
+
+
+async def give_back_rate(request: web.Request, spec: EndpointSpec) -> None:
+    """The request failed after it was counted: a bucket that counts what requests create (the
+    signing requests) gets its place back."""
+    key = request.get(keys.RATE_KEY)
+    if spec.rate_bucket is not None and key is not None:
+        await request.app[keys.RATE_LIMITER].give_back(key, spec.rate_bucket)
 
 
 def require_principal(request: web.Request) -> Principal:
