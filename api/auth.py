@@ -9,6 +9,8 @@ invalid, expired or rotated credential is 401.
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
 from uuid import UUID
 
 from aiohttp import web
@@ -143,40 +145,70 @@ async def authorize(request: web.Request, spec: EndpointSpec) -> Principal | Non
         if principal is None and spec.auth == "required":
             raise Unauthorized("This endpoint needs a bearer token or a session")
     request[keys.PRINCIPAL] = principal
-    await _count_rate(request, spec, principal)
+    _start_count(request, spec, principal)
+    if not _may_overlap(request, spec):
+        await settle_rate(request)
     if principal is not None and not principal.has_scopes(spec.scopes):
         missing = sorted(set(spec.scopes) - principal.scopes)
         raise MissingScope(f"The credential lacks scope(s): {', '.join(missing)}")
     return principal
 
 
-def _rate_key(request: web.Request, principal: Principal | None) -> str:
-    return f"ip:{request.remote}" if principal is None else principal.rate_key
-
-
-async def _count_rate(
-    request: web.Request, spec: EndpointSpec, principal: Principal | None
-) -> None:
+def _start_count(request: web.Request, spec: EndpointSpec, principal: Principal | None) -> None:
+    """Count the request in its buckets (a task: see `_may_overlap`)."""
+    limiter = request.app[keys.RATE_LIMITER]
+    if not limiter.enabled:
+        return
     if principal is None:
         global_bucket = GLOBAL_ANON_BUCKET
     else:
         global_bucket = GLOBAL_READ_BUCKET if request.method == "GET" else GLOBAL_AUTH_BUCKET
     buckets = [global_bucket] + ([spec.rate_bucket] if spec.rate_bucket else [])
-    outcome = await request.app[keys.RATE_LIMITER].take(_rate_key(request, principal), buckets)
+    key = f"ip:{request.remote}" if principal is None else principal.rate_key
+    request[keys.RATE_KEY] = key
+    decision = asyncio.ensure_future(limiter.take(key, buckets))
+    decision.add_done_callback(_retrieved)  # a request cancelled before settling logs nothing
+    request[keys.RATE_DECISION] = decision
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _may_overlap(request: web.Request, spec: EndpointSpec) -> bool:
+    """A GET changes nothing and its response is sent only after `settle_rate`, so its count
+    runs beside the handler's own reads instead of before them (the round trip to the shared
+    state then adds next to no latency). Anything else waits for the count first, and so does
+    a GET whose body streams out of the handler, or whose caller was refused lately (an
+    abusive caller makes no reads past its limit)."""
+    key = request.get(keys.RATE_KEY)
+    if spec.method != "GET" or spec.raw_response is not None or key is None:
+        return False
+    return not request.app[keys.RATE_LIMITER].refused_lately(key)
+
+
+async def settle_rate(request: web.Request) -> None:
+    """Wait for the request's count: its quota for the `x-ratelimit-*` headers, or a 429 with
+    the headers of the bucket that refused it."""
+    decision = request.pop(keys.RATE_DECISION, None)
+    if decision is None:
+        return
+    outcome = await decision
     if isinstance(outcome, Refusal):
-        # the 429 carries the x-ratelimit-* headers of the bucket that refused it
         request[keys.RATE_QUOTA] = outcome.quota()
+        request[keys.RATE_ADMITTED] = False
         raise outcome.error()
     if outcome is not None:
         request[keys.RATE_QUOTA] = outcome
-        request[keys.RATE_KEY] = _rate_key(request, principal)
+        request[keys.RATE_ADMITTED] = True
 
 
 async def give_back_rate(request: web.Request, spec: EndpointSpec) -> None:
     """The request failed after it was counted: a bucket that counts what requests create (the
     signing requests) gets its place back."""
     key = request.get(keys.RATE_KEY)
-    if spec.rate_bucket is not None and key is not None:
+    if spec.rate_bucket is not None and key is not None and request.get(keys.RATE_ADMITTED):
         await request.app[keys.RATE_LIMITER].give_back(key, spec.rate_bucket)
 
 

@@ -80,6 +80,8 @@ def _responses(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
         }
     else:
         responses[str(spec.status)] = {"description": "OK"}
+    for status, when in spec.also:
+        responses[str(status)] = {**responses[str(spec.status)], "description": when}
     problem = {"application/problem+json": {"schema": refs[(Problem, "serialization")]}}
     by_status: dict[int, list[str]] = {}
     for error in _errors(spec):

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 _US = 1_000_000
+_REFUSALS_KEPT = 10_000
 # the store cannot answer: a connection lost or refused, Postgres starting or stopping
 _STORE_DOWN = (
     OSError,
@@ -80,8 +81,9 @@ class Refusal:
 
 
 def emission_us(rate: Rate) -> int:
-    """Microseconds between two places of the bucket (rounded down: never stricter)."""
-    return rate.period_sec * _US // rate.limit
+    """Microseconds between two places of the bucket (rounded down: never stricter; at least
+    one, for a limit above a million a second)."""
+    return max(1, rate.period_sec * _US // rate.limit)
 
 
 def quota_of(rate: Rate, tat_us: int, now_us: int) -> Quota:
@@ -110,6 +112,8 @@ class RateLimiter:
         self._pool = pool
         self._rates = dict(rates)
         self._clock = clock
+        # keys refused in this process, until when (their GETs then wait for the count)
+        self._refused_until: dict[str, float] = {}
 
     @property
     def enabled(self) -> bool:
@@ -117,6 +121,21 @@ class RateLimiter:
 
     def rate_of(self, bucket: str) -> Rate:
         return self._rates[bucket]
+
+    def refused_lately(self, key: str) -> bool:
+        """Whether a bucket refused `key` in this process and has not freed a place since."""
+        until = self._refused_until.get(key)
+        if until is None:
+            return False
+        if until <= self._clock():
+            del self._refused_until[key]
+            return False
+        return True
+
+    def _remember(self, key: str, refusal: Refusal) -> None:
+        if len(self._refused_until) >= _REFUSALS_KEPT:
+            self._refused_until.clear()  # only a hint: forgetting costs one overlapped count
+        self._refused_until[key] = self._clock() + refusal.retry_after
 
     def _now_us(self) -> int:
         return int(self._clock() * _US)
@@ -139,7 +158,10 @@ class RateLimiter:
         except _STORE_DOWN as exc:
             log.warning("rate limits not counted, the store is down: %r", exc)
             return None
-        return self._decide(buckets, states, now_us)
+        outcome = self._decide(buckets, states, now_us)
+        if isinstance(outcome, Refusal):
+            self._remember(key, outcome)
+        return outcome
 
     def _decide(
         self, buckets: Sequence[str], states: Mapping[str, BucketState], now_us: int

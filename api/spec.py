@@ -24,6 +24,8 @@ class EndpointSpec:
     summary: str
     tag: str
     status: int = 200
+    # Other statuses the handler answers with the same body, each with when: `((202, "..."),)`
+    also: tuple[tuple[int, str], ...] = ()
     body: type[BaseModel] | None = None
     body_form: bool = False
     # The handler parses the body itself (the token endpoint answers RFC 6749 errors, not problems)

@@ -10,6 +10,7 @@ are registered on the stack's own app (limits off) and call the limited app with
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -175,6 +176,18 @@ async def test_the_state_is_in_postgres_shared_by_every_app(stack, actors, tuned
         assert status == 200
         status, problem, headers = await call(elsewhere, "GET", "/agents/whoami")
         assert_refused(status, problem, headers, retry_after=10, limit=3)
+
+
+async def test_a_read_over_the_limit_is_429_whatever_it_would_have_answered(actors, tuned) -> None:
+    """A GET is counted beside its handler's reads; past the limit its answer (here a 404) is
+    dropped for the 429, the first time and while the caller stays refused."""
+    agent = await agent_on(actors, tuned)
+    for _ in range(3):
+        status, problem, _ = await call(agent, "GET", f"/diaries/{uuid.uuid4()}")
+        assert status == 404, problem
+    for retry_after in (10, 10):
+        status, problem, headers = await call(agent, "GET", f"/diaries/{uuid.uuid4()}")
+        assert_refused(status, problem, headers, retry_after=retry_after, limit=3)
 
 
 # --- the signing bucket counts signing requests created ------------------------------------------

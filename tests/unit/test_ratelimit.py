@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+import api.app  # noqa: F401  (registers every route)
 from api.auth import GLOBAL_ANON_BUCKET, GLOBAL_AUTH_BUCKET, GLOBAL_READ_BUCKET
 from api.endpoint import ENDPOINTS
 from api.ratelimit import emission_us, quota_of, retry_after_sec
@@ -53,6 +54,13 @@ def test_the_emission_rounds_down_so_limit_places_fit_the_period() -> None:
     assert emission_us(rate) * 7 <= 60 * US
     assert quota_of(rate, NOW + 7 * emission_us(rate), NOW).remaining == 0
     assert quota_of(rate, NOW + 6 * emission_us(rate), NOW).remaining == 1
+
+
+def test_a_limit_finer_than_a_microsecond_counts_one_a_microsecond() -> None:
+    rate = Rate(limit=100_000_000, period_sec=60)
+    assert emission_us(rate) == 1
+    assert quota_of(rate, NOW + 1, NOW).remaining == 60 * US - 1
+    assert quota_of(rate, NOW + 60 * US, NOW).remaining == 0
 
 
 @pytest.mark.parametrize(
