@@ -32,7 +32,15 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._stack import BenchStack, CpuMeter, _Child, _port_open, register_agent, run_and_report
+from bench._stack import (
+    BenchStack,
+    CpuMeter,
+    _Child,
+    _port_open,
+    _tree_cpu,
+    register_agent,
+    run_and_report,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ratelimit.json"
 TARGET_ADDED_P50_MS = 0.3
@@ -115,7 +123,12 @@ async def direct(stack: BenchStack, seconds: float, concurrency: int) -> dict[st
     return result
 
 
-async def start_limited_api(stack: BenchStack) -> str:
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time so far of these processes and their children."""
+    return sum(_tree_cpu(pid) for pid in pids)
+
+
+async def start_limited_api(stack: BenchStack) -> tuple[str, int]:
     """A second `cairn api` on the stack's database with limits on (and far above the load)."""
     from infra.devstack import free_port
 
@@ -139,13 +152,20 @@ async def start_limited_api(stack: BenchStack) -> str:
         if not child.alive() or time.monotonic() > deadline:
             raise RuntimeError(f"the limited API did not start:\n{child.log_tail()}")
         await asyncio.sleep(0.1)
-    return f"http://127.0.0.1:{port}"
+    assert child.process is not None
+    return f"http://127.0.0.1:{port}", child.process.pid
 
 
 async def whoami(
-    stack: BenchStack, limited_url: str, seconds: float, rounds: int, concurrency: int
+    stack: BenchStack, limited: tuple[str, int], seconds: float, rounds: int, concurrency: int
 ) -> dict[str, Any]:
-    """`GET /agents/whoami` with limits off and on, alternated round by round."""
+    """`GET /agents/whoami` with limits off and on, alternated round by round; with the CPU
+    each request costs the API process and Postgres (steadier than latency on a shared
+    machine)."""
+    limited_url, limited_pid = limited
+    postgres = [stack.pids()["postgres"]]
+    assert stack.api is not None and stack.api.process is not None
+    api_pids = {"off": [stack.api.process.pid], "on": [limited_pid]}
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
         agents = [await register_agent(http, stack) for _ in range(concurrency)]
@@ -154,6 +174,7 @@ async def whoami(
         for clients in (1, concurrency):
             samples: dict[str, list[float]] = {"off": [], "on": []}
             elapsed = {"off": 0.0, "on": 0.0}
+            cpu = {"off": 0.0, "on": 0.0}
             for round_n in range(rounds + 1):
                 for mode, base in urls.items():
 
@@ -164,28 +185,38 @@ async def whoami(
                             await response.read()
                             assert response.status == 200, response.status
 
+                    pids = api_pids[mode] + postgres
+                    before = cpu_seconds(pids)
                     taken, spent = await closed_loop(call, clients, seconds)
                     if round_n:  # round 0 warms both up
                         samples[mode] += taken
                         elapsed[mode] += spent
+                        cpu[mode] += cpu_seconds(pids) - before
             off, on = summary(samples["off"], elapsed["off"]), summary(samples["on"], elapsed["on"])
+            for mode, measured in (("off", off), ("on", on)):
+                measured["api_and_postgres_cpu_ms_per_request"] = round(
+                    1000 * cpu[mode] / len(samples[mode]), 3
+                )
             result[f"c{clients}"] = {
                 "limits_off": off,
                 "limits_on": on,
                 "added_p50_ms": round(on["p50_ms"] - off["p50_ms"], 3),
+                "added_cpu_ms_per_request": round(
+                    on["api_and_postgres_cpu_ms_per_request"]
+                    - off["api_and_postgres_cpu_ms_per_request"],
+                    3,
+                ),
             }
     return result
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     async with BenchStack(api_processes=1, keep_dir=args.keep_dir) as stack:
-        limited_url = await start_limited_api(stack)
+        limited = await start_limited_api(stack)
         meter = CpuMeter(stack.pids())
         meter.start()
         measured_direct = await direct(stack, args.seconds, args.concurrency)
-        measured_whoami = await whoami(
-            stack, limited_url, args.seconds, args.rounds, args.concurrency
-        )
+        measured_whoami = await whoami(stack, limited, args.seconds, args.rounds, args.concurrency)
         cpu = meter.stop(0)
         added = measured_whoami["c1"]["added_p50_ms"]
         return {
