@@ -91,9 +91,11 @@ def _responses(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
     for error in _errors(spec):
         by_status.setdefault(error.status, []).append(f"`{error.code}`: {error.title}")
     for status, lines in sorted(by_status.items()):
+        # a status the handler also answers with its own body (readiness' 503) keeps both
+        own = responses.get(str(status), {"description": "", "content": {}})
         responses[str(status)] = {
-            "description": "; ".join(dict.fromkeys(lines)),
-            "content": problem,
+            "description": "; ".join(d for d in dict.fromkeys([own["description"], *lines]) if d),
+            "content": {**own["content"], **problem},
         }
     if spec.error_body is not None:
         body = {"application/json": {"schema": refs[(spec.error_body, "serialization")]}}

@@ -175,6 +175,7 @@ async def whoami(
             samples: dict[str, list[float]] = {"off": [], "on": []}
             elapsed = {"off": 0.0, "on": 0.0}
             cpu = {"off": 0.0, "on": 0.0}
+            api_cpu = {"off": 0.0, "on": 0.0}
             for round_n in range(rounds + 1):
                 for mode, base in urls.items():
 
@@ -186,16 +187,20 @@ async def whoami(
                             assert response.status == 200, response.status
 
                     pids = api_pids[mode] + postgres
-                    before = cpu_seconds(pids)
+                    before, api_before = cpu_seconds(pids), cpu_seconds(api_pids[mode])
                     taken, spent = await closed_loop(call, clients, seconds)
                     if round_n:  # round 0 warms both up
                         samples[mode] += taken
                         elapsed[mode] += spent
                         cpu[mode] += cpu_seconds(pids) - before
+                        api_cpu[mode] += cpu_seconds(api_pids[mode]) - api_before
             off, on = summary(samples["off"], elapsed["off"]), summary(samples["on"], elapsed["on"])
             for mode, measured in (("off", off), ("on", on)):
                 measured["api_and_postgres_cpu_ms_per_request"] = round(
                     1000 * cpu[mode] / len(samples[mode]), 3
+                )
+                measured["api_cpu_ms_per_request"] = round(
+                    1000 * api_cpu[mode] / len(samples[mode]), 3
                 )
             result[f"c{clients}"] = {
                 "limits_off": off,
