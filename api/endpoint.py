@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from typing_extensions import TypeVar
 
 from api import keys
-from api.auth import authorize
+from api.auth import authorize, give_back_rate, settle_rate
 from api.spec import EndpointSpec
 from schemas.errors import FieldError, UnsupportedMediaType, ValidationFailed
 
@@ -63,13 +63,19 @@ def endpoint(
         async def run(request: web.Request) -> web.StreamResponse:
             request[keys.ENDPOINT] = spec
 
-            await authorize(request, spec)
-            parsed: Parsed[Any, Any, Any] = Parsed(
-                body=await _parse_body(request, spec),
-                query=_parse_mapping(spec.query, dict(request.query), "query"),
-                path=_parse_mapping(spec.path_params, dict(request.match_info), "path"),
-            )
-            result = await handler(request, parsed)
+            try:
+                await authorize(request, spec)
+                parsed: Parsed[Any, Any, Any] = Parsed(
+                    body=await _parse_body(request, spec),
+                    query=_parse_mapping(spec.query, dict(request.query), "query"),
+                    path=_parse_mapping(spec.path_params, dict(request.match_info), "path"),
+                )
+                result = await handler(request, parsed)
+                await settle_rate(request)
+            except Exception:
+                await settle_rate(request)  # a refusal answers before any other error
+                await give_back_rate(request, spec)
+                raise
             return render(result, spec.status)
 
         run.__name__ = handler.__name__

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 from aiohttp import web
@@ -40,3 +41,7 @@ REQUEST_ID = web.RequestKey("request_id", str)
 ENDPOINT = web.RequestKey("endpoint", object)
 PRINCIPAL = web.RequestKey("principal", object)
 RATE_QUOTA = web.RequestKey("rate_quota", object)
+# the rate-limit key a request is counted under, the count under way, and whether it was admitted
+RATE_KEY = web.RequestKey("rate_key", str)
+RATE_DECISION: web.RequestKey[asyncio.Future[Any]] = web.RequestKey("rate_decision")
+RATE_ADMITTED = web.RequestKey("rate_admitted", bool)

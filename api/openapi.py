@@ -8,6 +8,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from api.endpoint import ENDPOINTS
+from api.headers import TEAM_HEADER
 from api.spec import EndpointSpec
 from schemas.errors import (
     DomainError,
@@ -33,6 +34,8 @@ def _models() -> list[tuple[type[BaseModel], JsonSchemaMode]]:
             seen[(spec.body, "validation")] = None
         if spec.response is not None:
             seen[(spec.response, "serialization")] = None
+        if spec.error_body is not None:
+            seen[(spec.error_body, "serialization")] = None
     return [(model, mode) for model, mode in seen]  # type: ignore[misc]
 
 
@@ -55,7 +58,8 @@ def _parameters(model: type[BaseModel] | None, where: Literal["query", "path"]) 
 
 def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
     implied: list[type[DomainError]] = [InternalError, RateLimited]
-    if spec.body is not None or spec.query is not None or spec.path_params is not None:
+    # a malformed declared header (the team header must be a uuid) is a 400 too
+    if spec.body or spec.query or spec.path_params or spec.headers:
         implied.append(ValidationFailed)
     if spec.body is not None and not spec.manual_body:
         implied += [UnsupportedMediaType, PayloadTooLarge]
@@ -80,16 +84,33 @@ def _responses(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
         }
     else:
         responses[str(spec.status)] = {"description": "OK"}
+    for status, when in spec.also:
+        responses[str(status)] = {**responses[str(spec.status)], "description": when}
     problem = {"application/problem+json": {"schema": refs[(Problem, "serialization")]}}
     by_status: dict[int, list[str]] = {}
     for error in _errors(spec):
         by_status.setdefault(error.status, []).append(f"`{error.code}`: {error.title}")
     for status, lines in sorted(by_status.items()):
+        # a status the handler also answers with its own body (readiness' 503) keeps both
+        own = responses.get(str(status), {"description": "", "content": {}})
         responses[str(status)] = {
-            "description": "; ".join(dict.fromkeys(lines)),
-            "content": problem,
+            "description": "; ".join(d for d in dict.fromkeys([own["description"], *lines]) if d),
+            "content": {**own["content"], **problem},
         }
+    if spec.error_body is not None:
+        body = {"application/json": {"schema": refs[(spec.error_body, "serialization")]}}
+        title = (spec.error_body.__doc__ or "Error").strip().split("\n")[0]
+        for status in spec.error_statuses:
+            known = responses.get(str(status), {"description": title, "content": {}})
+            content = {**known["content"], **body}
+            responses[str(status)] = {"description": known["description"], "content": content}
     return responses
+
+
+def _header_schema(name: str) -> dict[str, Any]:
+    if name.lower() == TEAM_HEADER:
+        return {"type": "string", "format": "uuid"}
+    return {"type": "string"}
 
 
 def _operation(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
@@ -101,7 +122,7 @@ def _operation(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
     }
     parameters = _parameters(spec.path_params, "path") + _parameters(spec.query, "query")
     parameters += [
-        {"name": name, "in": "header", "required": False, "schema": {"type": "string"}}
+        {"name": name, "in": "header", "required": False, "schema": _header_schema(name)}
         for name in spec.headers
     ]
     if parameters:

@@ -25,6 +25,11 @@ class EndpointSpec:
     summary: str
     tag: str
     status: int = 200
+    # Other statuses the handler answers with the same body, each with when: `((202, "..."),)`
+    also: tuple[tuple[int, str], ...] = ()
+    # Error statuses answered with this JSON body instead of a problem (RFC 6749 token errors)
+    error_body: type[BaseModel] | None = None
+    error_statuses: tuple[int, ...] = ()
     body: type[BaseModel] | None = None
     body_form: bool = False
     # The handler parses the body itself (the token endpoint answers RFC 6749 errors, not problems)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
@@ -78,10 +79,18 @@ async def _rollback_if_open(conn: asyncpg.Connection) -> None:
 
 
 async def create_pool(
-    dsn: str, *, read_only: bool, min_size: int = 2, max_size: int = 10
+    dsn: str,
+    *,
+    read_only: bool,
+    min_size: int = 2,
+    max_size: int = 10,
+    application_name: str | None = None,
+    session: Mapping[str, str] | None = None,
 ) -> asyncpg.Pool:
-    """The API pool is read-only (`default_transaction_read_only`): it cannot write by accident."""
-    server_settings = {"application_name": "cairn-api" if read_only else "cairn-worker"}
+    """The API pool is read-only (`default_transaction_read_only`): it cannot write by accident.
+    `session`: more settings of every connection (`synchronous_commit`, ...)."""
+    default_name = "cairn-api" if read_only else "cairn-worker"
+    server_settings = {"application_name": application_name or default_name, **(session or {})}
     if read_only:
         server_settings["default_transaction_read_only"] = "on"
     pool = await asyncpg.create_pool(

@@ -6,14 +6,53 @@ external Postgres, a Temporal cluster and any S3 endpoint.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AfterValidator, AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas import limits
 from schemas.queues import embedding_queue_for
+
+_PERIOD_SEC = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60}
+_PERIOD_SEC |= {"h": 3600, "hour": 3600, "d": 86400, "day": 86400}
+_RATE = re.compile(r"^\s*([1-9][0-9]*)\s*/\s*([1-9][0-9]*)?\s*([a-z]+?)s?\s*$")
+
+
+class Rate(NamedTuple):
+    """A bucket's rate: at most `limit` requests per `period_sec` (a burst of `limit`)."""
+
+    limit: int
+    period_sec: int
+
+    @classmethod
+    def parse(cls, text: str) -> Rate:
+        """`N/period`, the period a unit (`s`, `minute`, `hour`, `day`, ...) with an optional
+        count before it: `30/minute`, `30/min`, `5/30s`, `1000/day`."""
+        match = _RATE.match(text.lower())
+        if match is None or match.group(3) not in _PERIOD_SEC:
+            raise ValueError(f"a rate is N/period (30/minute, 5/30s, 1000/day), not {text!r}")
+        count = int(match.group(2) or 1)
+        return cls(limit=int(match.group(1)), period_sec=count * _PERIOD_SEC[match.group(3)])
+
+
+def _checked_rate(text: str) -> str:
+    Rate.parse(text)
+    return text
+
+
+# a bucket's setting stays the text it was given (pydantic-settings would JSON-decode a tuple)
+RateSetting = Annotated[str, AfterValidator(_checked_rate)]
+
+
+def _rate(bucket: str, applies_to: str) -> Any:
+    """The setting of one bucket, its default the reference value (per minute)."""
+    return Field(
+        default=f"{limits.RATE_LIMITS_PER_MINUTE[bucket]}/minute",
+        description=f"Rate limit of the `{bucket}` bucket ({applies_to}): N/period.",
+    )
 
 
 class Settings(BaseSettings):
@@ -31,7 +70,7 @@ class Settings(BaseSettings):
         le=64,
         description=(
             "`cairn api` serves from this many processes sharing the port (SO_REUSEPORT); one "
-            "Python process uses one core. Rate limits are counted per process."
+            "Python process uses one core. Rate limits are shared by all of them (Postgres)."
         ),
     )
 
@@ -96,7 +135,24 @@ class Settings(BaseSettings):
     )
 
     data_dir: Path = Path(".cairn")
-    rate_limit_enabled: bool = True
+    rate_limit_enabled: bool = Field(
+        default=True,
+        description="Per-identity rate limits, shared by every API process (429 + Retry-After).",
+    )
+    # one setting per bucket, `N/period` (`30/minute`, `600/hour`, `5/30s`): schemas/limits.py
+    rate_limit_global_auth: RateSetting = _rate("global_auth", "every authenticated request")
+    rate_limit_global_anon: RateSetting = _rate("global_anon", "anonymous requests, per address")
+    rate_limit_global_read: RateSetting = _rate("global_read", "authenticated GETs")
+    rate_limit_search: RateSetting = _rate("search", "POST /diary/search (it embeds the query)")
+    rate_limit_signing: RateSetting = _rate("signing", "signing requests created")
+    rate_limit_agent_key: RateSetting = _rate("agent_key", "agent-key create, rotate and revoke")
+    rate_limit_recovery: RateSetting = _rate("recovery", "/recovery/*")
+    rate_limit_registration: RateSetting = _rate("registration", "/auth/register")
+    rate_limit_vouch: RateSetting = _rate("vouch", "POST /vouch")
+    rate_limit_public_verify: RateSetting = _rate("public_verify", "public signature checks")
+    rate_limit_public_search: RateSetting = _rate("public_search", "public feed search")
+    rate_limit_readiness: RateSetting = _rate("readiness", "/health/ready")
+    rate_limit_artifact_upload: RateSetting = _rate("artifact_upload", "artifact upload and stage")
     access_token_ttl_sec: int = limits.ACCESS_TOKEN_TTL_SEC
     otel_service_name: str = "cairn"
     task_artifact_orphan_grace_sec: int = Field(
@@ -110,6 +166,15 @@ class Settings(BaseSettings):
         ),
         description="Staged artifacts no task binds are swept after this many seconds.",
     )
+
+    @property
+    def rate_limits(self) -> dict[str, Rate]:
+        """Every bucket's rate, from its `SERVICE_RATE_LIMIT_<BUCKET>` setting."""
+        return {
+            name.removeprefix("rate_limit_"): Rate.parse(getattr(self, name))
+            for name in type(self).model_fields
+            if name.startswith("rate_limit_") and name != "rate_limit_enabled"
+        }
 
     @property
     def embedding_task_queue(self) -> str:

@@ -91,7 +91,7 @@ class TaskArtifactsPath(RequestBody):
 
 class AttemptArtifactsPath(RequestBody):
     id: UUID
-    n: int = Field(ge=1)
+    n: int = Field(ge=1, le=limits.SQL_INT_MAX)
 
 
 class TaskArtifactContentPath(RequestBody):
@@ -101,7 +101,7 @@ class TaskArtifactContentPath(RequestBody):
 
 class AttemptArtifactContentPath(RequestBody):
     id: UUID
-    n: int = Field(ge=1)
+    n: int = Field(ge=1, le=limits.SQL_INT_MAX)
     cid: Cid
 
 

@@ -234,18 +234,27 @@ ARTIFACTS_PAGE: Final = PageSize(50, 100)
 AGENT_KEYS_PAGE: Final = PageSize(20, 100)
 SIGNING_REQUESTS_PAGE: Final = PageSize(20, 100)
 
+# --- numbers a path or query carries into SQL: a Postgres `integer` at most (a larger one is a 400,
+# not an overflow): attempt numbers, message sequence numbers, page offsets
+SQL_INT_MAX: Final = 2**31 - 1
+
 # --- outages: a 503 (a dependency cannot answer right now) tells the client when to retry ------
 UNAVAILABLE_RETRY_AFTER_SEC: Final = 2
 
 # --- rate limits: requests per identity (else client IP) per minute (reference buckets) ---------
-RATE_LIMIT_WINDOW_SEC: Final = MINUTE_SEC
+# Defaults of the `SERVICE_RATE_LIMIT_<BUCKET>` settings; shared by every API process.
+# how often each API process deletes rate-limit rows that ran out, and at most how many at once
+RATE_LIMIT_SWEEP_EVERY_SEC: Final = MINUTE_SEC
+RATE_LIMIT_SWEEP_BATCH: Final = 5_000
 RATE_LIMITS_PER_MINUTE: Final[Mapping[str, int]] = MappingProxyType(
     {
         "global_auth": 100,  # every authenticated request
         "global_anon": 30,  # every anonymous request
         "global_read": 150,  # authenticated GETs
         "search": 20,  # POST /diary/search (it embeds the query)
-        "signing": 5,  # signing-request writes
+        # signing requests created (not the /sign calls): a signed diary's writer needs one per
+        # entry and must sustain 30 entries a minute (DECISIONS "Operations")
+        "signing": 30,
         "agent_key": 5,  # agent-key create / rotate / revoke
         "recovery": 5,  # /recovery/*
         "registration": 5,  # /auth/register
@@ -254,10 +263,12 @@ RATE_LIMITS_PER_MINUTE: Final[Mapping[str, int]] = MappingProxyType(
         "public_search": 15,  # public feed search
         "readiness": 12,  # /health/ready
         "artifact_upload": 20,  # artifact upload and stage
-        "pre_auth_ip": 300,  # per IP, before credentials are resolved
+        "pre_auth_ip": 300,  # per IP, before credentials are resolved (not applied yet)
         "connector": 6000,  # the MCP server's back channel, for all its humans together
     }
 )
+# Buckets that count what requests create: a request that fails gives its place back.
+RATE_BUCKETS_COUNTING_CREATED: Final = frozenset({"signing"})
 
 # --- the interactive apps (spec 4.7): the diary map -------------------------------------------
 ENTRY_MAP_MAX_ENTRIES: Final = 10_000  # the newest entries a map lays out and keeps interactive

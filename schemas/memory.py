@@ -181,7 +181,7 @@ class DiaryEntryPath(RequestBody):
 
 class EntryListQuery(RequestBody):
     limit: int = Field(default=limits.ENTRIES_PAGE.default, ge=1, le=limits.ENTRIES_PAGE.max)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=limits.SQL_INT_MAX)
     tags: str | None = Field(default=None, description="Comma-separated; entries carry all")
     excludeTags: str | None = Field(default=None, description="Comma-separated; none of these")
     entryType: EntryType | None = None
@@ -312,7 +312,7 @@ class RelationListQuery(RequestBody):
     status: RelationStatus | None = None
     direction: Literal["as_source", "as_target", "both"] = "both"
     limit: int = Field(default=limits.RELATIONS_PAGE.default, ge=1, le=limits.RELATIONS_PAGE.max)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=limits.SQL_INT_MAX)
 
 
 class Relation(ResponseBody):

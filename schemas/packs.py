@@ -130,7 +130,7 @@ class PackGetQuery(RequestBody):
 
 class PackListQuery(RequestBody):
     limit: int = Field(default=limits.PACKS_PAGE.default, ge=1, le=limits.PACKS_PAGE.max)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=limits.SQL_INT_MAX)
     expand: Literal["entries"] | None = None
 
 
@@ -178,7 +178,7 @@ class RenderRequest(RequestBody):
 
 class RenderedListQuery(RequestBody):
     limit: int = Field(default=limits.PACKS_PAGE.default, ge=1, le=limits.PACKS_PAGE.max)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=limits.SQL_INT_MAX)
     sourcePackId: UUID | None = None
     renderMethod: RenderMethod | None = None
 

@@ -89,7 +89,7 @@ class SigningRequestListQuery(RequestBody):
     limit: int = Field(
         default=limits.SIGNING_REQUESTS_PAGE.default, ge=1, le=limits.SIGNING_REQUESTS_PAGE.max
     )
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=limits.SQL_INT_MAX)
 
 
 class VerifyRequest(RequestBody):

@@ -369,7 +369,7 @@ class TaskPath(RequestBody):
 
 class AttemptPath(RequestBody):
     id: UUID
-    n: int = Field(ge=1)
+    n: int = Field(ge=1, le=limits.SQL_INT_MAX)
 
 
 # --- grants ---------------------------------------------------------------------------------
@@ -457,7 +457,7 @@ class TaskMessageList(ResponseBody):
 
 
 class MessagesQuery(RequestBody):
-    afterSeq: int = Field(default=0, ge=0, description="exclusive")
+    afterSeq: int = Field(default=0, ge=0, le=limits.SQL_INT_MAX, description="exclusive")
     limit: int = Field(
         default=limits.TASK_MESSAGES_PAGE.default, ge=1, le=limits.TASK_MESSAGES_PAGE.max
     )

@@ -188,7 +188,7 @@ async def get_own_signing_request(
     path_params=SigningRequestPath,
     response=SignOutcome,
     scopes=SIGN_SCOPE,
-    rate_bucket="signing",
+    # the signing bucket counts the requests created, not the signatures sent to them
     errors=(Forbidden, NotFound, Conflict, ServiceUnavailable),
 )
 async def sign_signing_request(

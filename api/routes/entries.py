@@ -323,6 +323,7 @@ async def _delete(request: web.Request, entry_ids: list[UUID]) -> list[UUID]:
     "/entries/{entryId}/relations",
     tag=TAG,
     status=201,
+    also=((200, "The same relation again: the existing one"),),
     path_params=EntryPath,
     body=RelationCreateRequest,
     response=Relation,

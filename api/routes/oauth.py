@@ -18,7 +18,7 @@ from api.endpoint import Parsed, endpoint
 from infra.repos import identity_reads
 from schemas.base import RequestBody
 from schemas.errors import Forbidden, Unauthorized, ValidationFailed, VoucherRejected
-from schemas.identity import TokenRequest, TokenResponse
+from schemas.identity import OAuthError, TokenRequest, TokenResponse
 from schemas.kernel.crypto import parse_public_key
 
 routes = web.RouteTableDef()
@@ -28,7 +28,8 @@ HOOK_SECRET_HEADER = "X-Hook-Secret"
 
 def oauth_error(status: int, error: str, description: str) -> web.Response:
     """RFC 6749 section 5.2: token endpoint errors are plain JSON, never problems."""
-    response = web.json_response({"error": error, "error_description": description}, status=status)
+    body = OAuthError(error=error, error_description=description).model_dump()
+    response = web.json_response(body, status=status)
     response.headers["Cache-Control"] = "no-store"
     if status == 401:
         response.headers["WWW-Authenticate"] = 'Basic realm="cairn"'
@@ -69,6 +70,8 @@ def _basic_credentials(request: web.Request) -> tuple[str, str] | None:
     body_form=True,
     manual_body=True,
     response=TokenResponse,
+    error_body=OAuthError,
+    error_statuses=(400, 401),
     auth="none",
 )
 async def token(request: web.Request, parsed: Parsed) -> web.Response:
@@ -140,7 +143,7 @@ class TokenExchangeHook(RequestBody):
     tag="hooks",
     body=TokenExchangeHook,
     auth="none",
-    errors=(Forbidden,),
+    errors=(Forbidden, Unauthorized),
 )
 async def token_exchange_hook(
     request: web.Request, parsed: Parsed[TokenExchangeHook]
@@ -180,7 +183,7 @@ def _hook_traits(body: IdentityHook) -> dict[str, Any]:
     tag="hooks",
     body=IdentityHook,
     auth="none",
-    errors=(Forbidden,),
+    errors=(Forbidden, Unauthorized),
 )
 async def after_registration_hook(
     request: web.Request, parsed: Parsed[IdentityHook]
@@ -208,7 +211,7 @@ async def after_registration_hook(
     tag="hooks",
     body=IdentityHook,
     auth="none",
-    errors=(Forbidden,),
+    errors=(Forbidden, Unauthorized),
 )
 async def after_settings_hook(request: web.Request, parsed: Parsed[IdentityHook]) -> dict[str, Any]:
     """An agent's public key is its identity: a settings change may not replace it."""

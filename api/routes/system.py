@@ -51,6 +51,7 @@ async def _check(name: str, probe: Any) -> tuple[str, str]:
     "/health/ready",
     tag=TAG,
     response=Readiness,
+    also=((503, "Degraded: a check failed (`checks` names it)"),),
     auth="none",
     rate_bucket="readiness",
     errors=(ServiceUnavailable,),

@@ -299,6 +299,7 @@ async def list_teams(request: web.Request, parsed: Parsed) -> TeamList:
     "/teams",
     tag=TAG,
     status=201,
+    also=((202, "Founding: the team waits for every founding member to accept"),),
     body=CreateTeamRequest,
     response=Team,
     errors=(Conflict,),

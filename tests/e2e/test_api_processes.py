@@ -1,4 +1,5 @@
-"""`cairn api --processes 2`: two processes serve one port, and none outlives its parent."""
+"""`cairn api --processes 2`: two processes serve one port, none outlives its parent, and they
+count rate limits in one shared state."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import base64
 import signal
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
@@ -34,10 +36,18 @@ def listeners(process: psutil.Process, port: int) -> list[int]:
 
 @pytest.fixture
 async def api_pair(stack: Any) -> AsyncIterator[tuple[asyncio.subprocess.Process, int]]:
+    async with two_processes(stack, {}) as pair:
+        yield pair
+
+
+@asynccontextmanager
+async def two_processes(
+    stack: Any, settings: dict[str, str]
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, int]]:
     port = free_port()
     process = await asyncio.create_subprocess_exec(
         *[sys.executable, "-m", "cairn", "api", "--processes", "2"],
-        env=service_env(stack.settings, port),
+        env=service_env(stack.settings, port) | settings,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
@@ -89,3 +99,22 @@ async def test_the_children_stop_when_the_parent_is_killed(stack: Any, api_pair:
     await process.wait()
     _, alive = await asyncio.to_thread(psutil.wait_procs, serving, timeout=10)
     assert alive == []
+
+
+async def test_two_processes_count_in_one_shared_limit(stack: Any) -> None:
+    """Per process, five a window each would admit up to ten of these twelve calls; shared, the
+    five places go once, in order, whichever process takes each call."""
+    limited = {"SERVICE_RATE_LIMIT_ENABLED": "true", "SERVICE_RATE_LIMIT_RECOVERY": "5/hour"}
+    async with two_processes(stack, limited) as (_, port):
+        statuses, remaining = [], []
+        connector = aiohttp.TCPConnector(force_close=True)  # a new connection per call
+        async with aiohttp.ClientSession(connector=connector) as http:
+            for _ in range(12):
+                async with http.post(
+                    f"http://127.0.0.1:{port}/recovery/challenge", json={"publicKey": "nope"}
+                ) as response:
+                    statuses.append(response.status)
+                    remaining.append(response.headers["x-ratelimit-remaining"])
+    assert statuses.count(429) == 7, statuses
+    admitted = [left for status, left in zip(statuses, remaining, strict=True) if status != 429]
+    assert admitted == ["4", "3", "2", "1", "0"]

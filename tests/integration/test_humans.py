@@ -111,8 +111,11 @@ async def test_duplicate_email_in_other_case_is_409(stack, http) -> None:
         ({"email": "x@example.org", "password": "a" * 11}, "/password"),
         ({"email": "not-an-email", "password": PASSWORD}, "/email"),
         ({"email": "x@example.org", "password": PASSWORD, "admin": True}, "/admin"),
+        # found by schemathesis: a NUL reached Postgres and made a 500
+        ({"email": "x\u0000y@example.org", "password": PASSWORD}, "/email"),
+        ({"email": "x@exa\u001fmple.org", "password": PASSWORD}, "/email"),
     ],
-    ids=["short-password", "eleven-chars", "bad-email", "unknown-field"],
+    ids=["short-password", "eleven-chars", "bad-email", "unknown-field", "nul", "control"],
 )
 async def test_invalid_registration_is_400(stack, http, body: dict[str, Any], pointer: str) -> None:
     status, headers, problem = await post(http, "/self-service/registration", body)

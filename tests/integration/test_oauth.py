@@ -183,6 +183,20 @@ async def test_wrong_secret_is_401_invalid_client_in_rfc6749_json(
     assert "WWW-Authenticate" in response_headers
 
 
+async def test_the_document_gives_the_token_errors_their_rfc6749_body(stack, http) -> None:
+    """Found by schemathesis: the token endpoint's 400 and 401 were documented as problems."""
+    async with http.get("/openapi.json") as response:
+        document = await response.json()
+    responses = document["paths"]["/oauth2/token"]["post"]["responses"]
+    for status in ("400", "401"):
+        schema = responses[status]["content"]["application/json"]["schema"]
+        assert schema == {"$ref": "#/components/schemas/OAuthError"}, status
+    assert document["components"]["schemas"]["OAuthError"]["required"] == [
+        "error",
+        "error_description",
+    ]
+
+
 async def test_unknown_client_is_401_invalid_client(stack, http, agent) -> None:
     status, _, body = await token_call(
         http,

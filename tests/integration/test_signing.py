@@ -342,6 +342,16 @@ async def test_list_pages_and_filters_the_callers_requests(actors) -> None:
     assert pending["total"] == 3
 
 
+@pytest.mark.parametrize("offset", [2**31, 10**20])
+async def test_an_offset_beyond_a_postgres_integer_is_400(actors, offset: int) -> None:
+    """A page offset goes into SQL: past an integer it is refused, not an overflow (500)."""
+    agent = await actors.agent()
+    status, problem = await agent.call("GET", PATH, params={"offset": str(offset)})
+    assert status == 400 and problem["errors"][0]["pointer"] == "/query/offset", problem
+    status, page = await agent.call("GET", PATH, params={"offset": str(2**31 - 1)})
+    assert status == 200 and page["items"] == [], page
+
+
 @pytest.mark.parametrize(
     "params",
     [

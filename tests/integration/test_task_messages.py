@@ -225,6 +225,27 @@ async def test_unknown_attempts_and_tasks_are_404(crew: Crew) -> None:
     assert status == 404 and body["code"] == "attempt-not-found"
 
 
+@pytest.mark.parametrize("n", [2**31, 10**30])
+async def test_an_attempt_number_beyond_a_postgres_integer_is_400_not_500(
+    crew: Crew, n: int
+) -> None:
+    """Found by schemathesis: the path's `n` went into SQL and overflowed (500)."""
+    task_id = await running_task(crew)
+    for method, path, body in [
+        ("POST", f"/tasks/{task_id}/attempts/{n}/messages", {"kind": "log", "payload": 1}),
+        ("GET", f"/tasks/{task_id}/attempts/{n}/messages", None),
+        ("POST", f"/tasks/{task_id}/attempts/{n}/abort", {}),
+        ("POST", f"/tasks/{task_id}/attempts/{n}/fail", {"error": {"message": "x", "code": "x"}}),
+    ]:
+        status, problem = await crew.executor.call(method, path, json=body)
+        assert status == 400 and problem["code"] == "validation-failed", (method, problem)
+        assert "/path/n" in {e["pointer"] for e in problem["errors"]}, (method, problem)
+    status, problem = await crew.owner.call(
+        "GET", f"/tasks/{task_id}/attempts/1/messages", params={"afterSeq": str(n)}
+    )
+    assert status == 400 and problem["errors"][0]["pointer"] == "/query/afterSeq", problem
+
+
 async def test_appending_needs_task_execute(crew: Crew, db_pool: Any) -> None:
     task_id = await running(crew)
     form = {

@@ -1,119 +1,121 @@
-"""The per-identity fixed-window rate limiter, with an injected clock (no I/O)."""
+"""The rate limiter's arithmetic (GCRA quotas and waits) and its per-bucket settings, no I/O.
+
+The shared state and the statement that moves it are tested on real Postgres in
+tests/integration/test_rate_limits.py.
+"""
 
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
-from api.ratelimit import RateLimiter
-from schemas.errors import RateLimited
-from schemas.limits import RATE_LIMIT_WINDOW_SEC as WINDOW_SEC
-from schemas.limits import RATE_LIMITS_PER_MINUTE
+import api.app  # noqa: F401  (registers every route)
+from api.auth import GLOBAL_ANON_BUCKET, GLOBAL_AUTH_BUCKET, GLOBAL_READ_BUCKET
+from api.endpoint import ENDPOINTS
+from api.ratelimit import emission_us, quota_of, retry_after_sec
+from infra.settings import Rate, Settings
+from schemas.limits import RATE_BUCKETS_COUNTING_CREATED, RATE_LIMITS_PER_MINUTE
 
-T0 = 1000.0
-
-
-def limiter(limit: int = 3, *, enabled: bool = True) -> RateLimiter:
-    return RateLimiter({"bucket": limit, "other": limit}, enabled=enabled)
-
-
-def test_admits_up_to_the_limit_then_refuses() -> None:
-    rl = limiter(3)
-    quotas = [rl.hit("agent:a", "bucket", now=T0 + i) for i in range(3)]
-    assert [q.remaining for q in quotas] == [2, 1, 0]
-    assert all(q.limit == 3 for q in quotas)
-    with pytest.raises(RateLimited):
-        rl.hit("agent:a", "bucket", now=T0 + 3)
+US = 1_000_000
+NOW = 1_700_000_000 * US
+PER_MINUTE = Rate(limit=5, period_sec=60)
 
 
-def test_a_refused_request_is_not_counted() -> None:
-    rl = limiter(1)
-    rl.hit("k", "bucket", now=T0)
-    for i in range(5):
-        with pytest.raises(RateLimited):
-            rl.hit("k", "bucket", now=T0 + 1 + i)
-    assert rl.hit("k", "bucket", now=T0 + WINDOW_SEC).remaining == 0
+def test_a_fresh_bucket_has_every_place_but_the_one_taken() -> None:
+    quota = quota_of(PER_MINUTE, NOW + emission_us(PER_MINUTE), NOW)
+    assert (quota.limit, quota.remaining, quota.reset_sec) == (5, 4, 12)
 
 
-def test_the_window_resets_after_a_minute() -> None:
-    rl = limiter(2)
-    rl.hit("k", "bucket", now=T0)
-    rl.hit("k", "bucket", now=T0 + 30)
-    with pytest.raises(RateLimited):
-        rl.hit("k", "bucket", now=T0 + WINDOW_SEC - 0.001)
-    quota = rl.hit("k", "bucket", now=T0 + WINDOW_SEC)
-    assert quota.remaining == 1
-    assert quota.reset_sec == 60
+def test_places_come_back_one_emission_at_a_time() -> None:
+    full = NOW + 60 * US  # five places taken at NOW
+    assert quota_of(PER_MINUTE, full, NOW).remaining == 0
+    assert quota_of(PER_MINUTE, full, NOW + 12 * US - 1).remaining == 0
+    assert quota_of(PER_MINUTE, full, NOW + 12 * US).remaining == 1
+    assert quota_of(PER_MINUTE, full, NOW + 60 * US).remaining == 5
+    assert quota_of(PER_MINUTE, full, NOW + 600 * US).remaining == 5
 
 
-def test_reset_counts_down_within_the_window() -> None:
-    rl = limiter(10)
-    assert rl.hit("k", "bucket", now=T0).reset_sec == 60
-    assert rl.hit("k", "bucket", now=T0 + 20.5).reset_sec == 40
-    assert rl.hit("k", "bucket", now=T0 + 59.2).reset_sec == 1
+def test_reset_is_the_time_until_the_bucket_is_full() -> None:
+    assert quota_of(PER_MINUTE, NOW + 60 * US, NOW).reset_sec == 60
+    assert quota_of(PER_MINUTE, NOW + 60 * US, NOW + 30 * US + 1).reset_sec == 30
+    assert quota_of(PER_MINUTE, NOW, NOW + US).reset_sec == 0
 
 
-def test_keys_are_isolated() -> None:
-    rl = limiter(1)
-    rl.hit("agent:a", "bucket", now=T0)
-    with pytest.raises(RateLimited):
-        rl.hit("agent:a", "bucket", now=T0)
-    assert rl.hit("agent:b", "bucket", now=T0).remaining == 0
-    assert rl.hit("ip:127.0.0.1", "bucket", now=T0).remaining == 0
+def test_a_refused_caller_waits_until_the_next_place() -> None:
+    full = NOW + 60 * US
+    assert retry_after_sec(PER_MINUTE, full, NOW) == 12
+    assert retry_after_sec(PER_MINUTE, full, NOW + 11 * US + 1) == 1
+    # never 0: a refused caller always waits
+    assert retry_after_sec(PER_MINUTE, full, NOW + 12 * US) == 1
 
 
-def test_buckets_are_isolated() -> None:
-    rl = limiter(1)
-    rl.hit("k", "bucket", now=T0)
-    assert rl.hit("k", "other", now=T0).remaining == 0
+def test_the_emission_rounds_down_so_limit_places_fit_the_period() -> None:
+    rate = Rate(limit=7, period_sec=60)
+    assert emission_us(rate) * 7 <= 60 * US
+    assert quota_of(rate, NOW + 7 * emission_us(rate), NOW).remaining == 0
+    assert quota_of(rate, NOW + 6 * emission_us(rate), NOW).remaining == 1
 
 
-def test_the_429_carries_retry_after() -> None:
-    rl = limiter(1)
-    rl.hit("k", "bucket", now=T0)
-    with pytest.raises(RateLimited) as refused:
-        rl.hit("k", "bucket", now=T0 + 15)
-    error = refused.value
-    assert error.status == 429
-    assert error.extensions["retryAfter"] == 45
-    problem = error.to_problem()
-    assert problem.status == 429
-    assert problem.code == "rate-limit-exceeded"
-    assert problem.retryAfter == 45
-    assert "bucket" in (problem.detail or "")
+def test_a_limit_finer_than_a_microsecond_counts_one_a_microsecond() -> None:
+    rate = Rate(limit=100_000_000, period_sec=60)
+    assert emission_us(rate) == 1
+    assert quota_of(rate, NOW + 1, NOW).remaining == 60 * US - 1
+    assert quota_of(rate, NOW + 60 * US, NOW).remaining == 0
 
 
-def test_retry_after_is_at_least_one_second() -> None:
-    rl = limiter(1)
-    rl.hit("k", "bucket", now=T0)
-    with pytest.raises(RateLimited) as refused:
-        rl.hit("k", "bucket", now=T0 + WINDOW_SEC - 0.01)
-    assert refused.value.extensions["retryAfter"] >= 1
+@pytest.mark.parametrize(
+    ("text", "rate"),
+    [
+        ("30/minute", Rate(30, 60)),
+        ("30/min", Rate(30, 60)),
+        ("5/30s", Rate(5, 30)),
+        ("5/30 seconds", Rate(5, 30)),
+        ("600/hour", Rate(600, 3600)),
+        ("1000/day", Rate(1000, 86400)),
+        (" 2 / 10 sec ", Rate(2, 10)),
+    ],
+)
+def test_a_rate_is_n_per_period(text: str, rate: Rate) -> None:
+    assert Rate.parse(text) == rate
 
 
-def test_disabled_limiter_counts_but_never_refuses() -> None:
-    rl = limiter(2, enabled=False)
-    quotas = [rl.hit("k", "bucket", now=T0) for _ in range(10)]
-    assert quotas[-1].remaining == 0
+@pytest.mark.parametrize("text", ["0/minute", "30", "30/week", "-1/min", "30/0s", "many/min"])
+def test_a_malformed_rate_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="N/period"):
+        Rate.parse(text)
 
 
-def test_unknown_bucket_is_a_programming_error() -> None:
-    with pytest.raises(KeyError):
-        limiter().hit("k", "no-such-bucket", now=T0)
+def test_each_bucket_reads_its_own_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVICE_RATE_LIMIT_SIGNING", "90/minute")
+    monkeypatch.setenv("SERVICE_RATE_LIMIT_SEARCH", "3/10s")
+    rates = Settings().rate_limits
+    assert rates["signing"] == Rate(90, 60)
+    assert rates["search"] == Rate(3, 10)
+    assert rates["recovery"] == Rate(RATE_LIMITS_PER_MINUTE["recovery"], 60)
 
 
-def test_default_limits_are_the_reference_buckets() -> None:
-    rl = RateLimiter()
-    assert rl.limit_of("recovery") == 5
-    assert rl.limit_of("registration") == 5
-    assert rl.limit_of("global_anon") == RATE_LIMITS_PER_MINUTE["global_anon"]
+def test_a_malformed_setting_stops_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVICE_RATE_LIMIT_SIGNING", "30 per minute")
+    with pytest.raises(ValidationError, match="N/period"):
+        Settings()
 
 
-def test_expired_windows_are_evicted_when_the_table_is_full(monkeypatch) -> None:
-    import api.ratelimit as ratelimit
+def test_every_bucket_in_use_has_a_setting() -> None:
+    used = {spec.rate_bucket for spec in ENDPOINTS if spec.rate_bucket}
+    used |= {GLOBAL_ANON_BUCKET, GLOBAL_AUTH_BUCKET, GLOBAL_READ_BUCKET}
+    assert used <= set(Settings().rate_limits)
+    assert used >= RATE_BUCKETS_COUNTING_CREATED
 
-    monkeypatch.setattr(ratelimit, "_MAX_TRACKED", 3)
-    rl = limiter(1)
-    for i in range(5):
-        rl.hit(f"key-{i}", "bucket", now=T0)
-    rl.hit("late", "bucket", now=T0 + WINDOW_SEC + 1)
-    assert len(rl._windows) == 1
+
+def test_the_signing_bucket_counts_creations_not_signatures() -> None:
+    signing = {(s.method, s.path) for s in ENDPOINTS if s.rate_bucket == "signing"}
+    assert signing == {("POST", "/crypto/signing-requests")}
+
+
+def test_the_defaults_let_a_signed_diary_writer_keep_30_entries_a_minute() -> None:
+    """Each signed entry is three authenticated writes (create the signing request, sign it,
+    create the entry) and one signing request: the defaults admit 30 a minute of each."""
+    rates = Settings().rate_limits
+    per_minute = {b: rate.limit * 60 / rate.period_sec for b, rate in rates.items()}
+    assert per_minute["signing"] >= 30
+    assert per_minute["global_auth"] >= 3 * 30

@@ -1,0 +1,261 @@
+"""Rate limits on the real stack (DECISIONS "Operations"): per identity in shared Postgres state,
+one setting per bucket, 429 with `Retry-After` past a limit, and a signing bucket that counts the
+signing requests created so that a signed diary's writer keeps 30 entries a minute.
+
+Each app here runs with limits on and a clock the test moves, so a minute passes at once. Agents
+are registered on the stack's own app (limits off) and call the limited app with their token.
+(Two API processes sharing one limit: tests/e2e/test_api_processes.py.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+import pytest
+from actors import Actor, new_diary
+from aiohttp import web
+
+from api.app import Deps, create_app
+from infra.devstack import free_port
+from schemas.kernel.cids import entry_cid
+from schemas.limits import RATE_LIMITS_PER_MINUTE
+
+PROBLEM_JSON = "application/problem+json"
+SIGNING = RATE_LIMITS_PER_MINUTE["signing"]
+
+
+class Clock:
+    """The limiters' clock: seconds since the epoch, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1_900_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture(scope="module")
+def clock() -> Clock:
+    return Clock()
+
+
+@asynccontextmanager
+async def limited_app(stack: Any, clock: Clock, **settings: Any) -> AsyncIterator[str]:
+    """An app of the stack with limits on (and any rate settings), on a port of its own."""
+    port = free_port()
+    update = {"rate_limit_enabled": True, "api_port": port, **settings}
+    app = create_app(stack.settings.model_copy(update=update), deps=Deps(rate_clock=clock))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture(scope="module")
+async def defaults(stack: Any, clock: Clock) -> AsyncIterator[aiohttp.ClientSession]:
+    """A session on an app with the default rates."""
+    async with (
+        limited_app(stack, clock) as base_url,
+        aiohttp.ClientSession(base_url=base_url) as http,
+    ):
+        yield http
+
+
+@pytest.fixture(scope="module")
+async def tuned(stack: Any, clock: Clock) -> AsyncIterator[aiohttp.ClientSession]:
+    """A session on an app whose settings narrow two buckets."""
+    overrides = {"rate_limit_signing": "2/minute", "rate_limit_global_read": "3/30s"}
+    async with (
+        limited_app(stack, clock, **overrides) as base_url,
+        aiohttp.ClientSession(base_url=base_url) as http,
+    ):
+        yield http
+
+
+async def agent_on(actors: Any, http: aiohttp.ClientSession) -> Actor:
+    """A fresh agent (its own limits) that calls the app behind `http`."""
+    agent: Actor = await actors.agent()
+    return dataclasses.replace(agent, http=http)
+
+
+async def call(actor: Actor, method: str, path: str, **kwargs: Any) -> tuple[int, Any, Any]:
+    """(status, body, headers) of one call of the actor."""
+    async with actor.http.request(method, path, headers=actor.auth, **kwargs) as response:
+        return response.status, await response.json(content_type=None), response.headers
+
+
+async def create_signing_request(actor: Actor, message: str) -> tuple[int, Any, Any]:
+    return await call(actor, "POST", "/crypto/signing-requests", json={"message": message})
+
+
+async def sign(actor: Actor, request: dict[str, Any]) -> tuple[int, Any, Any]:
+    signature = actor.sign(request["signing_payload"])
+    path = f"/crypto/signing-requests/{request['request_id']}/sign"
+    return await call(actor, "POST", path, json={"signature": signature})
+
+
+def assert_refused(status: int, problem: Any, headers: Any, retry_after: int, limit: int) -> None:
+    assert status == 429, problem
+    assert headers["Content-Type"].startswith(PROBLEM_JSON)
+    assert problem["code"] == "rate-limit-exceeded" and problem["status"] == 429
+    assert problem["retryAfter"] == retry_after == int(headers["Retry-After"])
+    assert problem["limit"] == limit == int(headers["x-ratelimit-limit"])
+    assert headers["x-ratelimit-remaining"] == "0"
+
+
+# --- both ways, per bucket from the settings ---------------------------------------------------
+
+
+async def test_a_bucket_set_by_its_setting_admits_its_limit_then_429_until_a_place_frees(
+    actors, tuned, clock
+) -> None:
+    agent = await agent_on(actors, tuned)
+    for remaining in (1, 0):
+        status, body, headers = await create_signing_request(agent, "under the limit")
+        assert status == 201, body
+        # the tightest bucket speaks: signing (2 a minute), not global_auth (100)
+        assert headers["x-ratelimit-limit"] == "2"
+        assert headers["x-ratelimit-remaining"] == str(remaining)
+
+    status, problem, headers = await create_signing_request(agent, "over the limit")
+    # 2 a minute frees a place every 30 s
+    assert_refused(status, problem, headers, retry_after=30, limit=2)
+    clock.advance(29)
+    status, problem, headers = await create_signing_request(agent, "still over")
+    assert_refused(status, problem, headers, retry_after=1, limit=2)
+    clock.advance(1)
+    status, body, headers = await create_signing_request(agent, "a place freed")
+    assert status == 201, body
+    assert headers["x-ratelimit-remaining"] == "0"
+
+
+async def test_a_period_other_than_a_minute_and_limits_per_identity(actors, tuned, clock) -> None:
+    agent, other = await agent_on(actors, tuned), await agent_on(actors, tuned)
+    for remaining in (2, 1, 0):
+        status, _, headers = await call(agent, "GET", "/agents/whoami")
+        assert status == 200
+        assert (headers["x-ratelimit-limit"], headers["x-ratelimit-remaining"]) == (
+            "3",
+            str(remaining),
+        )
+    status, problem, headers = await call(agent, "GET", "/agents/whoami")
+    assert_refused(status, problem, headers, retry_after=10, limit=3)
+    # another identity has its own buckets
+    status, _, _ = await call(other, "GET", "/agents/whoami")
+    assert status == 200
+    clock.advance(10)
+    status, _, headers = await call(agent, "GET", "/agents/whoami")
+    assert status == 200 and headers["x-ratelimit-remaining"] == "0"
+
+
+async def test_the_state_is_in_postgres_shared_by_every_app(stack, actors, tuned, clock) -> None:
+    """Two apps on one database (as two API processes are) count in the same buckets."""
+    agent = await agent_on(actors, tuned)
+    overrides = {"rate_limit_signing": "2/minute", "rate_limit_global_read": "3/30s"}
+    async with (
+        limited_app(stack, clock, **overrides) as other_url,
+        aiohttp.ClientSession(base_url=other_url) as other_http,
+    ):
+        elsewhere = dataclasses.replace(agent, http=other_http)
+        status, _, headers = await call(agent, "GET", "/agents/whoami")
+        assert status == 200 and headers["x-ratelimit-remaining"] == "2"
+        status, _, headers = await call(elsewhere, "GET", "/agents/whoami")
+        assert status == 200 and headers["x-ratelimit-remaining"] == "1"
+        status, _, _ = await call(agent, "GET", "/agents/whoami")
+        assert status == 200
+        status, problem, headers = await call(elsewhere, "GET", "/agents/whoami")
+        assert_refused(status, problem, headers, retry_after=10, limit=3)
+
+
+async def test_a_read_over_the_limit_is_429_whatever_it_would_have_answered(actors, tuned) -> None:
+    """A GET is counted beside its handler's reads; past the limit its answer (here a 404) is
+    dropped for the 429, the first time and while the caller stays refused."""
+    agent = await agent_on(actors, tuned)
+    for _ in range(3):
+        status, problem, _ = await call(agent, "GET", f"/diaries/{uuid.uuid4()}")
+        assert status == 404, problem
+    for retry_after in (10, 10):
+        status, problem, headers = await call(agent, "GET", f"/diaries/{uuid.uuid4()}")
+        assert_refused(status, problem, headers, retry_after=retry_after, limit=3)
+
+
+# --- the signing bucket counts signing requests created ------------------------------------------
+
+
+async def test_signatures_are_not_counted_in_the_signing_bucket(actors, tuned) -> None:
+    agent = await agent_on(actors, tuned)
+    requests = []
+    for _ in range(2):
+        status, request, _ = await create_signing_request(agent, "sign me")
+        assert status == 201, request
+        requests.append(request)
+    for request in requests:
+        status, outcome, headers = await sign(agent, request)
+        assert status == 200 and outcome["valid"] is True, outcome
+        # the quota shown is global_auth's: signing is not counted here
+        assert headers["x-ratelimit-limit"] == str(RATE_LIMITS_PER_MINUTE["global_auth"])
+    # a signature sent again is refused for what it is (409), not for the rate
+    status, problem, _ = await sign(agent, requests[0])
+    assert status == 409, problem
+    status, problem, headers = await create_signing_request(agent, "a third")
+    assert_refused(status, problem, headers, retry_after=30, limit=2)
+
+
+async def test_a_request_that_creates_nothing_takes_no_place(actors, tuned) -> None:
+    agent = await agent_on(actors, tuned)
+    for _ in range(4):
+        status, problem, _ = await create_signing_request(agent, "")  # 400: message too short
+        assert status == 400 and problem["code"] == "validation-failed", problem
+    status, problem, _ = await call(agent, "POST", "/crypto/signing-requests", json={"x": 1})
+    assert status == 400, problem
+    for remaining in (1, 0):
+        status, body, headers = await create_signing_request(agent, "created")
+        assert status == 201, body
+        assert headers["x-ratelimit-remaining"] == str(remaining)
+    status, problem, headers = await create_signing_request(agent, "")
+    # a refused request is refused before its body is read
+    assert_refused(status, problem, headers, retry_after=30, limit=2)
+
+
+async def test_a_signed_diary_writer_keeps_30_entries_a_minute_with_the_defaults(
+    actors, api_http, defaults, clock
+) -> None:
+    """Thirty signed entries at one instant (the burst a minute allows), the 31st signing
+    request refused for 2 s (30 a minute frees one every 2 s), then written 2 s later: a writer
+    at 30 a minute, however its entries bunch, is never refused."""
+    writer = await agent_on(actors, defaults)
+    diary = await new_diary(dataclasses.replace(writer, http=api_http), signed=True)
+    previous = ""
+
+    async def write(n: int) -> str:
+        cid = entry_cid(f"entry {n}", None, [], "semantic", previous)
+        status, request, _ = await create_signing_request(writer, cid)
+        assert status == 201, (n, request)
+        status, outcome, _ = await sign(writer, request)
+        assert status == 200 and outcome["valid"] is True, (n, outcome)
+        body = {"content": f"entry {n}", "signingRequestId": request["request_id"]}
+        status, entry, _ = await call(writer, "POST", f"/diaries/{diary['id']}/entries", json=body)
+        assert status == 201, (n, entry)
+        assert entry["cid"] == cid
+        return cid
+
+    for n in range(SIGNING):
+        previous = await write(n)
+    status, problem, headers = await create_signing_request(writer, "one too many")
+    assert_refused(status, problem, headers, retry_after=60 // SIGNING, limit=SIGNING)
+
+    clock.advance(60 / SIGNING)
+    previous = await write(SIGNING)
+    status, listed, _ = await call(writer, "GET", f"/diaries/{diary['id']}/entries")
+    assert status == 200 and listed["total"] == SIGNING + 1
