@@ -22,6 +22,7 @@ from aiohttp import web
 
 from api.app import Deps, create_app
 from infra.devstack import free_port
+from schemas.connector import CONNECTOR_HEADER, connector_secret
 from schemas.kernel.cids import entry_cid
 from schemas.limits import RATE_LIMITS_PER_MINUTE
 
@@ -259,3 +260,17 @@ async def test_a_signed_diary_writer_keeps_30_entries_a_minute_with_the_defaults
     previous = await write(SIGNING)
     status, listed, _ = await call(writer, "GET", f"/diaries/{diary['id']}/entries")
     assert status == 200 and listed["total"] == SIGNING + 1
+
+
+async def test_the_connector_back_channel_counts_in_its_own_bucket(stack, defaults) -> None:
+    """One MCP server speaks for all its humans: its calls count in the `connector` bucket under
+    one key, not in an anonymous address's 30 a minute."""
+    right = {CONNECTOR_HEADER: connector_secret(stack.settings.secret_bytes)}
+    body = {"token": "x", "resource": "http://127.0.0.1:1/mcp"}
+    remaining = []
+    for _ in range(2):
+        async with defaults.post("/oauth/connector/exchange", json=body, headers=right) as answer:
+            assert answer.status == 401
+            assert answer.headers["x-ratelimit-limit"] == str(RATE_LIMITS_PER_MINUTE["connector"])
+            remaining.append(int(answer.headers["x-ratelimit-remaining"]))
+    assert remaining[1] == remaining[0] - 1

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 import api.app  # noqa: F401  (registers every route)
-from api.auth import GLOBAL_ANON_BUCKET, GLOBAL_AUTH_BUCKET, GLOBAL_READ_BUCKET
+from api.auth import CONNECTOR_BUCKET, GLOBAL_ANON_BUCKET, GLOBAL_AUTH_BUCKET, GLOBAL_READ_BUCKET
 from api.endpoint import ENDPOINTS
 from api.ratelimit import emission_us, quota_of, retry_after_sec
 from infra.settings import Rate, Settings
@@ -102,7 +102,7 @@ def test_a_malformed_setting_stops_the_start(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_every_bucket_in_use_has_a_setting() -> None:
     used = {spec.rate_bucket for spec in ENDPOINTS if spec.rate_bucket}
-    used |= {GLOBAL_ANON_BUCKET, GLOBAL_AUTH_BUCKET, GLOBAL_READ_BUCKET}
+    used |= {GLOBAL_ANON_BUCKET, GLOBAL_AUTH_BUCKET, GLOBAL_READ_BUCKET, CONNECTOR_BUCKET}
     assert used <= set(Settings().rate_limits)
     assert used >= RATE_BUCKETS_COUNTING_CREATED
 
