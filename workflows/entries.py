@@ -1,6 +1,12 @@
 """Entry writes. Creation is one workflow: validate → scan for prompt injection → compute the
-CID → embed (an activity on the embedding task queue, micro-batched there across concurrent
-creations) → insert the row with its parent tuple.
+CID → embed → insert the row with its parent tuple.
+
+The API starts the entry workflows on the embedding task queue, whose workers hold the model:
+the embedding is a local activity there (micro-batched across the concurrent creations of the
+worker process, `activities.embedding.MicroBatcher`) and the insert another, so a creation is
+one workflow task instead of three plus an activity task (bench/memory.py). Runs on the service
+queue (started before this change, or by an API of the version before it) keep what they
+recorded: the embedding as a regular activity routed to the embedding queue.
 
 Scanning and hashing are pure, so they run in the workflow itself and cost no round trip. An
 embedding that fails does not fail the write: the entry is stored without a vector (search
@@ -18,13 +24,12 @@ from uuid import UUID
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.embedding import EmbeddingActivities
     from activities.memory import MemoryActivities
-    from schemas.embedding import EmbedRequest
+    from schemas.embedding import EmbedRequest, EmbedResult
     from schemas.kernel.cids import entry_cid
     from schemas.kernel.embedding_text import entry_embedding_text
     from schemas.kernel.injection import scan
@@ -42,7 +47,13 @@ with workflow.unsafe.imports_passed_through():
         RelationStatusChange,
         RelationWritten,
     )
-    from workflows.common import embedding_task_queue, run_local_step, run_step
+    from schemas.queues import is_embedding_queue
+    from workflows.common import (
+        STEP_FAILURES,
+        embedding_task_queue,
+        run_local_step,
+        run_step,
+    )
 
 # The write waits for at most two quick tries; the background retry is patient.
 EMBED_TIMEOUT = timedelta(seconds=15)
@@ -65,17 +76,31 @@ def _embedding_text(draft: EntryDraft) -> str:
 async def _embed_now(text: str, retry: RetryPolicy = EMBED_RETRY) -> list[float] | None:
     """The entry's vector, or None when the embedding service cannot answer right now."""
     try:
-        result = await workflow.execute_activity_method(
-            EmbeddingActivities.embed_passages,
-            EmbedRequest(texts=[text]),
-            task_queue=embedding_task_queue(),
-            start_to_close_timeout=EMBED_TIMEOUT,
-            retry_policy=retry,
-        )
-    except ActivityError:
+        result = await _embed(EmbedRequest(texts=[text]), retry)
+    except STEP_FAILURES:
         workflow.logger.warning("embedding failed; the entry is stored without a vector")
         return None
     return result.vectors[0]
+
+
+async def _embed(request: EmbedRequest, retry: RetryPolicy) -> EmbedResult:
+    """A local activity where the worker holds the model (the embedding queue); a regular one
+    routed there from anywhere else. A run's queue never changes, so replay takes the branch
+    the run recorded."""
+    if is_embedding_queue(workflow.info().task_queue):
+        return await workflow.execute_local_activity_method(
+            EmbeddingActivities.embed_passages,
+            request,
+            start_to_close_timeout=EMBED_TIMEOUT,
+            retry_policy=retry,
+        )
+    return await workflow.execute_activity_method(
+        EmbeddingActivities.embed_passages,
+        request,
+        task_queue=embedding_task_queue(),
+        start_to_close_timeout=EMBED_TIMEOUT,
+        retry_policy=retry,
+    )
 
 
 async def _embed_later(entry_id: UUID, text: str, cid: str) -> None:

@@ -144,6 +144,7 @@ async def create_entry(
         workflow_id=entry_create_workflow_id(entry_id),
         on_duplicate=Conflict("This entry is being created"),
         search=[SearchAttributePair(DIARY_ID, str(diary_id))],
+        task_queue=request.app[keys.SETTINGS].embedding_task_queue,
     )
     return await load_entry(request, entry_id)
 
@@ -226,6 +227,7 @@ async def update_entry(
         _update_input(entry, body),
         workflow_id=entry_update_workflow_id(entry_id),
         on_duplicate=Conflict("Another update of this entry is running", code="entry-busy"),
+        task_queue=request.app[keys.SETTINGS].embedding_task_queue,
     )
     return await load_entry(request, entry_id)
 

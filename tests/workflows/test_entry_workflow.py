@@ -78,24 +78,49 @@ async def own_time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-@pytest.fixture
-async def rig(own_time_skipping_env: WorkflowEnvironment, database_url: str) -> AsyncIterator[Rig]:
+@pytest.fixture(params=["embedding-queue", "service-queue"])
+async def rig(
+    request: pytest.FixtureRequest, own_time_skipping_env: WorkflowEnvironment, database_url: str
+) -> AsyncIterator[Rig]:
+    """The entry workflows where the API starts them (the embedding queue: the embedding is a
+    local activity beside the model), and where runs from before that move live on (the service
+    queue: the embedding is a regular activity routed to the embedding queue)."""
     time_skipping_env = own_time_skipping_env
     pool = await create_pool(database_url, read_only=False)
-    queue = f"entries-{uuid.uuid4().hex[:8]}"
+    service_queue = f"entries-{uuid.uuid4().hex[:8]}"
     embedder = FlakyEmbedder(failures=4)
     memory = MemoryActivities(MemoryRepo(pool))
     client = time_skipping_env.client
-    async with (
-        Worker(
-            client,
-            task_queue=queue,
-            workflows=[DiaryCreateWorkflow, EntryCreateWorkflow, EntryEmbeddingWorkflow],
-            activities=[memory.create_diary, memory.insert_entry, memory.set_embedding],
-            interceptors=[DomainErrorInterceptor()],
-        ),
-        Worker(client, task_queue=embedding_queue_for(queue), activities=[embedder.embed_passages]),
-    ):
+    workflows = [DiaryCreateWorkflow, EntryCreateWorkflow, EntryEmbeddingWorkflow]
+    writes = [memory.create_diary, memory.insert_entry, memory.set_embedding]
+    if request.param == "embedding-queue":
+        queue = embedding_queue_for(service_queue)
+        workers = [
+            Worker(
+                client,
+                task_queue=queue,
+                workflows=workflows,
+                activities=[*writes, embedder.embed_passages],
+                interceptors=[DomainErrorInterceptor()],
+            )
+        ]
+    else:
+        queue = service_queue
+        workers = [
+            Worker(
+                client,
+                task_queue=queue,
+                workflows=workflows,
+                activities=writes,
+                interceptors=[DomainErrorInterceptor()],
+            ),
+            Worker(
+                client, task_queue=embedding_queue_for(queue), activities=[embedder.embed_passages]
+            ),
+        ]
+    async with contextlib.AsyncExitStack() as stack:
+        for worker in workers:
+            await stack.enter_async_context(worker)
         rig = Rig(time_skipping_env, queue, pool, embedder)
         try:
             yield rig
@@ -174,3 +199,25 @@ async def test_the_retry_backs_off_then_stores_the_vector(rig: Rig) -> None:
     timers = [e for e in history.events if e.HasField("timer_started_event_attributes")]
     assert timers  # the failed tries waited on durable timers (the abandoned child shares
     # the flaky embedder, so how many of the failures this run saw varies)
+
+
+async def test_on_the_embedding_queue_the_embedding_is_a_local_activity(rig: Rig) -> None:
+    rig.embedder.failures = 0
+    diary_id = await _diary(rig)
+    entry_id = uuid.uuid4()
+    draft = EntryDraft(entry_id=entry_id, diary_id=diary_id, content="x", created_by=uuid.uuid4())
+    handle = await rig.env.client.start_workflow(
+        EntryCreateWorkflow.run, draft, id=entry_create_workflow_id(entry_id), task_queue=rig.queue
+    )
+    await handle.result()
+    events = (await handle.fetch_history()).events
+    scheduled = [e for e in events if e.HasField("activity_task_scheduled_event_attributes")]
+    markers = [e for e in events if e.HasField("marker_recorded_event_attributes")]
+    if rig.queue.endswith("-embeddings"):
+        assert scheduled == [] and len(markers) == 2  # the embedding and the insert
+    else:
+        assert len(scheduled) == 1 and len(markers) == 1  # the embedding went to its queue
+    dims = await rig.pool.fetchval(  # type: ignore[attr-defined]
+        "SELECT vector_dims(embedding) FROM diary_entries WHERE id = $1", entry_id
+    )
+    assert dims == 384
