@@ -140,6 +140,7 @@ async def create_entry(
             created_by=principal.subject_id,
             created_by_ns=principal.subject_ns,
             signed_diary=diary.signed,
+            embed_locally=True,  # started on the embedding queue, beside the model
         ),
         workflow_id=entry_create_workflow_id(entry_id),
         on_duplicate=Conflict("This entry is being created"),
@@ -253,6 +254,7 @@ def _update_input(entry: Entry, body: EntryUpdateRequest) -> EntryUpdateInput:
         importance=body.importance if body.importance is not None else entry.importance,
         entry_type=body.entryType if body.entryType is not None else entry.entryType,
         created_by=entry.createdBy,
+        embed_locally=True,  # started on the embedding queue, beside the model
     )
     text_changed = (merged.content, merged.title, merged.tags) != (
         entry.content,
