@@ -30,11 +30,13 @@ async def execute(
     on_duplicate: DomainError,
     reuse: WorkflowIDReusePolicy = WorkflowIDReusePolicy.ALLOW_DUPLICATE,
     search: list[SearchAttributePair[Any]] | None = None,
+    task_queue: str | None = None,
 ) -> ResultT:
     """Start `run(arg)` under `workflow_id` and wait for its result.
 
     A workflow already running (or, with REJECT_DUPLICATE, already run) under the same id is
     `on_duplicate`; a DomainError raised inside comes back through the problem middleware.
+    `task_queue` is the service's queue unless told (the entry workflows run where the model is).
     """
     app = request.app
     try:
@@ -42,7 +44,7 @@ async def execute(
             run,
             arg,
             id=workflow_id,
-            task_queue=app[keys.SETTINGS].temporal_task_queue,
+            task_queue=task_queue or app[keys.SETTINGS].temporal_task_queue,
             id_reuse_policy=reuse,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             search_attributes=TypedSearchAttributes(search or []),

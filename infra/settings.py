@@ -88,8 +88,9 @@ class Settings(BaseSettings):
         default="all",
         description=(
             "What `cairn worker` polls: `all` (the service queue and the embedding queue, the "
-            "model in the same process), `service` (every workflow and activity but embedding; "
-            "no model loaded) or `embeddings` (only the embedding queue; needs Temporal alone)."
+            "model in the same process), `service` (every workflow and activity but the entry "
+            "writes and embedding; no model loaded) or `embeddings` (only the embedding queue: "
+            "the entry workflows beside the model; needs Temporal and Postgres, not S3)."
         ),
     )
 

@@ -397,6 +397,10 @@ class EntryDraft(Payload):
     created_by: UUID
     created_by_ns: CreatorNs = "Agent"
     signed_diary: bool = False
+    # The run was started on the embedding task queue, beside the model: it embeds with a local
+    # activity. Runs started before the entry workflows moved there lack it (a regular activity
+    # routed to that queue), so replay follows what each run recorded.
+    embed_locally: bool = False
 
 
 class EntryInsert(Payload):
@@ -455,6 +459,7 @@ class EntryEmbedding(Payload):
     text: str
     cid: str
     embedding: list[float] | None = None
+    embed_locally: bool = False  # as `EntryDraft.embed_locally`, from the run that started it
 
 
 class RelationCreateInput(Payload):

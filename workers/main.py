@@ -1,4 +1,6 @@
-"""The worker process: every workflow and activity on the service's task queue.
+"""The worker process: every workflow and activity on the service's task queue, and (unless
+`SERVICE_WORKER_QUEUES=service`) the embedding task queue: the entry workflows beside the model,
+their embedding and writes as local activities.
 
 At start it makes sure the token endpoint has a signing key (an idempotent workflow), so a
 fresh stack can issue tokens as soon as the worker is up.
@@ -13,6 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
 
+import asyncpg
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
@@ -27,7 +30,13 @@ from infra.temporal import connect
 from schemas import limits
 from schemas.identity import SigningKeyEnsure
 from workers.interceptors import DomainErrorInterceptor
-from workers.registry import WORKFLOWS, ActivityDeps, activities, embedding_activities
+from workers.registry import (
+    EMBEDDING_WORKFLOWS,
+    WORKFLOWS,
+    ActivityDeps,
+    activities,
+    embedding_activities,
+)
 from workflows.artifacts import ensure_artifact_sweep_schedule
 from workflows.maintenance import ensure_maintenance_schedules
 from workflows.packs import ensure_pack_sweep_schedule
@@ -78,17 +87,20 @@ class EmbeddingWorker:
 
 
 async def start_embedding_worker(
-    client: Client, settings: Settings, embedder: OnnxEmbedder | None = None
+    client: Client, settings: Settings, pool: asyncpg.Pool, embedder: OnnxEmbedder | None = None
 ) -> EmbeddingWorker:
-    """Load the model once for this process (in a thread) and serve `embedding.*` activities on
-    `settings.embedding_task_queue`; enough concurrent slots that callers can batch."""
+    """Load the model once for this process (in a thread) and serve `settings.embedding_task_queue`:
+    the entry workflows, whose embedding (micro-batched across the process's concurrent runs)
+    and row writes are local activities, and `embedding.*` as a regular activity for runs that
+    started on the service queue; enough concurrent slots that callers can batch."""
     if embedder is None:
         embedder = await asyncio.to_thread(OnnxEmbedder.load)
     activities = EmbeddingActivities(embedder)
     worker = Worker(
         client,
         task_queue=settings.embedding_task_queue,
-        activities=embedding_activities(activities),
+        workflows=list(EMBEDDING_WORKFLOWS),
+        activities=embedding_activities(activities, pool),
         interceptors=[DomainErrorInterceptor()],  # tracing comes with the client
         max_concurrent_activities=limits.EMBEDDING_MICROBATCH_MAX_TEXTS,
     )
@@ -99,13 +111,21 @@ async def start_embedding_worker(
 async def running_embedding_worker(
     settings: Settings, client: Client | None = None
 ) -> AsyncIterator[EmbeddingWorker]:
-    """Only the embedding queue (`SERVICE_WORKER_QUEUES=embeddings`): no Postgres, S3 or secret,
-    so these processes scale with the model's CPU apart from the service workers."""
-    embedding = await start_embedding_worker(client or await connect(settings), settings)
+    """Only the embedding queue (`SERVICE_WORKER_QUEUES=embeddings`): the model, Temporal and
+    Postgres (the entry rows), no S3 or secret, so these processes scale with the model's CPU
+    apart from the service workers."""
+    client = client or await connect(settings)
+    pool = await create_pool(
+        settings.database_url, read_only=False, max_size=settings.database_pool_max
+    )
     try:
-        yield embedding
+        embedding = await start_embedding_worker(client, settings, pool)
+        try:
+            yield embedding
+        finally:
+            await embedding.stop()
     finally:
-        await embedding.stop()
+        await pool.close()
 
 
 @contextlib.asynccontextmanager
@@ -113,12 +133,16 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
     """A worker running in this event loop until the block ends; the embedding queue too unless
     `settings.worker_queues` is `service`."""
     client = client or await connect(settings)
-    embedding = None
-    if settings.worker_queues == "all":
-        embedding = await start_embedding_worker(client, settings)  # first: the likeliest failure
     pool = await create_pool(
         settings.database_url, read_only=False, max_size=settings.database_pool_max
     )
+    embedding = None
+    if settings.worker_queues == "all":
+        try:
+            embedding = await start_embedding_worker(client, settings, pool)
+        except BaseException:
+            await pool.close()
+            raise
     blobs = BlobStore.from_settings(settings)
     worker = build_worker(client, settings, ActivityDeps(pool, settings.secret_bytes, blobs))
     task = asyncio.create_task(worker.run())

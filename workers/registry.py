@@ -114,6 +114,15 @@ WORKFLOWS: Sequence[type] = (
     *CONNECTOR_WORKFLOWS,
 )
 
+# The workflows the API starts on the embedding task queue (their embedding is a local activity
+# there, beside the model). They stay in WORKFLOWS too: runs started on the service queue before
+# the move finish there, routing their embedding to this queue as a regular activity.
+EMBEDDING_WORKFLOWS: Sequence[type] = (
+    EntryCreateWorkflow,
+    EntryUpdateWorkflow,
+    EntryEmbeddingWorkflow,
+)
+
 
 @dataclass(frozen=True)
 class ActivityDeps:
@@ -227,7 +236,16 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
     ]
 
 
-def embedding_activities(embedding: EmbeddingActivities) -> list[Callable[..., Any]]:
+def embedding_activities(
+    embedding: EmbeddingActivities, pool: asyncpg.Pool
+) -> list[Callable[..., Any]]:
     """The activities of the embedding task queue (`Settings.embedding_task_queue`): one loaded
-    model per worker process, shared by every call through its micro-batcher."""
-    return [embedding.embed_passages]
+    model per worker process, shared by every call through its micro-batcher, and the entry
+    writes that `EMBEDDING_WORKFLOWS` run beside it as local activities."""
+    memory = MemoryActivities(MemoryRepo(pool))
+    return [
+        embedding.embed_passages,
+        memory.insert_entry,
+        memory.rewrite_entry,
+        memory.set_embedding,
+    ]

@@ -1,6 +1,13 @@
 """Entry writes. Creation is one workflow: validate → scan for prompt injection → compute the
-CID → embed (an activity on the embedding task queue, micro-batched there across concurrent
-creations) → insert the row with its parent tuple.
+CID → embed → insert the row with its parent tuple.
+
+The API starts the entry workflows on the embedding task queue, whose workers hold the model:
+the embedding is a local activity there (micro-batched across the concurrent creations of the
+worker process, `activities.embedding.MicroBatcher`) and the insert another, so a creation is
+one workflow task instead of three plus an activity task (bench/memory.py). Runs on the service
+queue (started before this change, or by an API of the version before it) keep what they
+recorded: the embedding as a regular activity routed to the embedding queue. Which of the two a
+run does is in its input (`EntryDraft.embed_locally`), so a replay takes the same branch.
 
 Scanning and hashing are pure, so they run in the workflow itself and cost no round trip. An
 embedding that fails does not fail the write: the entry is stored without a vector (search
@@ -18,13 +25,12 @@ from uuid import UUID
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.embedding import EmbeddingActivities
     from activities.memory import MemoryActivities
-    from schemas.embedding import EmbedRequest
+    from schemas.embedding import EmbedRequest, EmbedResult
     from schemas.kernel.cids import entry_cid
     from schemas.kernel.embedding_text import entry_embedding_text
     from schemas.kernel.injection import scan
@@ -42,7 +48,12 @@ with workflow.unsafe.imports_passed_through():
         RelationStatusChange,
         RelationWritten,
     )
-    from workflows.common import embedding_task_queue, run_local_step, run_step
+    from workflows.common import (
+        STEP_FAILURES,
+        embedding_task_queue,
+        run_local_step,
+        run_step,
+    )
 
 # The write waits for at most two quick tries; the background retry is patient.
 EMBED_TIMEOUT = timedelta(seconds=15)
@@ -62,26 +73,42 @@ def _embedding_text(draft: EntryDraft) -> str:
     return entry_embedding_text(draft.title, draft.content, draft.tags)
 
 
-async def _embed_now(text: str, retry: RetryPolicy = EMBED_RETRY) -> list[float] | None:
+async def _embed_now(
+    text: str, *, locally: bool, retry: RetryPolicy = EMBED_RETRY
+) -> list[float] | None:
     """The entry's vector, or None when the embedding service cannot answer right now."""
     try:
-        result = await workflow.execute_activity_method(
-            EmbeddingActivities.embed_passages,
-            EmbedRequest(texts=[text]),
-            task_queue=embedding_task_queue(),
-            start_to_close_timeout=EMBED_TIMEOUT,
-            retry_policy=retry,
-        )
-    except ActivityError:
+        result = await _embed(EmbedRequest(texts=[text]), locally=locally, retry=retry)
+    except STEP_FAILURES:
         workflow.logger.warning("embedding failed; the entry is stored without a vector")
         return None
     return result.vectors[0]
 
 
-async def _embed_later(entry_id: UUID, text: str, cid: str) -> None:
+async def _embed(request: EmbedRequest, *, locally: bool, retry: RetryPolicy) -> EmbedResult:
+    """A local activity when the run was started beside the model (on the embedding queue); a
+    regular one routed to that queue for runs started before the move. The choice is part of
+    the run's input, so replay takes the branch the run recorded."""
+    if locally:
+        return await workflow.execute_local_activity_method(
+            EmbeddingActivities.embed_passages,
+            request,
+            start_to_close_timeout=EMBED_TIMEOUT,
+            retry_policy=retry,
+        )
+    return await workflow.execute_activity_method(
+        EmbeddingActivities.embed_passages,
+        request,
+        task_queue=embedding_task_queue(),
+        start_to_close_timeout=EMBED_TIMEOUT,
+        retry_policy=retry,
+    )
+
+
+async def _embed_later(entry_id: UUID, text: str, cid: str, *, locally: bool) -> None:
     await workflow.start_child_workflow(
         EntryEmbeddingWorkflow.run,
-        EntryEmbedding(entry_id=entry_id, text=text, cid=cid),
+        EntryEmbedding(entry_id=entry_id, text=text, cid=cid, embed_locally=locally),
         id=entry_embedding_workflow_id(entry_id, cid),
         parent_close_policy=ParentClosePolicy.ABANDON,
     )
@@ -99,7 +126,7 @@ class EntryCreateWorkflow:
         # In a signed diary the CID also covers the predecessor; the insert computes it then.
         cid = entry_cid(draft.content, draft.title, draft.tags, draft.entry_type)
         text = _embedding_text(draft)
-        vector = await _embed_now(text)
+        vector = await _embed_now(text, locally=draft.embed_locally)
         inserted = await run_local_step(
             MemoryActivities.insert_entry,
             EntryInsert(
@@ -111,7 +138,7 @@ class EntryCreateWorkflow:
             ),
         )
         if vector is None:
-            await _embed_later(draft.entry_id, text, inserted.cid)
+            await _embed_later(draft.entry_id, text, inserted.cid, locally=draft.embed_locally)
         return inserted
 
 
@@ -128,7 +155,7 @@ class EntryUpdateWorkflow:
         risk, threats = _threats(merged.title, merged.content)
         cid = entry_cid(merged.content, merged.title, merged.tags, merged.entry_type)
         text = _embedding_text(merged)
-        vector = await _embed_now(text) if inp.text_changed else None
+        vector = await _embed_now(text, locally=merged.embed_locally) if inp.text_changed else None
         await run_local_step(
             MemoryActivities.rewrite_entry,
             EntryRewrite(
@@ -141,7 +168,7 @@ class EntryUpdateWorkflow:
             ),
         )
         if inp.text_changed and vector is None:
-            await _embed_later(merged.entry_id, text, cid)
+            await _embed_later(merged.entry_id, text, cid, locally=merged.embed_locally)
 
 
 def entry_embedding_workflow_id(entry_id: UUID, cid: str) -> str:
@@ -160,7 +187,9 @@ class EntryEmbeddingWorkflow:
     async def run(self, inp: EntryEmbedding) -> None:
         deadline = workflow.now() + LATE_EMBED_DEADLINE
         wait = LATE_EMBED_FIRST_WAIT
-        while (vector := await _embed_now(inp.text, retry=ONE_TRY)) is None:
+        while (
+            vector := await _embed_now(inp.text, locally=inp.embed_locally, retry=ONE_TRY)
+        ) is None:
             if workflow.now() + wait > deadline:
                 workflow.logger.error("giving up on the embedding; the entry stays text-only")
                 return

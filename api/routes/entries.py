@@ -140,10 +140,12 @@ async def create_entry(
             created_by=principal.subject_id,
             created_by_ns=principal.subject_ns,
             signed_diary=diary.signed,
+            embed_locally=True,  # started on the embedding queue, beside the model
         ),
         workflow_id=entry_create_workflow_id(entry_id),
         on_duplicate=Conflict("This entry is being created"),
         search=[SearchAttributePair(DIARY_ID, str(diary_id))],
+        task_queue=request.app[keys.SETTINGS].embedding_task_queue,
     )
     return await load_entry(request, entry_id)
 
@@ -226,6 +228,7 @@ async def update_entry(
         _update_input(entry, body),
         workflow_id=entry_update_workflow_id(entry_id),
         on_duplicate=Conflict("Another update of this entry is running", code="entry-busy"),
+        task_queue=request.app[keys.SETTINGS].embedding_task_queue,
     )
     return await load_entry(request, entry_id)
 
@@ -251,6 +254,7 @@ def _update_input(entry: Entry, body: EntryUpdateRequest) -> EntryUpdateInput:
         importance=body.importance if body.importance is not None else entry.importance,
         entry_type=body.entryType if body.entryType is not None else entry.entryType,
         created_by=entry.createdBy,
+        embed_locally=True,  # started on the embedding queue, beside the model
     )
     text_changed = (merged.content, merged.title, merged.tags) != (
         entry.content,

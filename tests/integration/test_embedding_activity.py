@@ -1,9 +1,11 @@
 """The embedding activity with the real model: concurrent calls are micro-batched into one ONNX
 run, and every caller gets the same vectors as when its texts are embedded one by one.
 
-Once in-process (the batcher alone) and once through the Temporal dev server: eight workflows
-route `embedding.embed_passages` to the embedding task queue at the same time, as eight
-concurrent entry creations do."""
+Once in-process (the batcher alone) and twice through the Temporal dev server: eight workflows
+on the embedding task queue run `embedding.embed_passages` as a local activity at the same time,
+as eight concurrent entry creations do, and share model runs through the worker process's one
+batcher; and eight workflows of a service queue route it there as a regular activity (entry
+runs started before the entry workflows moved to the embedding queue)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
     from schemas.embedding import EmbedRequest
     from schemas.kernel.embedding_text import entry_embedding_text
     from schemas.queues import embedding_queue_for
-    from workers.registry import embedding_activities
     from workflows.common import embedding_task_queue
 
 TOLERANCE = 1e-5
@@ -158,9 +159,51 @@ async def test_a_cancelled_caller_does_not_disturb_the_others(
 # --- through Temporal: the activity on the embedding task queue -------------------------------
 
 
+@workflow.defn(name="TestEmbedLocal")
+class EmbedLocalWorkflow:
+    """Embeds one text the way the entry workflows do on the embedding queue: locally."""
+
+    @workflow.run
+    async def run(self, text: str) -> list[float]:
+        result = await workflow.execute_local_activity_method(
+            EmbeddingActivities.embed_passages,
+            EmbedRequest(texts=[text]),
+            start_to_close_timeout=timedelta(seconds=60),
+        )
+        return result.vectors[0]
+
+
+async def test_concurrent_workflows_share_local_runs_in_one_worker(
+    temporal_address: str, embedder: OnnxEmbedder, one_by_one: NDArray[np.float32]
+) -> None:
+    client = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+    queue = embedding_queue_for(f"embed-{uuid.uuid4().hex[:8]}")
+    activities = EmbeddingActivities(embedder)
+    async with Worker(
+        client,
+        task_queue=queue,
+        workflows=[EmbedLocalWorkflow],
+        activities=[activities.embed_passages],
+    ):
+        vectors = await asyncio.gather(
+            *(
+                client.execute_workflow(
+                    EmbedLocalWorkflow.run, text, id=f"{queue}/{i}", task_queue=queue
+                )
+                for i, text in enumerate(TEXTS)
+            )
+        )
+    await activities.aclose()
+    assert_same_vectors(vectors, one_by_one)
+    # the eight workflows' local activities met in the process's batcher
+    assert activities.stats.calls == WRITERS
+    assert activities.stats.runs < WRITERS
+    assert activities.stats.largest_run_calls > 1
+
+
 @workflow.defn(name="TestEmbedOne")
 class EmbedOneWorkflow:
-    """Embeds one text the way the entry workflows do (on the paired embedding queue)."""
+    """Embeds one text the way entry runs of a service queue do (on the paired embedding queue)."""
 
     @workflow.run
     async def run(self, text: str) -> list[float]:
@@ -184,7 +227,7 @@ async def test_concurrent_workflows_share_runs_on_the_embedding_queue(
         Worker(
             client,
             task_queue=embedding_queue_for(queue),
-            activities=embedding_activities(activities),
+            activities=[activities.embed_passages],
             max_concurrent_activities=64,
         ),
     ):

@@ -1,6 +1,7 @@
-"""`SERVICE_WORKER_QUEUES`: `cairn worker` polls the service queue, the embedding queue or both,
-so embedding workers scale apart (infra/deploy/). Checked on the dev server by the pollers
-Temporal records for each queue while `run_worker` (what `cairn worker` runs) is up."""
+"""`SERVICE_WORKER_QUEUES`: `cairn worker` polls the service queue, the embedding queue (the
+entry workflows and the model) or both, so embedding workers scale apart (infra/deploy/).
+Checked on the dev server by the pollers Temporal records for each queue while `run_worker`
+(what `cairn worker` runs) is up."""
 
 from __future__ import annotations
 
@@ -75,11 +76,12 @@ async def _until_polled(client: Client, queue: str, worker: asyncio.Task[None]) 
         await asyncio.sleep(0.2)
 
 
-async def test_an_embedding_worker_polls_only_its_queue_without_postgres_or_s3(
-    temporal_address: str,
+async def test_an_embedding_worker_polls_only_its_queue_without_s3(
+    temporal_address: str, database_url: str
 ) -> None:
-    # no database URL, S3 endpoint or secret: an embedding worker must not need them
-    settings = _settings("embeddings", temporal_address)
+    # no S3 endpoint or secret: an embedding worker must not need them (Postgres it needs, for
+    # the entry rows its workflows write beside the model)
+    settings = _settings("embeddings", temporal_address, database_url=database_url)
     client = await Client.connect(temporal_address)
     async with _worker_process(settings) as worker:
         await _until_polled(client, settings.embedding_task_queue, worker)

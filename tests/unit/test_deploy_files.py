@@ -45,7 +45,7 @@ NEEDS: Mapping[str, set[str]] = {
     "api": {"base_url", "api_host", *_TEMPORAL, *_DATA},
     "worker:service": {"worker_queues", *_TEMPORAL, *_DATA},
     "worker:all": {*_TEMPORAL, *_DATA},
-    "worker:embeddings": {"worker_queues", *_TEMPORAL},
+    "worker:embeddings": {"worker_queues", "database_url", *_TEMPORAL},
     "migrate": {"database_url"},
     "mcp": {"mcp_host", "mcp_public_url", "mcp_api_url"},
 }

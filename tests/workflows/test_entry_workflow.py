@@ -9,8 +9,10 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+from histories import HISTORIES, replay
 from temporalio import activity
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
@@ -32,6 +34,12 @@ from workflows.entries import (
     entry_create_workflow_id,
     entry_embedding_workflow_id,
 )
+
+# Recorded once each, committed, replayed forever after: a run on the service queue (the
+# embedding a regular activity on the paired queue, as every run before the move), and one on
+# the embedding queue (the embedding a local activity).
+HISTORY_ACTIVITY = HISTORIES / "entry_create_activity.json"
+HISTORY_LOCAL = HISTORIES / "entry_create_local.json"
 
 
 @dataclass
@@ -55,6 +63,7 @@ class Rig:
     queue: str
     pool: object
     embedder: FlakyEmbedder
+    local: bool  # on the embedding queue: the runs embed with a local activity
     started: list[str] = field(default_factory=list)
 
     async def stop_leftovers(self) -> None:
@@ -78,25 +87,50 @@ async def own_time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-@pytest.fixture
-async def rig(own_time_skipping_env: WorkflowEnvironment, database_url: str) -> AsyncIterator[Rig]:
+@pytest.fixture(params=["embedding-queue", "service-queue"])
+async def rig(
+    request: pytest.FixtureRequest, own_time_skipping_env: WorkflowEnvironment, database_url: str
+) -> AsyncIterator[Rig]:
+    """The entry workflows where the API starts them (the embedding queue: the embedding is a
+    local activity beside the model), and where runs from before that move live on (the service
+    queue: the embedding is a regular activity routed to the embedding queue)."""
     time_skipping_env = own_time_skipping_env
     pool = await create_pool(database_url, read_only=False)
-    queue = f"entries-{uuid.uuid4().hex[:8]}"
+    service_queue = f"entries-{uuid.uuid4().hex[:8]}"
     embedder = FlakyEmbedder(failures=4)
     memory = MemoryActivities(MemoryRepo(pool))
     client = time_skipping_env.client
-    async with (
-        Worker(
-            client,
-            task_queue=queue,
-            workflows=[DiaryCreateWorkflow, EntryCreateWorkflow, EntryEmbeddingWorkflow],
-            activities=[memory.create_diary, memory.insert_entry, memory.set_embedding],
-            interceptors=[DomainErrorInterceptor()],
-        ),
-        Worker(client, task_queue=embedding_queue_for(queue), activities=[embedder.embed_passages]),
-    ):
-        rig = Rig(time_skipping_env, queue, pool, embedder)
+    workflows = [DiaryCreateWorkflow, EntryCreateWorkflow, EntryEmbeddingWorkflow]
+    writes = [memory.create_diary, memory.insert_entry, memory.set_embedding]
+    if request.param == "embedding-queue":
+        queue = embedding_queue_for(service_queue)
+        workers = [
+            Worker(
+                client,
+                task_queue=queue,
+                workflows=workflows,
+                activities=[*writes, embedder.embed_passages],
+                interceptors=[DomainErrorInterceptor()],
+            )
+        ]
+    else:
+        queue = service_queue
+        workers = [
+            Worker(
+                client,
+                task_queue=queue,
+                workflows=workflows,
+                activities=writes,
+                interceptors=[DomainErrorInterceptor()],
+            ),
+            Worker(
+                client, task_queue=embedding_queue_for(queue), activities=[embedder.embed_passages]
+            ),
+        ]
+    async with contextlib.AsyncExitStack() as stack:
+        for worker in workers:
+            await stack.enter_async_context(worker)
+        rig = Rig(time_skipping_env, queue, pool, embedder, local=queue != service_queue)
         try:
             yield rig
         finally:
@@ -133,7 +167,11 @@ async def _create(rig: Rig) -> tuple[uuid.UUID, str]:
     diary_id = await _diary(rig)
     entry_id = uuid.uuid4()
     draft = EntryDraft(
-        entry_id=entry_id, diary_id=diary_id, content="remember this", created_by=uuid.uuid4()
+        entry_id=entry_id,
+        diary_id=diary_id,
+        content="remember this",
+        created_by=uuid.uuid4(),
+        embed_locally=rig.local,
     )
     inserted = await rig.env.client.execute_workflow(
         EntryCreateWorkflow.run, draft, id=entry_create_workflow_id(entry_id), task_queue=rig.queue
@@ -161,7 +199,7 @@ async def test_the_retry_backs_off_then_stores_the_vector(rig: Rig) -> None:
     rig.embedder.failures = calls_before + 3
     handle = await rig.env.client.start_workflow(
         EntryEmbeddingWorkflow.run,
-        EntryEmbedding(entry_id=entry_id, text="remember this", cid=cid),
+        EntryEmbedding(entry_id=entry_id, text="remember this", cid=cid, embed_locally=rig.local),
         id=f"entries/{entry_id}/embedding-test",
         task_queue=rig.queue,
     )
@@ -174,3 +212,40 @@ async def test_the_retry_backs_off_then_stores_the_vector(rig: Rig) -> None:
     timers = [e for e in history.events if e.HasField("timer_started_event_attributes")]
     assert timers  # the failed tries waited on durable timers (the abandoned child shares
     # the flaky embedder, so how many of the failures this run saw varies)
+
+
+async def test_on_the_embedding_queue_the_embedding_is_a_local_activity(rig: Rig) -> None:
+    rig.embedder.failures = 0
+    diary_id = await _diary(rig)
+    entry_id = uuid.uuid4()
+    draft = EntryDraft(
+        entry_id=entry_id,
+        diary_id=diary_id,
+        content="x",
+        created_by=uuid.uuid4(),
+        embed_locally=rig.local,
+    )
+    handle = await rig.env.client.start_workflow(
+        EntryCreateWorkflow.run, draft, id=entry_create_workflow_id(entry_id), task_queue=rig.queue
+    )
+    await handle.result()
+    history = await handle.fetch_history()
+    events = history.events
+    scheduled = [e for e in events if e.HasField("activity_task_scheduled_event_attributes")]
+    markers = [e for e in events if e.HasField("marker_recorded_event_attributes")]
+    if rig.local:
+        assert scheduled == [] and len(markers) == 2  # the embedding and the insert
+    else:
+        assert len(scheduled) == 1 and len(markers) == 1  # the embedding went to its queue
+    dims = await rig.pool.fetchval(  # type: ignore[attr-defined]
+        "SELECT vector_dims(embedding) FROM diary_entries WHERE id = $1", entry_id
+    )
+    assert dims == 384
+    recorded = HISTORY_LOCAL if rig.local else HISTORY_ACTIVITY
+    if not recorded.exists():  # recorded once; committed; replayed below forever after
+        recorded.write_text(history.to_json())
+
+
+@pytest.mark.parametrize("recorded", [HISTORY_ACTIVITY, HISTORY_LOCAL], ids=lambda p: p.stem)
+async def test_committed_entry_create_history_replays(recorded: Path) -> None:
+    await replay(recorded)
