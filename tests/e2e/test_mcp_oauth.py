@@ -24,50 +24,26 @@ from actors import join_team
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import (
-    AuthorizationCodeResult,
-    OAuthClientInformationFull,
-    OAuthClientMetadata,
-    OAuthToken,
-)
-from mcp_support import TEMPORAL_UI, problem_of, structured
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+from mcp_support import MemoryStorage, connector_mcp, problem_of, structured
 
-from infra.devstack import free_port
 from schemas.connector import CONNECTOR_HEADER, connector_secret
 from schemas.limits import CONNECTOR_REDIRECT_URIS_MAX, RATE_LIMITS_PER_MINUTE
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"  # never reached: the test reads the Location
 
 
-@contextlib.asynccontextmanager
-async def _server(stack: Any) -> AsyncIterator[Any]:
-    from toolserver.app import running
-    from toolserver.config import ToolServerConfig
-
-    port = free_port()
-    config = ToolServerConfig(
-        api_url=stack.base_url,
-        public_url=f"http://127.0.0.1:{port}/mcp",
-        port=port,
-        temporal_ui_url=TEMPORAL_UI,
-        temporal_namespace=stack.settings.temporal_namespace,
-        connector_secret=connector_secret(stack.settings.secret_bytes),
-    )
-    async with running(config) as server:
-        yield server
-
-
 @pytest.fixture(scope="module")
 async def mcp(stack: Any) -> AsyncIterator[Any]:
     """The MCP server with the browser connector on, as `cairn mcp` runs it."""
-    async with _server(stack) as server:
+    async with connector_mcp(stack) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 async def other_mcp(stack: Any) -> AsyncIterator[Any]:
     """A second MCP server: another resource, the same API."""
-    async with _server(stack) as server:
+    async with connector_mcp(stack) as server:
         yield server
 
 
@@ -109,24 +85,6 @@ class Browser:
         location = answer.headers["location"]
         assert location.startswith(REDIRECT_URI + "?"), location
         return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
-
-
-class MemoryStorage:
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client = client_info
 
 
 def connector_client(mcp_url: str, browser: Browser, storage: MemoryStorage) -> OAuthClientProvider:
