@@ -95,7 +95,9 @@ TAG = "connector"
 LOGIN_PATH = "/console/"
 # a redirect URI's host[:port] as a CSP source may hold only these (no space, `;` or `,`)
 _CSP_HOST = re.compile(r"[A-Za-z0-9.\-\[\]:]+")
-SignedRequest = Annotated[str, StringConstraints(min_length=1, max_length=8192)]
+SignedRequest = Annotated[
+    str, StringConstraints(min_length=1, max_length=limits.CONNECTOR_REQUEST_MAX_CHARS)
+]
 
 
 # --- the back channel ------------------------------------------------------------------------

@@ -28,7 +28,11 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 from mcp_support import MemoryStorage, connector_mcp, problem_of, structured
 
 from schemas.connector import CONNECTOR_HEADER, connector_secret
-from schemas.limits import CONNECTOR_REDIRECT_URIS_MAX, RATE_LIMITS_PER_MINUTE
+from schemas.limits import (
+    CONNECTOR_REDIRECT_URIS_MAX,
+    CONNECTOR_REQUEST_MAX_CHARS,
+    RATE_LIMITS_PER_MINUTE,
+)
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"  # never reached: the test reads the Location
 
@@ -391,6 +395,21 @@ async def test_a_redirect_uri_not_registered_is_refused_without_redirect(
     assert answer.json()["error"] == "invalid_request"
     unknown = await browser.http.get(flow.authorize_url(client_id=str(uuid.uuid4())))
     assert unknown.status_code == 400 and "location" not in unknown.headers
+
+
+async def test_a_state_too_long_for_the_consent_page_is_refused_at_authorize(
+    mcp: Any, actors: Any
+) -> None:
+    """The signed request rides in the consent URL and the login's `next`: /authorize refuses
+    one longer than they carry, to the client, instead of a 400 page for the human later."""
+    _, browser = await login(actors)
+    flow = Flow(mcp.url, browser)
+    await flow.register()
+    state = "x" * CONNECTOR_REQUEST_MAX_CHARS
+    answer = await browser.http.get(flow.authorize_url(state=state))
+    assert answer.status_code == 302, answer.text
+    sent = parse_qs(urlsplit(answer.headers["location"]).query)
+    assert sent["error"] == ["invalid_request"] and "code" not in sent
 
 
 async def test_a_denial_sends_access_denied_to_the_client(mcp: Any, actors: Any) -> None:

@@ -35,6 +35,8 @@ from schemas.connector import CONSENT_PATH
 
 ARTIFACTS = BROWSER_ARTIFACTS / "oauth"
 HOST_NAME = "Browser test MCP host"
+# a state this long makes the signed authorization request longer than 2 KiB
+LONG_STATE_BYTES = 1500
 
 
 @pytest.fixture(scope="module")
@@ -152,8 +154,9 @@ async def test_a_human_not_logged_in_connects_an_mcp_host_in_the_browser(
 async def test_a_human_who_denies_sends_access_denied_to_the_redirect_uri(
     stack: Any, mcp: Any, actors: Any, browser: Browser, callback: Callback
 ) -> None:
-    """Logged in already (on the console), the person goes straight to the consent page and
-    denies: the host hears `error=access_denied` with its state, and no code."""
+    """A host with a long state (the login's `next` then carries a long query string): the
+    person logs in, denies, and the host hears `error=access_denied` with its state intact,
+    and no code."""
     human = await actors.human()
     base = f"{urlsplit(mcp.url).scheme}://{urlsplit(mcp.url).netloc}"
     async with httpx2.AsyncClient(timeout=60) as http:
@@ -165,7 +168,7 @@ async def test_a_human_who_denies_sends_access_denied_to_the_redirect_uri(
         }
         registered = await http.post(f"{base}/register", json=metadata)
     assert registered.status_code == 201, registered.text
-    state = secrets.token_urlsafe(16)
+    state = "s&t=a/t?e " + secrets.token_urlsafe(LONG_STATE_BYTES)
     params = {
         "response_type": "code",
         "client_id": registered.json()["client_id"],
@@ -177,10 +180,9 @@ async def test_a_human_who_denies_sends_access_denied_to_the_redirect_uri(
     }
     context = await browser.new_context(viewport={"width": 900, "height": 700})
     page = await context.new_page()
-    await page.goto(f"{stack.base_url}/console/")
-    await log_in(page, human.extra["email"])
-    await expect(page.locator("#login")).to_have_count(0)
     await page.goto(f"{base}/authorize?{urlencode(params)}")
+    await page.wait_for_url(lambda url: _path(url) == "/console/")
+    await log_in(page, human.extra["email"])
     await sees_the_consent(page, "consent-deny.png", callback)
     await page.get_by_role("button", name="Deny").click()
     answer = await callback.next_answer()
