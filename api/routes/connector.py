@@ -495,9 +495,9 @@ def _consent_policy(redirect_uri: str) -> str:
     reaches the client. A URI that is no plain origin gets nothing beyond 'self'."""
     parts = urlsplit(redirect_uri)
     scheme = parts.scheme.lower()
-    if parts.netloc and _CSP_HOST.fullmatch(parts.netloc):
+    if scheme in ("http", "https") and _CSP_HOST.fullmatch(parts.netloc):
         target = f" {scheme}://{parts.netloc}"
-    elif scheme and not parts.netloc and scheme not in ("http", "https"):
+    elif scheme and scheme not in ("http", "https"):
         target = f" {scheme}:"  # a native app's own scheme (RFC 8252 7.1)
     else:
         target = ""
