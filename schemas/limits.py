@@ -96,6 +96,11 @@ CONNECTOR_REFRESH_TTL_SEC: Final = 30 * DAY_SEC  # a refresh token (rotated on e
 CONNECTOR_CHECK_TTL_SEC: Final = 60  # the MCP server trusts a checked token this long
 CONNECTOR_REDIRECT_URIS_MAX: Final = 10  # redirect URIs one registered client may hold
 CONNECTOR_CLIENT_NAME_MAX_CHARS: Final = 200
+# a signed authorize request (it carries the host's state and redirect URI); /authorize refuses
+# a longer one, since it must fit in the console login's `next` and in one HTTP request line
+CONNECTOR_REQUEST_MAX_CHARS: Final = 6000
+# the console login's `next`: a consent URL with its signed request fits
+CONSOLE_NEXT_MAX_CHARS: Final = CONNECTOR_REQUEST_MAX_CHARS + 144
 SIGNING_MESSAGE_MAX_CHARS: Final = 100_000  # reference; what one signing request may carry
 SIGNING_MAX_PENDING_PER_AGENT: Final = 10  # reference; more open requests is a 429
 

@@ -184,6 +184,9 @@ class ConnectorProvider:
             expiresAt=int(time.time()) + limits.CONNECTOR_REQUEST_TTL_SEC,
         )
         signed = sign_authorize_request(request, self.secret)
+        if len(signed) > limits.CONNECTOR_REQUEST_MAX_CHARS:
+            # the consent page and the login's `next` could not carry it
+            raise AuthorizeError("invalid_request", "The state or the redirect URI is too long")
         return f"{self.config.browser_api_url}{CONSENT_PATH}?{urlencode({'request': signed})}"
 
     # --- codes and tokens ------------------------------------------------------------------

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import html
+import re
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -92,7 +93,11 @@ from workflows.connector import (
 routes = web.RouteTableDef()
 TAG = "connector"
 LOGIN_PATH = "/console/"
-SignedRequest = Annotated[str, StringConstraints(min_length=1, max_length=8192)]
+# a redirect URI's host[:port] as a CSP source may hold only these (no space, `;` or `,`)
+_CSP_HOST = re.compile(r"[A-Za-z0-9.\-\[\]:]+")
+SignedRequest = Annotated[
+    str, StringConstraints(min_length=1, max_length=limits.CONNECTOR_REQUEST_MAX_CHARS)
+]
 
 
 # --- the back channel ------------------------------------------------------------------------
@@ -479,8 +484,27 @@ async def consent_page(request: web.Request, parsed: Parsed[None, ConsentQuery])
     response = web.Response(text=page, content_type="text/html")
     response.headers["Cache-Control"] = "no-store"
     response.headers["X-Frame-Options"] = "DENY"
-    response.headers["Content-Security-Policy"] = "default-src 'none'; form-action 'self'"
+    response.headers["Content-Security-Policy"] = _consent_policy(auth.redirectUri)
     return response
+
+
+def _consent_policy(redirect_uri: str) -> str:
+    """The consent page's CSP. Its form posts here and is answered with a redirect to the
+    client's registered redirect URI; browsers check `form-action` against every hop of that
+    redirect (CSP 3), so the redirect URI's origin is allowed too, or the approval never
+    reaches the client. A URI that is no plain origin gets nothing beyond 'self'."""
+    parts = urlsplit(redirect_uri)
+    scheme = parts.scheme.lower()
+    if scheme in ("http", "https") and _CSP_HOST.fullmatch(parts.netloc):
+        target = f" {scheme}://{parts.netloc}"
+    elif scheme and scheme not in ("http", "https"):
+        target = f" {scheme}:"  # a native app's own scheme (RFC 8252 7.1)
+    else:
+        target = ""
+    return (
+        "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; "
+        f"frame-ancestors 'none'; form-action 'self'{target}"
+    )
 
 
 @endpoint(

@@ -205,6 +205,11 @@ async def selected_entries(db: Db, entry_ids: Sequence[UUID]) -> dict[UUID, Sele
     }
 
 
+def _selected(count: int) -> str:
+    """The subject of a refusal, singular or plural: "1 selected entry is", "2 … are"."""
+    return "1 selected entry is" if count == 1 else f"{count} selected entries are"
+
+
 def checked_selection(
     diary_id: UUID,
     selection: Sequence[tuple[UUID, int]],
@@ -217,14 +222,14 @@ def checked_selection(
     missing = [i for i, _ in selection if i not in found or found[i].diary_id != diary_id]
     if missing:
         raise ValidationFailed(
-            f"{len(missing)} selected entries are not entries of this diary",
+            f"{_selected(len(missing))} not in this diary",
             code="pack-entry-not-in-diary",
             extensions={"entryIds": [str(i) for i in missing]},
         )
     flagged = [found[i] for i, _ in selection if found[i].injection_risk]
     if flagged and not force:
         raise Conflict(
-            f"{len(flagged)} selected entries are flagged for prompt injection; "
+            f"{_selected(len(flagged))} flagged for prompt injection; "
             "send force: true to pack them anyway",
             code="pack-injection-flagged",
             extensions={

@@ -18,6 +18,7 @@ from uuid import UUID
 
 from pydantic import Field, field_validator
 
+from schemas import limits
 from schemas.base import RequestBody, ResponseBody
 from schemas.memory import EntryType
 from schemas.task_api import TaskTypeName
@@ -90,7 +91,7 @@ class EntryMap(ResponseBody):
 
 # --- the human console ------------------------------------------------------------------
 
-NEXT_MAX_CHARS = 2048
+NEXT_MAX_CHARS = limits.CONSOLE_NEXT_MAX_CHARS
 
 
 def is_local_path(target: str) -> bool:

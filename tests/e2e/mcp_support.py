@@ -12,7 +12,11 @@ from typing import Any
 import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp_types import CallToolResult
+
+from infra.devstack import free_port
+from schemas.connector import connector_secret
 
 CHALLENGE_TOKEN = "challenge-token-0123456789"
 TEMPORAL_UI = "http://temporal-ui.test:8233"
@@ -57,3 +61,42 @@ def problem_of(result: CallToolResult) -> dict[str, Any]:
 
 def dumps(value: Any) -> str:
     return json.dumps(value, default=str)
+
+
+@contextlib.asynccontextmanager
+async def connector_mcp(stack: Any) -> AsyncIterator[Any]:
+    """The MCP server with the browser OAuth connector on, as `cairn mcp` runs it."""
+    from toolserver.app import running
+    from toolserver.config import ToolServerConfig
+
+    port = free_port()
+    config = ToolServerConfig(
+        api_url=stack.base_url,
+        public_url=f"http://127.0.0.1:{port}/mcp",
+        port=port,
+        temporal_ui_url=TEMPORAL_UI,
+        temporal_namespace=stack.settings.temporal_namespace,
+        connector_secret=connector_secret(stack.settings.secret_bytes),
+    )
+    async with running(config) as server:
+        yield server
+
+
+class MemoryStorage:
+    """The official OAuth client's token storage, in memory (an MCP host keeps it on disk)."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info

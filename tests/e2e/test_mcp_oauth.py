@@ -24,50 +24,26 @@ from actors import join_team
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import (
-    AuthorizationCodeResult,
-    OAuthClientInformationFull,
-    OAuthClientMetadata,
-    OAuthToken,
-)
-from mcp_support import TEMPORAL_UI, problem_of, structured
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+from mcp_support import MemoryStorage, connector_mcp, problem_of, structured
 
-from infra.devstack import free_port
 from schemas.connector import CONNECTOR_HEADER, connector_secret
-from schemas.limits import CONNECTOR_REDIRECT_URIS_MAX
+from schemas.limits import CONNECTOR_REDIRECT_URIS_MAX, CONNECTOR_REQUEST_MAX_CHARS
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"  # never reached: the test reads the Location
-
-
-@contextlib.asynccontextmanager
-async def _server(stack: Any) -> AsyncIterator[Any]:
-    from toolserver.app import running
-    from toolserver.config import ToolServerConfig
-
-    port = free_port()
-    config = ToolServerConfig(
-        api_url=stack.base_url,
-        public_url=f"http://127.0.0.1:{port}/mcp",
-        port=port,
-        temporal_ui_url=TEMPORAL_UI,
-        temporal_namespace=stack.settings.temporal_namespace,
-        connector_secret=connector_secret(stack.settings.secret_bytes),
-    )
-    async with running(config) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
 async def mcp(stack: Any) -> AsyncIterator[Any]:
     """The MCP server with the browser connector on, as `cairn mcp` runs it."""
-    async with _server(stack) as server:
+    async with connector_mcp(stack) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 async def other_mcp(stack: Any) -> AsyncIterator[Any]:
     """A second MCP server: another resource, the same API."""
-    async with _server(stack) as server:
+    async with connector_mcp(stack) as server:
         yield server
 
 
@@ -109,24 +85,6 @@ class Browser:
         location = answer.headers["location"]
         assert location.startswith(REDIRECT_URI + "?"), location
         return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
-
-
-class MemoryStorage:
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client = client_info
 
 
 def connector_client(mcp_url: str, browser: Browser, storage: MemoryStorage) -> OAuthClientProvider:
@@ -433,6 +391,21 @@ async def test_a_redirect_uri_not_registered_is_refused_without_redirect(
     assert answer.json()["error"] == "invalid_request"
     unknown = await browser.http.get(flow.authorize_url(client_id=str(uuid.uuid4())))
     assert unknown.status_code == 400 and "location" not in unknown.headers
+
+
+async def test_a_state_too_long_for_the_consent_page_is_refused_at_authorize(
+    mcp: Any, actors: Any
+) -> None:
+    """The signed request rides in the consent URL and the login's `next`: /authorize refuses
+    one longer than they carry, to the client, instead of a 400 page for the human later."""
+    _, browser = await login(actors)
+    flow = Flow(mcp.url, browser)
+    await flow.register()
+    state = "x" * CONNECTOR_REQUEST_MAX_CHARS
+    answer = await browser.http.get(flow.authorize_url(state=state))
+    assert answer.status_code == 302, answer.text
+    sent = parse_qs(urlsplit(answer.headers["location"]).query)
+    assert sent["error"] == ["invalid_request"] and "code" not in sent
 
 
 async def test_a_denial_sends_access_denied_to_the_client(mcp: Any, actors: Any) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from infra.projection import project
 from schemas.apps import APP_NAMES, BRIDGE_MARK, ConsoleQuery, app_html, is_local_path
+from schemas.limits import CONSOLE_NEXT_MAX_CHARS
 
 
 def _clusters(seed: int) -> np.ndarray:
@@ -59,7 +60,7 @@ def test_local_paths_are_accepted(target: str) -> None:
         "console/",
         "/ok\nSet-Cookie: x",
         "",
-        "/" + "a" * 3000,
+        "/" + "a" * CONSOLE_NEXT_MAX_CHARS,
     ],
 )
 def test_anything_else_is_refused(target: str) -> None:
