@@ -124,3 +124,13 @@ def test_an_additive_change_passes(tmp_path: Path) -> None:
     code, report = optic_check(before, after, tmp_path)
     assert code == 0, report
     assert "added" in report, report
+
+
+def test_the_snapshot_records_the_live_document() -> None:
+    """An additive change is recorded in the same commit (`make openapi-snapshot`), so the guard
+    judges every route the API serves: a route missing from a stale snapshot would be free to
+    break without the check above noticing."""
+    assert snapshot() == live_document(), (
+        "api/openapi.snapshot.json is behind the live document: run `make openapi-snapshot` and "
+        "commit it with the change"
+    )
