@@ -143,6 +143,7 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             if rate_pool is not None:
+                await limiter.return_lapsed(every_lease=True)  # what this process holds
                 await rate_pool.close()
             await writer.close()
             if deps.read_pool is None:

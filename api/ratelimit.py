@@ -191,13 +191,6 @@ class Lease:
         self.expires_us = now_us + lease_ttl_us(rate)
         return self.take_one(rate, now_us)
 
-    def lapse(self, now_us: int) -> int:
-        """The places to give back once the lease has lapsed (then it holds none)."""
-        if self.live(now_us) or self.pending is not None:
-            return 0
-        give, self.places = self.places, 0
-        return give
-
 
 def _tightest(outcomes: Sequence[Quota | Refusal]) -> Quota | Refusal:
     """The first refusal, else the quota with the fewest places left."""
@@ -290,7 +283,8 @@ class RateLimiter:
                 reserving[bucket] = lease
         strict = [b for b in buckets if b not in batched]
         try:
-            outcomes |= await self._ask_store(key, strict, reserving, now_us)
+            if strict or reserving:
+                outcomes |= await self._ask_store(key, strict, reserving, now_us)
         except _STORE_DOWN as exc:
             log.warning("rate limits not counted, the store is down: %r", exc)
             return None
@@ -379,17 +373,18 @@ class RateLimiter:
         except _STORE_DOWN as exc:
             log.warning("rate limit place not given back, the store is down: %r", exc)
 
-    async def return_lapsed(self) -> int:
-        """Give the unused places of every lapsed lease back to the shared buckets (one
-        statement) and forget those leases; returns how many places."""
+    async def return_lapsed(self, *, every_lease: bool = False) -> int:
+        """Give the unused places of every lapsed lease (or of all, when the process stops)
+        back to the shared buckets in one statement and forget those leases; returns how many
+        places."""
         if self._pool is None:
             return 0
         now_us = self._now_us()
         asks = []
         for (key, bucket), lease in list(self._leases.items()):
-            if lease.live(now_us) or lease.pending is not None:
+            if lease.pending is not None or (lease.live(now_us) and not every_lease):
                 continue
-            give = lease.lapse(now_us)
+            give, lease.places = lease.places, 0
             del self._leases[(key, bucket)]  # a quiet key's next lease starts at one place
             if give:
                 asks.append(self._lease_ask(key, bucket, 0, give))

@@ -23,7 +23,9 @@ from actors import Actor, new_diary
 from aiohttp import web
 
 from api.app import Deps, create_app
+from api.ratelimit import Quota, RateLimiter, emission_us
 from infra.devstack import free_port
+from infra.settings import Rate
 from schemas.connector import CONNECTOR_HEADER, connector_secret
 from schemas.kernel.cids import entry_cid
 from schemas.limits import (
@@ -369,3 +371,21 @@ async def test_a_small_bucket_is_counted_exactly_on_every_request_across_apps(
                 remaining.append(int(response.headers["x-ratelimit-remaining"]))
         limit = RATE_LEASE_MIN_LIMIT - 1
         assert remaining == [limit - n for n in range(1, 7)]
+
+
+async def test_one_lease_at_a_time_per_key_and_bucket_in_a_process(db_pool, clock) -> None:
+    """Twenty requests of one key at once in one process: the first asks a lease and the others
+    wait for it, then one of them asks the next (twice as large), and so on: leases of 1, 2, 4,
+    8 and 16 places (31 taken from the shared bucket, 11 held), not twenty leases of one."""
+    rate = Rate(limit=600, period_sec=60)
+    limiter = RateLimiter(db_pool, {"global_read": rate}, clock=clock)
+    key = f"agent:{uuid.uuid4()}"
+    outcomes = await asyncio.gather(*(limiter.take(key, ["global_read"]) for _ in range(20)))
+    assert all(isinstance(outcome, Quota) for outcome in outcomes)
+    now_us = int(clock.now * 1_000_000)
+    query = "SELECT tat_us FROM rate_limits WHERE key = $1 AND bucket = 'global_read'"
+    assert await db_pool.fetchval(query, key) == now_us + 31 * emission_us(rate)
+    # the 11 places held come back once the lease lapses
+    clock.advance(RATE_LEASE_TTL_SEC)
+    assert await limiter.return_lapsed() == 11
+    assert await db_pool.fetchval(query, key) == now_us + 20 * emission_us(rate)
