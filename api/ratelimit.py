@@ -4,7 +4,7 @@ Each (identity, bucket) is a GCRA kept in Postgres (`rate_limits`, an UNLOGGED t
 of `limit` requests per `period` frees one place every period/limit and admits a burst of up
 to `limit`, so a caller who keeps to the rate is never refused however its requests bunch, and
 one who does not waits only until the next place frees (`Retry-After`). One statement per
-request decides every bucket it counts in, so processes never both take the last place.
+request decides every (strict) bucket it counts in, so processes never both take the last place.
 
 The table is written through the limiter's own small pool, the one writable pool of the API
 besides the task-message appender: a counter is not domain state (no workflow, no history), and
@@ -321,9 +321,14 @@ class RateLimiter:
             give, want = lease.ask(now_us, lease_cap(self._rates[bucket]))
             asks.append(self._lease_ask(key, bucket, want, give))
         try:
-            taken, granted = await asyncio.gather(
-                self._take_strict(key, strict, now_us), self._reserve(asks, now_us)
-            )
+            if not asks:  # the common strict case: one statement, no task
+                return await self._take_strict(key, strict, now_us)
+            if strict:
+                taken, granted = await asyncio.gather(
+                    self._take_strict(key, strict, now_us), self._reserve(asks, now_us)
+                )
+            else:
+                taken, granted = {}, await self._reserve(asks, now_us)
         finally:
             for lease in reserving.values():
                 if lease.pending is not None:
