@@ -130,6 +130,7 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
             rate_pool, settings.rate_limits, clock=deps.rate_clock
         )
         sweeper = asyncio.create_task(limiter.sweep_forever())
+        returner = asyncio.create_task(limiter.return_lapsed_forever())
         blobs = BlobStore.from_settings(settings)
         app[keys.S3_PROBE] = blobs.probe
         app[keys.BLOBS] = blobs
@@ -137,10 +138,12 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
             yield
         finally:
             blobs.close()
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            for task in (sweeper, returner):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             if rate_pool is not None:
+                await limiter.return_lapsed(every_lease=True)  # what this process holds
                 await rate_pool.close()
             await writer.close()
             if deps.read_pool is None:

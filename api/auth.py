@@ -18,7 +18,7 @@ from aiohttp import web
 
 from api import keys
 from api.headers import team_header
-from api.ratelimit import Refusal
+from api.ratelimit import Quota, Refusal
 from api.spec import EndpointSpec
 from infra.repos import identity_reads
 from infra.repos.agent_keys import get_key_for_auth
@@ -194,6 +194,12 @@ def _start_count(request: web.Request, key: str, buckets: list[str]) -> None:
     if not limiter.enabled:
         return
     request[keys.RATE_KEY] = key
+    local = limiter.take_local(key, buckets)
+    if local is not None:  # served from this process's leases: no round trip, no task
+        decided: asyncio.Future[Quota | Refusal | None] = asyncio.get_running_loop().create_future()
+        decided.set_result(local)
+        request[keys.RATE_DECISION] = decided
+        return
     decision = asyncio.ensure_future(limiter.take(key, buckets))
     decision.add_done_callback(_retrieved)  # a request cancelled before settling logs nothing
     request[keys.RATE_DECISION] = decision

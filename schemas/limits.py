@@ -272,6 +272,17 @@ RATE_LIMITS_PER_MINUTE: Final[Mapping[str, int]] = MappingProxyType(
         "connector": 6000,  # the MCP server's back channel, for all its humans together
     }
 )
+# Leases (api/ratelimit.py): an API process takes places of a bucket of at least
+# RATE_LEASE_MIN_LIMIT a period in batches and hands them out itself; a smaller (strict) bucket
+# is asked of Postgres on every request. A batch starts at 1 and doubles while leases run out
+# before they lapse, up to 1/RATE_LEASE_SHARE of the limit and RATE_LEASE_MAX_PLACES; a lease
+# lapses after RATE_LEASE_TTL_SEC (at most 1/RATE_LEASE_SHARE of the period) and its unused
+# places go back to the bucket (checked every RATE_LEASE_RETURN_EVERY_SEC).
+RATE_LEASE_MIN_LIMIT: Final = 60
+RATE_LEASE_SHARE: Final = 10
+RATE_LEASE_MAX_PLACES: Final = 64
+RATE_LEASE_TTL_SEC: Final = 1.0
+RATE_LEASE_RETURN_EVERY_SEC: Final = 0.25
 # Buckets that count what requests create: a request that fails gives its place back.
 RATE_BUCKETS_COUNTING_CREATED: Final = frozenset({"signing"})
 

@@ -48,6 +48,89 @@ async def take(db: Db, asks: Sequence[BucketAsk], now_us: int) -> dict[str, Buck
     return {state.bucket: state for state in states}
 
 
+class LeaseAsk(BucketAsk):
+    """Places asked of a bucket for a lease: up to `want`, after giving back `give` places of
+    the lease that lapsed."""
+
+    want: int
+    give: int
+
+
+class LeaseGrant(Row):
+    """A bucket after a lease was asked of it: `granted` places (0: refused), its `tat_us`."""
+
+    bucket: str
+    tat_us: int
+    granted: int
+
+
+async def reserve(db: Db, asks: Sequence[LeaseAsk], now_us: int) -> dict[str, LeaseGrant]:
+    """Take a lease of places in each asked bucket, as many as fit up to `want` (a bucket that
+    is full grants 0 and keeps its state). One statement when every bucket has its row; a bucket
+    without one starts with its places, and one another process started meanwhile is asked
+    again."""
+    pending = sorted(asks, key=lambda ask: (ask.key, ask.bucket))
+    grants: dict[str, LeaseGrant] = {}
+    while pending:
+        for grant in await _reserve_existing(db, pending, now_us):
+            grants[grant.bucket] = grant
+        fresh = [ask for ask in pending if ask.bucket not in grants]
+        made = await _reserve_fresh(db, fresh, now_us) if fresh else {}
+        grants |= made
+        pending = [ask for ask in fresh if ask.bucket not in made]
+    return grants
+
+
+def fresh_places(ask: LeaseAsk) -> int:
+    """The places a bucket without state grants: `want`, at most a burst."""
+    return max(1, min(ask.want, ask.period_us // ask.emission_us))
+
+
+async def _reserve_existing(db: Db, asks: Sequence[LeaseAsk], now_us: int) -> list[LeaseGrant]:
+    return await fetch_all(
+        db,
+        LeaseGrant,
+        Q.rate_limit_reserve,
+        [ask.key for ask in asks],
+        [ask.bucket for ask in asks],
+        [ask.emission_us for ask in asks],
+        [ask.period_us for ask in asks],
+        [ask.want for ask in asks],
+        [ask.give for ask in asks],
+        now_us,
+    )
+
+
+async def _reserve_fresh(db: Db, asks: Sequence[LeaseAsk], now_us: int) -> dict[str, LeaseGrant]:
+    places = {ask.bucket: fresh_places(ask) for ask in asks}
+    tats = [now_us + places[ask.bucket] * ask.emission_us for ask in asks]
+    rows = await db.fetch(
+        Q.rate_limit_reserve_fresh,
+        [ask.key for ask in asks],
+        [ask.bucket for ask in asks],
+        [ask.period_us for ask in asks],
+        tats,
+    )
+    return {
+        row["bucket"]: LeaseGrant(
+            bucket=row["bucket"], tat_us=row["tat_us"], granted=places[row["bucket"]]
+        )
+        for row in rows
+    }
+
+
+async def give_back_leases(db: Db, asks: Sequence[LeaseAsk], now_us: int) -> None:
+    """Return the unused places (`give`) of lapsed leases."""
+    await db.execute(
+        Q.rate_limit_return,
+        [ask.key for ask in asks],
+        [ask.bucket for ask in asks],
+        [ask.emission_us for ask in asks],
+        [ask.give for ask in asks],
+        now_us,
+    )
+
+
 async def give_back(db: Db, ask: BucketAsk, now_us: int) -> None:
     """Return the place a request took in `ask.bucket` (it turned out to create nothing)."""
     await db.execute(Q.rate_limit_give_back, ask.key, ask.bucket, ask.emission_us, now_us)

@@ -9,7 +9,9 @@ are registered on the stack's own app (limits off) and call the limited app with
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,10 +23,17 @@ from actors import Actor, new_diary
 from aiohttp import web
 
 from api.app import Deps, create_app
+from api.ratelimit import Quota, RateLimiter, emission_us
 from infra.devstack import free_port
+from infra.settings import Rate
 from schemas.connector import CONNECTOR_HEADER, connector_secret
 from schemas.kernel.cids import entry_cid
-from schemas.limits import RATE_LIMITS_PER_MINUTE
+from schemas.limits import (
+    RATE_LEASE_MIN_LIMIT,
+    RATE_LEASE_RETURN_EVERY_SEC,
+    RATE_LEASE_TTL_SEC,
+    RATE_LIMITS_PER_MINUTE,
+)
 
 PROBLEM_JSON = "application/problem+json"
 SIGNING = RATE_LIMITS_PER_MINUTE["signing"]
@@ -274,3 +283,109 @@ async def test_the_connector_back_channel_counts_in_its_own_bucket(stack, defaul
             assert answer.headers["x-ratelimit-limit"] == str(RATE_LIMITS_PER_MINUTE["connector"])
             remaining.append(int(answer.headers["x-ratelimit-remaining"]))
     assert remaining[1] == remaining[0] - 1
+
+
+# --- leases: large buckets are counted in batches, small ones on every request --------------------
+
+LEASED = f"{RATE_LEASE_MIN_LIMIT}/hour"  # a batched bucket: one place a minute, leases of 6
+STRICT = f"{RATE_LEASE_MIN_LIMIT - 1}/hour"
+
+
+@asynccontextmanager
+async def two_apps(stack: Any, clock: Clock, read_rate: str) -> AsyncIterator[list[Any]]:
+    """Two apps on one database (as two API processes are) with this global_read rate."""
+    async with (
+        limited_app(stack, clock, rate_limit_global_read=read_rate) as one_url,
+        limited_app(stack, clock, rate_limit_global_read=read_rate) as two_url,
+        aiohttp.ClientSession(base_url=one_url) as one,
+        aiohttp.ClientSession(base_url=two_url) as two,
+    ):
+        yield [one, two]
+
+
+async def whoami_status(agent: Actor, http: aiohttp.ClientSession) -> int:
+    async with http.get("/agents/whoami", headers=agent.auth) as response:
+        await response.read()
+        return response.status
+
+
+async def admitted_until_refused(agent: Actor, http: aiohttp.ClientSession) -> int:
+    """How many reads the app admits before its first 429."""
+    admitted = 0
+    while (status := await whoami_status(agent, http)) == 200:
+        admitted += 1
+    assert status == 429
+    return admitted
+
+
+async def test_two_apps_leasing_a_bucket_never_admit_more_than_its_limit_together(
+    stack, actors, clock
+) -> None:
+    """Concurrent bursts on both apps, then each app until it refuses: the bucket's limit
+    exactly, however the places were leased between them."""
+    agent = await actors.agent()
+    async with two_apps(stack, clock, LEASED) as apps:
+        burst = [whoami_status(agent, http) for _ in range(40) for http in apps]
+        statuses = await asyncio.gather(*burst)
+        assert set(statuses) <= {200, 429}
+        admitted = statuses.count(200)
+        for _ in range(2):  # a place one app held when the other refused is used by the first
+            for http in apps:
+                admitted += await admitted_until_refused(agent, http)
+        assert admitted == RATE_LEASE_MIN_LIMIT
+        clock.advance(60)  # one emission later: one place more, in all
+        statuses = [await whoami_status(agent, http) for http in apps for _ in range(3)]
+        assert statuses.count(200) == 1, statuses
+
+
+async def test_the_unused_places_of_a_lapsed_lease_come_back_to_the_other_apps(
+    stack, actors, clock
+) -> None:
+    agent = await actors.agent()
+    async with two_apps(stack, clock, LEASED) as (one, two):
+        # leases of 1, then 2, then 4 places: 4 reads admitted, 3 places held by the first app
+        for _ in range(4):
+            assert await whoami_status(agent, one) == 200
+        assert await admitted_until_refused(agent, two) == RATE_LEASE_MIN_LIMIT - 7
+        clock.advance(RATE_LEASE_TTL_SEC)  # the lease lapses (no place frees in a second)
+        returned, deadline = 0, time.monotonic() + 10
+        while returned < 3 and time.monotonic() < deadline:
+            if await whoami_status(agent, two) == 200:
+                returned += 1
+            else:
+                await asyncio.sleep(RATE_LEASE_RETURN_EVERY_SEC)
+        assert returned == 3
+        assert await whoami_status(agent, two) == 429
+        assert await whoami_status(agent, one) == 429
+
+
+async def test_a_small_bucket_is_counted_exactly_on_every_request_across_apps(
+    stack, actors, clock
+) -> None:
+    agent = await actors.agent()
+    async with two_apps(stack, clock, STRICT) as apps:
+        remaining = []
+        for n in range(6):
+            async with apps[n % 2].get("/agents/whoami", headers=agent.auth) as response:
+                assert response.status == 200
+                remaining.append(int(response.headers["x-ratelimit-remaining"]))
+        limit = RATE_LEASE_MIN_LIMIT - 1
+        assert remaining == [limit - n for n in range(1, 7)]
+
+
+async def test_one_lease_at_a_time_per_key_and_bucket_in_a_process(db_pool, clock) -> None:
+    """Twenty requests of one key at once in one process: the first asks a lease and the others
+    wait for it, then one of them asks the next (twice as large), and so on: leases of 1, 2, 4,
+    8 and 16 places (31 taken from the shared bucket, 11 held), not twenty leases of one."""
+    rate = Rate(limit=600, period_sec=60)
+    limiter = RateLimiter(db_pool, {"global_read": rate}, clock=clock)
+    key = f"agent:{uuid.uuid4()}"
+    outcomes = await asyncio.gather(*(limiter.take(key, ["global_read"]) for _ in range(20)))
+    assert all(isinstance(outcome, Quota) for outcome in outcomes)
+    now_us = int(clock.now * 1_000_000)
+    query = "SELECT tat_us FROM rate_limits WHERE key = $1 AND bucket = 'global_read'"
+    assert await db_pool.fetchval(query, key) == now_us + 31 * emission_us(rate)
+    # the 11 places held come back once the lease lapses
+    clock.advance(RATE_LEASE_TTL_SEC)
+    assert await limiter.return_lapsed() == 11
+    assert await db_pool.fetchval(query, key) == now_us + 20 * emission_us(rate)

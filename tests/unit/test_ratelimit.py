@@ -1,4 +1,4 @@
-"""The rate limiter's arithmetic (GCRA quotas and waits) and its per-bucket settings, no I/O.
+"""The rate limiter's arithmetic (GCRA quotas and waits, leases) and its settings, no I/O.
 
 The shared state and the statement that moves it are tested on real Postgres in
 tests/integration/test_rate_limits.py.
@@ -12,9 +12,27 @@ from pydantic import ValidationError
 import api.app  # noqa: F401  (registers every route)
 from api.auth import CONNECTOR_BUCKET, GLOBAL_ANON_BUCKET, GLOBAL_AUTH_BUCKET, GLOBAL_READ_BUCKET
 from api.endpoint import ENDPOINTS
-from api.ratelimit import emission_us, quota_of, retry_after_sec
+from api.ratelimit import (
+    Lease,
+    Quota,
+    Refusal,
+    emission_us,
+    lease_cap,
+    lease_ttl_us,
+    next_batch,
+    quota_of,
+    retry_after_sec,
+)
+from infra.repos.ratelimit import LeaseAsk, LeaseGrant, fresh_places
 from infra.settings import Rate, Settings
-from schemas.limits import RATE_BUCKETS_COUNTING_CREATED, RATE_LIMITS_PER_MINUTE
+from schemas.limits import (
+    RATE_BUCKETS_COUNTING_CREATED,
+    RATE_LEASE_MAX_PLACES,
+    RATE_LEASE_MIN_LIMIT,
+    RATE_LEASE_SHARE,
+    RATE_LEASE_TTL_SEC,
+    RATE_LIMITS_PER_MINUTE,
+)
 
 US = 1_000_000
 NOW = 1_700_000_000 * US
@@ -119,3 +137,75 @@ def test_the_defaults_let_a_signed_diary_writer_keep_30_entries_a_minute() -> No
     per_minute = {b: rate.limit * 60 / rate.period_sec for b, rate in rates.items()}
     assert per_minute["signing"] >= 30
     assert per_minute["global_auth"] >= 3 * 30
+
+
+# --- leases of the batched buckets ---------------------------------------------------------------
+
+PER_MINUTE_600 = Rate(limit=600, period_sec=60)
+
+
+def test_small_buckets_are_asked_on_every_request_and_large_ones_lease_a_share() -> None:
+    for limit in (1, 5, 30, RATE_LEASE_MIN_LIMIT - 1):
+        assert lease_cap(Rate(limit, 60)) == 1
+    assert lease_cap(Rate(RATE_LEASE_MIN_LIMIT, 60)) == RATE_LEASE_MIN_LIMIT // RATE_LEASE_SHARE
+    assert lease_cap(Rate(150, 60)) == 15
+    assert lease_cap(Rate(6000, 60)) == RATE_LEASE_MAX_PLACES
+    # the defaults: the strict buckets keep one statement per request
+    rates = Settings().rate_limits
+    for bucket in ("recovery", "registration", "agent_key", "signing", "vouch", "search"):
+        assert lease_cap(rates[bucket]) == 1, bucket
+
+
+def test_a_lease_lives_at_most_a_second_and_a_share_of_the_period() -> None:
+    assert lease_ttl_us(PER_MINUTE_600) == int(RATE_LEASE_TTL_SEC * US)
+    assert lease_ttl_us(Rate(600, 5)) == US // 2
+
+
+def test_a_batch_doubles_while_leases_run_out_and_halves_when_one_lapses() -> None:
+    assert [next_batch(b, True, 64) for b in (1, 2, 32, 64)] == [2, 4, 64, 64]
+    assert [next_batch(b, False, 64) for b in (64, 2, 1)] == [32, 1, 1]
+    assert next_batch(64, True, 10) == 10
+
+
+def grant(granted: int, tat_us: int) -> LeaseGrant:
+    return LeaseGrant(bucket="global_read", tat_us=tat_us, granted=granted)
+
+
+def test_a_lease_hands_out_what_was_granted_then_asks_again_for_more() -> None:
+    e = emission_us(PER_MINUTE_600)
+    lease = Lease()
+    assert lease.ask(NOW, cap=60) == (0, 1)  # a first lease: one place
+    quota = lease.grant("global_read", PER_MINUTE_600, grant(1, NOW + e), NOW)
+    assert isinstance(quota, Quota) and quota.remaining == 599
+    assert not lease.usable(NOW)
+    assert lease.ask(NOW + 1, cap=60) == (0, 2)  # ran out while live: twice as many
+    lease.grant("global_read", PER_MINUTE_600, grant(2, NOW + 3 * e), NOW + 1)
+    assert lease.usable(NOW + 1) and lease.places == 1
+    # remaining: the shared count as of the grant plus the place still held
+    assert lease.take_one(PER_MINUTE_600, NOW + 2).remaining == 597
+    assert lease.places == 0
+
+
+def test_a_lapsed_lease_gives_its_unused_places_back_and_hands_out_none() -> None:
+    lease = Lease(batch=8)
+    lease.grant("global_read", PER_MINUTE_600, grant(8, NOW + 8 * US), NOW)
+    ttl = lease_ttl_us(PER_MINUTE_600)
+    assert lease.usable(NOW + ttl - 1)
+    assert not lease.usable(NOW + ttl)
+    assert lease.ask(NOW + ttl, cap=60) == (7, 4)  # 7 given back with the next ask, batch halved
+    lease.grant("global_read", PER_MINUTE_600, grant(4, NOW + 8 * US), NOW + ttl)
+    assert lease.ask(NOW + 2 * ttl, cap=60) == (3, 2) and lease.places == 0
+
+
+def test_a_lease_refused_by_the_shared_bucket_is_a_refusal_with_its_wait() -> None:
+    lease = Lease()
+    full = NOW + 60 * US
+    outcome = lease.grant("global_read", PER_MINUTE_600, grant(0, full), NOW)
+    assert outcome == Refusal(bucket="global_read", limit=600, retry_after=1)
+    assert not lease.usable(NOW) and lease.places == 0
+
+
+def test_a_fresh_bucket_grants_the_batch_at_most_a_burst() -> None:
+    ask = LeaseAsk(key="k", bucket="b", emission_us=12 * US, period_us=60 * US, want=8, give=0)
+    assert fresh_places(ask) == 5
+    assert fresh_places(ask.model_copy(update={"want": 3})) == 3
