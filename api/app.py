@@ -11,9 +11,12 @@ from dataclasses import dataclass
 
 import asyncpg
 from aiohttp import web
+from opentelemetry import metrics
+from opentelemetry.metrics import MeterProvider
 from temporalio.client import Client
 
 from api import keys
+from api.metrics import request_metrics
 from api.middleware import problem_middleware, tracing_middleware
 from api.ratelimit import RateLimiter
 from api.routes import (
@@ -40,7 +43,7 @@ from infra.oauth import OAuthServer, SigningKeyStore
 from infra.permissions import PostgresPermissionEngine
 from infra.s3 import BlobStore
 from infra.settings import Settings
-from infra.telemetry import setup_tracing
+from infra.telemetry import setup_metrics, setup_tracing
 from infra.temporal import connect
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -54,16 +57,21 @@ class Deps:
     read_pool: asyncpg.Pool | None = None
     temporal: Client | None = None
     embedder: OnnxEmbedder | None = None  # the search query embedder (loaded when absent)
+    meter_provider: MeterProvider | None = None  # where request metrics go (default: global)
 
 
 def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Application:
     setup_tracing(settings.otel_service_name)
+    setup_metrics(settings.otel_service_name)
+    deps = deps or Deps()
+    meter = (deps.meter_provider or metrics.get_meter_provider()).get_meter("cairn.api")
     app = web.Application(
-        middlewares=[tracing_middleware, problem_middleware], client_max_size=MAX_BODY_BYTES
+        middlewares=[request_metrics(meter), tracing_middleware, problem_middleware],
+        client_max_size=MAX_BODY_BYTES,
     )
     app[keys.SETTINGS] = settings
     app[keys.RATE_LIMITER] = RateLimiter(enabled=settings.rate_limit_enabled)
-    app.cleanup_ctx.append(_resources(settings, deps or Deps()))
+    app.cleanup_ctx.append(_resources(settings, deps))
     for module in (
         system,
         oauth,
