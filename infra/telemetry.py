@@ -21,6 +21,7 @@ Without an endpoint every instrument is the API's no-op one and costs nothing.
 from __future__ import annotations
 
 import os
+import uuid
 from datetime import timedelta
 
 from opentelemetry import metrics, trace
@@ -35,6 +36,9 @@ from temporalio.runtime import OpenTelemetryConfig, Runtime, TelemetryConfig
 _EXPORT_ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 _METRICS_ENDPOINT = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
 _DEFAULT_EXPORT_INTERVAL_MS = 60_000
+# Each process reports cumulative series of its own: without an instance id, N API processes
+# (or worker replicas) would send the collector N conflicting values of one series.
+_INSTANCE_ID = uuid.uuid4().hex
 _configured = False
 _metrics_configured = False
 
@@ -90,6 +94,10 @@ def _export_headers() -> dict[str, str]:
     return dict(parse_env_headers(raw, liberal=True))
 
 
+def _metrics_resource(service_name: str) -> dict[str, str]:
+    return {"service.name": service_name, "service.instance.id": _INSTANCE_ID}
+
+
 def temporal_runtime(service_name: str) -> Runtime:
     """A Temporal runtime whose core exports the SDK's metrics to the OTLP collector (seconds,
     like `http.server.request.duration`), tagged with this process's service name."""
@@ -100,9 +108,8 @@ def temporal_runtime(service_name: str) -> Runtime:
         durations_as_seconds=True,
         http=True,
     )
-    return Runtime(
-        telemetry=TelemetryConfig(metrics=exporter, global_tags={"service.name": service_name})
-    )
+    resource = _metrics_resource(service_name)
+    return Runtime(telemetry=TelemetryConfig(metrics=exporter, global_tags=resource))
 
 
 def setup_metrics(service_name: str) -> None:
@@ -117,7 +124,7 @@ def setup_metrics(service_name: str) -> None:
         OTLPMetricExporter(endpoint=metrics_endpoint()),
         export_interval_millis=export_interval().total_seconds() * 1000,
     )
-    resource = Resource.create({"service.name": service_name})
+    resource = Resource.create(_metrics_resource(service_name))
     metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
     Runtime.set_default(temporal_runtime(service_name), error_if_already_set=False)
     _metrics_configured = True

@@ -31,6 +31,7 @@ from workers.telemetry import QUEUE_DEPTH
 class Point:
     metric: str
     service: str
+    instance: str
     attributes: dict[str, str]
     value: float  # a sum or gauge's value, a histogram's count
 
@@ -64,6 +65,7 @@ class Collector:
                             Point(
                                 metric=metric.name,
                                 service=resource.get("service.name", ""),
+                                instance=resource.get("service.instance.id", ""),
                                 attributes={a.key: _text(a.value) for a in point.attributes},
                                 value=float(value),
                             )
@@ -169,6 +171,8 @@ async def test_a_worker_process_exports_the_sdk_metrics_and_the_queue_depth(
     await wait_until(lambda: collector.latest(QUEUE_DEPTH, **queued) is not None, limit_s=30)
     start = collector.latest(QUEUE_DEPTH, **queued)
     assert start is not None and start.service == stack.settings.otel_service_name
+    # one process, one instance: the SDK's metrics and Cairn's carry the same id
+    assert start.instance and start.instance == workflow_latency.instance
     owner = await actors.agent()
     team, diary = await personal_team(owner), await new_diary(owner)
     body = {"taskType": "freeform", "teamId": team, "diaryId": diary["id"], "input": {"brief": "x"}}
