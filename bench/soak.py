@@ -2,6 +2,7 @@
 growth and unbounded Temporal histories.
 
     .venv/bin/python bench/soak.py [--minutes 10] [--rate-scale 1.0] [--warmup 2]
+                                   [--api-processes 1]
 
 Starts the embedded stack (bench/_stack.py: Postgres, the tuned Temporal dev server, rclone S3,
 the API and the worker each in their own process), `cairn mcp` as its own process, and two
@@ -403,8 +404,14 @@ async def histories(temporal: Any, long_ids: list[str], closed_per_type: int) ->
         kind = execution.workflow_type
         if execution.close_time is None:
             described = await temporal.get_workflow_handle(execution.id).describe()
+            info = described.raw_description.workflow_execution_info
             open_runs.append(
-                {"id": execution.id, "type": kind, "history_length": described.history_length}
+                {
+                    "id": execution.id,
+                    "type": kind,
+                    "history_length": described.history_length,
+                    "history_size_bytes": info.history_size_bytes,
+                }
             )
         elif len(by_type[kind]) < closed_per_type:
             by_type[kind].append(execution.history_length)
@@ -416,7 +423,12 @@ async def histories(temporal: Any, long_ids: list[str], closed_per_type: int) ->
     for workflow_id in long_ids:
         runs = [e async for e in temporal.list_workflows(f"WorkflowId = '{workflow_id}'")]
         described = await temporal.get_workflow_handle(workflow_id).describe()
-        long_runs[workflow_id] = {"runs": len(runs), "history_length": described.history_length}
+        info = described.raw_description.workflow_execution_info
+        long_runs[workflow_id] = {
+            "runs": len(runs),  # continued-as-new runs included
+            "history_length": described.history_length,
+            "history_size_bytes": info.history_size_bytes,
+        }
     return {
         "open": sorted(open_runs, key=lambda run: -run["history_length"])[:20],
         "open_count": len(open_runs),
@@ -543,10 +555,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "minutes": args.minutes,
         "warmup_minutes": round(warmup_s / 60, 2),
         "rates_per_s": rates,
+        "api_processes": args.api_processes,
         "machine": {"cores": os.cpu_count(), "load_avg_at_start": os.getloadavg()},
     }
     async with (
-        BenchStack() as stack,
+        BenchStack(api_processes=args.api_processes) as stack,
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256)) as http,
     ):
         temporal = await stack.temporal_client()
@@ -640,6 +653,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=2.0, help="minutes before RSS baseline")
     parser.add_argument("--rate-scale", type=float, default=1.0, help="multiplies every rate")
+    parser.add_argument("--api-processes", type=int, default=1)
     parser.add_argument("--closed-sample", type=int, default=50, help="closed runs per type")
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args()
