@@ -3,8 +3,8 @@
 One histogram in seconds (OpenTelemetry's HTTP semantic conventions); its count is the request
 rate. The route is the template aiohttp matched (`/diaries/{diaryId}`), never the raw path, so
 the number of series stays bounded by the routes we declare; a request no route matched is
-`unmatched`. Outermost of the middlewares, it sees the status the client gets (a problem
-response included) and the whole time the request took.
+`unmatched`, a method outside HTTP's own `_OTHER`. Outermost of the middlewares, it sees the
+status the client gets (a problem response included) and the whole time the request took.
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 DURATION = "http.server.request.duration"
 # the semantic conventions' advisory boundaries for this histogram, in seconds
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)
+# any other method a client sends is `_OTHER` (the conventions' rule): series stay bounded
+KNOWN_METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
+)
 
 
 def route_template(request: web.Request) -> str:
@@ -37,23 +41,27 @@ def request_metrics(meter: Meter) -> Middleware:
         explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
     )
 
+    def record(request: web.Request, status: int, started: float) -> None:
+        attributes: dict[str, str | int] = {
+            "http.request.method": request.method if request.method in KNOWN_METHODS else "_OTHER",
+            "http.route": route_template(request),
+            "http.response.status_code": status,
+        }
+        duration.record(time.perf_counter() - started, attributes)
+
     @web.middleware
     async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
-        status = 500  # unless a response (or an HTTP exception) says otherwise
         try:
             response = await handler(request)
-            status = response.status
-            return response
         except web.HTTPException as exc:  # a redirect the problem middleware lets through
-            status = exc.status
+            record(request, exc.status, started)
             raise
-        finally:
-            attributes: dict[str, str | int] = {
-                "http.request.method": request.method,
-                "http.route": route_template(request),
-                "http.response.status_code": status,
-            }
-            duration.record(time.perf_counter() - started, attributes)
+        except Exception:  # past the problem middleware: the server answers 500
+            record(request, 500, started)
+            raise
+        # (a request cancelled because its client went away got no answer: not recorded)
+        record(request, response.status, started)
+        return response
 
     return metrics_middleware

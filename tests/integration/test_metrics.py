@@ -100,6 +100,8 @@ async def test_request_durations_are_recorded_per_route_template(
             assert response.status == 404  # no such diary (a matched route all the same)
     async with metered.http.get("/no/such/route") as response:
         assert response.status == 404
+    async with metered.http.request("PROPFIND", "/health") as response:
+        assert response.status == 405
     diary = await new_diary(agent)
     status, _ = await agent.call("GET", f"/diaries/{diary['id']}")
     assert status == 200
@@ -110,6 +112,7 @@ async def test_request_durations_are_recorded_per_route_template(
     assert grew[("GET", "/diaries/{diaryId}", 200)] == 1
     assert grew[("POST", "/diaries", 201)] == 1
     assert grew[("GET", "unmatched", 404)] == 1
+    assert grew[("_OTHER", "unmatched", 405)] == 1  # a method of its own is no new series
     assert after[("GET", "/diaries/{diaryId}", 200)].sum > 0
     # templates only: no id ever becomes a series of its own
     routes = {route for _, route, _ in after}
