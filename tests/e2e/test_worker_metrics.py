@@ -8,7 +8,7 @@ import asyncio
 import signal
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,24 @@ def _text(value: AnyValue) -> str:
     return str(getattr(value, kind)) if kind else ""
 
 
+def exported_points(export: ExportMetricsServiceRequest) -> Iterator[Point]:
+    """Each data point of an export, with its resource's service name and instance."""
+    for resource_metrics in export.resource_metrics:
+        resource = {a.key: _text(a.value) for a in resource_metrics.resource.attributes}
+        for scope_metrics in resource_metrics.scope_metrics:
+            for metric in scope_metrics.metrics:
+                kind = metric.WhichOneof("data")
+                for point in getattr(metric, kind).data_points:
+                    value = point.count if kind == "histogram" else point.as_double or point.as_int
+                    yield Point(
+                        metric=metric.name,
+                        service=resource.get("service.name", ""),
+                        instance=resource.get("service.instance.id", ""),
+                        attributes={a.key: _text(a.value) for a in point.attributes},
+                        value=float(value),
+                    )
+
+
 @dataclass
 class Collector:
     """An OTLP/HTTP metrics receiver: `POST /v1/metrics` with a protobuf body."""
@@ -50,26 +68,7 @@ class Collector:
 
     async def receive(self, request: web.Request) -> web.Response:
         export = ExportMetricsServiceRequest.FromString(await request.read())
-        for resource_metrics in export.resource_metrics:
-            resource = {a.key: _text(a.value) for a in resource_metrics.resource.attributes}
-            for scope_metrics in resource_metrics.scope_metrics:
-                for metric in scope_metrics.metrics:
-                    kind = metric.WhichOneof("data")
-                    for point in getattr(metric, kind).data_points:
-                        value = (
-                            point.count
-                            if kind == "histogram"
-                            else (point.as_double or point.as_int)
-                        )
-                        self.points.append(
-                            Point(
-                                metric=metric.name,
-                                service=resource.get("service.name", ""),
-                                instance=resource.get("service.instance.id", ""),
-                                attributes={a.key: _text(a.value) for a in point.attributes},
-                                value=float(value),
-                            )
-                        )
+        self.points.extend(exported_points(export))
         body = ExportMetricsServiceResponse().SerializeToString()
         return web.Response(body=body, content_type="application/x-protobuf")
 
