@@ -1,6 +1,7 @@
-"""`cairn worker` as its own process exports metrics to an OTLP collector (a small one that keeps
-what it is sent): the Temporal SDK's own (through the core's exporter) and the task queue's
-depth (through the OpenTelemetry SDK), both under the service's name."""
+"""`cairn worker` and `cairn api` as processes of their own export metrics to an OTLP collector
+(a small one that keeps what it is sent): the Temporal SDK's own (through the core's exporter),
+the task queue's depth and the request durations (through the OpenTelemetry SDK), under the
+service's name and an instance id per process."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import pytest
 from actors import new_diary, personal_team
 from aiohttp import web
@@ -22,7 +24,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from processes import service_env, wait_until
 
-from infra.devstack import free_port
+from api.metrics import DURATION
+from infra.devstack import free_port, port_open
 from workers.admin import issue_bootstrap_voucher
 from workers.telemetry import QUEUE_DEPTH
 
@@ -184,3 +187,60 @@ async def test_a_worker_process_exports_the_sdk_metrics_and_the_queue_depth(
         return point.value if point else -1
 
     await wait_until(lambda: depth() == start.value + 2, limit_s=30)
+
+
+@pytest.fixture
+async def metered_api(stack: Any, collector: Collector) -> AsyncIterator[str]:
+    """`cairn api --processes 2` exporting its metrics to the collector every 200 ms."""
+    port = free_port()
+    env = service_env(stack.settings, port)
+    env.update(
+        OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=f"http://127.0.0.1:{collector.port}/v1/metrics",
+        OTEL_METRIC_EXPORT_INTERVAL="200",
+    )
+    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    process = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-m", "cairn", "api", "--processes", "2"],
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        await wait_until(lambda: port_open(port), limit_s=60)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), 30)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def test_api_processes_export_request_durations_each_as_its_own_instance(
+    stack: Any, collector: Collector, metered_api: str
+) -> None:
+    requests = 12
+    # a new connection per request, so the kernel spreads them over both processes
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
+        for _ in range(requests):
+            async with http.get(f"{metered_api}/diaries/{uuid.uuid4()}") as response:
+                assert response.status == 404
+
+    route = {"http.route": "/diaries/{diaryId}", "http.request.method": "GET"}
+
+    def counted() -> float:
+        """The requests the collector saw: the latest cumulative count of each instance."""
+        latest: dict[str, float] = {}
+        for point in collector.points:
+            if point.metric == DURATION and route.items() <= point.attributes.items():
+                latest[point.instance] = point.value
+        return sum(latest.values())
+
+    await wait_until(lambda: counted() == requests, limit_s=30)
+    point = collector.latest(DURATION, **route)
+    assert point is not None and point.service == stack.settings.otel_service_name
+    assert point.attributes["http.response.status_code"] == "404"
+    # the API's Temporal client reports through the core's exporter too
+    assert collector.latest("temporal_request", operation="GetSystemInfo") is not None
