@@ -322,12 +322,13 @@ class MemoryWatch:
             for proc in procs:
                 with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                     key = (component, proc.pid, proc.name())
+                    # read first: a process gone meanwhile leaves no empty series behind
                     if component == "postgres":
                         info = proc.memory_full_info()
                         self.uss[key].append((now, info.uss))
-                        self.rss[key].append((now, info.rss))
                     else:
-                        self.rss[key].append((now, proc.memory_info().rss))
+                        info = proc.memory_info()
+                    self.rss[key].append((now, info.rss))
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -341,6 +342,8 @@ class MemoryWatch:
         span = min(60.0, (end_s - warmup_s) / 4)
         processes = []
         for key, series in sorted(self.rss.items()):
+            if not series:
+                continue
             measured = self.uss.get(key, series)  # Postgres: USS; every other process: RSS
             first = [b for t, b in measured if warmup_s <= t < warmup_s + span]
             last = [b for t, b in measured if end_s - span <= t <= end_s]
