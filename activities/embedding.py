@@ -5,7 +5,8 @@ the two cores are shared), so `EmbeddingActivities` does not run the model per c
 arrive within a few milliseconds of each other, or while a run is in progress, wait for one
 combined run (in a thread, so the worker's event loop keeps serving Temporal). Each caller gets
 exactly the rows of its own texts. With one writer the window adds ~3 ms; with 8 concurrent
-writers their entries are embedded together.
+writers their entries are embedded together. Each run's size (texts) is recorded on the
+`cairn.embedding.batch.size` histogram of the meter the worker passes in.
 """
 
 from __future__ import annotations
@@ -19,10 +20,16 @@ from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
+from opentelemetry import metrics
+from opentelemetry.metrics import Meter
 from temporalio import activity
 
 from schemas import limits
 from schemas.embedding import EmbedRequest, EmbedResult
+
+BATCH_SIZE = "cairn.embedding.batch.size"
+# powers of two up to the largest run (`EMBEDDING_MICROBATCH_MAX_TEXTS`)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 
 
 class TextEmbedder(Protocol):
@@ -63,6 +70,7 @@ class MicroBatcher:
         *,
         window_s: float = limits.EMBEDDING_MICROBATCH_WINDOW_MS / 1000,
         max_texts: int = limits.EMBEDDING_MICROBATCH_MAX_TEXTS,
+        meter: Meter | None = None,
     ) -> None:
         self._embedder = embedder
         self._window_s = window_s
@@ -70,6 +78,12 @@ class MicroBatcher:
         self._queue: deque[_Waiting] = deque()
         self._drain_task: asyncio.Task[None] | None = None
         self.stats = BatchStats()
+        self._batch_sizes = (meter or metrics.get_meter("cairn.embedding")).create_histogram(
+            BATCH_SIZE,
+            unit="{text}",
+            description="Texts per model run of the embedding micro-batcher.",
+            explicit_bucket_boundaries_advisory=BATCH_BUCKETS,
+        )
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -132,13 +146,20 @@ class MicroBatcher:
         self.stats.texts += texts
         self.stats.largest_run_calls = max(self.stats.largest_run_calls, calls)
         self.stats.largest_run_texts = max(self.stats.largest_run_texts, texts)
+        self._batch_sizes.record(texts)
 
 
 class EmbeddingActivities:
     """The embedding activities of one worker process, sharing one loaded model."""
 
-    def __init__(self, embedder: TextEmbedder, *, batcher: MicroBatcher | None = None) -> None:
-        self._batcher = batcher or MicroBatcher(embedder)
+    def __init__(
+        self,
+        embedder: TextEmbedder,
+        *,
+        batcher: MicroBatcher | None = None,
+        meter: Meter | None = None,
+    ) -> None:
+        self._batcher = batcher or MicroBatcher(embedder, meter=meter)
 
     @property
     def stats(self) -> BatchStats:

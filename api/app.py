@@ -14,10 +14,13 @@ from dataclasses import dataclass
 
 import asyncpg
 from aiohttp import web
+from opentelemetry import metrics
+from opentelemetry.metrics import MeterProvider
 from temporalio.client import Client
 
 from api import keys
 from api.map_cache import MapCache
+from api.metrics import request_metrics
 from api.middleware import problem_middleware, tracing_middleware
 from api.ratelimit import Clock, RateLimiter
 from api.routes import (
@@ -48,7 +51,7 @@ from infra.oauth import OAuthServer, SigningKeyStore
 from infra.permissions import PostgresPermissionEngine
 from infra.s3 import BlobStore
 from infra.settings import Settings
-from infra.telemetry import setup_tracing
+from infra.telemetry import setup_metrics, setup_tracing
 from infra.temporal import connect
 from schemas import limits
 
@@ -65,16 +68,21 @@ class Deps:
     temporal: Client | None = None
     embedder: OnnxEmbedder | None = None  # the search query embedder (loaded when absent)
     rate_clock: Clock = time.time  # the rate limiter's clock (a test moves it)
+    meter_provider: MeterProvider | None = None  # where request metrics go (default: global)
 
 
 def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Application:
     setup_tracing(settings.otel_service_name)
+    setup_metrics(settings.otel_service_name)
+    deps = deps or Deps()
+    meter = (deps.meter_provider or metrics.get_meter_provider()).get_meter("cairn.api")
     app = web.Application(
-        middlewares=[tracing_middleware, problem_middleware], client_max_size=MAX_BODY_BYTES
+        middlewares=[request_metrics(meter), tracing_middleware, problem_middleware],
+        client_max_size=MAX_BODY_BYTES,
     )
     app[keys.SETTINGS] = settings
     app[keys.MAP_CACHE] = MapCache(limits.ENTRY_MAP_CACHED_DIARIES)
-    app.cleanup_ctx.append(_resources(settings, deps or Deps()))
+    app.cleanup_ctx.append(_resources(settings, deps))
     for module in (
         system,
         oauth,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import asyncpg
+from opentelemetry import metrics
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
@@ -25,7 +26,13 @@ from infra.db import create_pool
 from infra.embeddings import OnnxEmbedder
 from infra.s3 import BlobStore
 from infra.settings import Settings
-from infra.telemetry import exporting, setup_tracing
+from infra.telemetry import (
+    export_interval,
+    exporting,
+    exporting_metrics,
+    setup_metrics,
+    setup_tracing,
+)
 from infra.temporal import connect
 from schemas import limits
 from schemas.identity import SigningKeyEnsure
@@ -37,6 +44,7 @@ from workers.registry import (
     activities,
     embedding_activities,
 )
+from workers.telemetry import reporting_queue_depth
 from workflows.artifacts import ensure_artifact_sweep_schedule
 from workflows.maintenance import ensure_maintenance_schedules
 from workflows.packs import ensure_pack_sweep_schedule
@@ -146,14 +154,20 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
     blobs = BlobStore.from_settings(settings)
     worker = build_worker(client, settings, ActivityDeps(pool, settings.secret_bytes, blobs))
     task = asyncio.create_task(worker.run())
+    queue_depth = (
+        reporting_queue_depth(pool, metrics.get_meter("cairn.worker"), export_interval())
+        if exporting_metrics()
+        else contextlib.nullcontext()
+    )
     try:
-        await ensure_signing_key(client, settings)
-        await ensure_artifact_sweep_schedule(
-            client, settings.temporal_task_queue, settings.task_artifact_orphan_grace_sec
-        )
-        await ensure_maintenance_schedules(client, settings.temporal_task_queue)
-        await ensure_pack_sweep_schedule(client, settings.temporal_task_queue)
-        yield worker
+        async with queue_depth:
+            await ensure_signing_key(client, settings)
+            await ensure_artifact_sweep_schedule(
+                client, settings.temporal_task_queue, settings.task_artifact_orphan_grace_sec
+            )
+            await ensure_maintenance_schedules(client, settings.temporal_task_queue)
+            await ensure_pack_sweep_schedule(client, settings.temporal_task_queue)
+            yield worker
     finally:
         if embedding is not None:
             await embedding.stop()
@@ -167,6 +181,7 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
 async def run_worker(settings: Settings) -> None:
     if exporting():  # the workflow and activity spans of a trace the API began
         setup_tracing(settings.otel_service_name)
+    setup_metrics(settings.otel_service_name)  # before connecting: the SDK's metrics too
     if settings.worker_queues == "embeddings":
         async with running_embedding_worker(settings):
             log.info("embedding worker running on task queue %s", settings.embedding_task_queue)

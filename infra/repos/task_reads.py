@@ -231,3 +231,19 @@ async def list_messages(
     """The attempt's messages after `after_seq` (exclusive), in `seq` order."""
     rows = await db.fetch(Q.task_read_messages, attempt.id, after_seq, limit)
     return [message_from_row(attempt.task_id, attempt.attempt_n, row) for row in rows]
+
+
+# --- the queue's depth (a metric) --------------------------------------------------------------
+
+
+class OpenTaskCount(Row):
+    """How many tasks of one type are in one unfinished status."""
+
+    task_type: str
+    status: TaskStatus
+    tasks: int
+
+
+async def count_open_tasks(db: Db) -> list[OpenTaskCount]:
+    """Queued, dispatched and running tasks by type and status (groups with none are absent)."""
+    return await fetch_all(db, OpenTaskCount, Q.task_read_open_counts)

@@ -133,3 +133,10 @@ WITH appended AS (
     RETURNING seq
 )
 SELECT count(*)::integer AS count, min(seq) AS first_seq, max(seq) AS last_seq FROM appended
+
+-- name: task_read_open_counts
+-- Tasks not yet finished, by type and status: the queue depth the worker reports as a metric.
+SELECT task_type, status, count(*) AS tasks
+FROM tasks
+WHERE status IN ('queued', 'dispatched', 'running')
+GROUP BY task_type, status
