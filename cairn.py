@@ -135,7 +135,9 @@ def _print_banner(settings: Settings, args: argparse.Namespace, voucher: str, to
         f"Cairn is ready ({took:.1f} s).",
         f"  API          {api}",
         f"  OpenAPI      {api}/openapi.json",
-        f"  MCP          {settings.mcp_url} (X-Client-Id + X-Client-Secret)",
+        f"  Console      {api}/console/ (humans: log in with a self-service account)",
+        f"  MCP          {settings.mcp_url} (X-Client-Id + X-Client-Secret, an agent key, "
+        "or a human's browser OAuth)",
         f"  Temporal UI  http://127.0.0.1:{args.ui_port}",
         f"  Temporal     {settings.temporal_address} (namespace {settings.temporal_namespace})",
         f"  S3           {settings.s3_endpoint} (bucket {settings.s3_bucket})",
