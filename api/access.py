@@ -36,9 +36,26 @@ def subject_of(principal: Principal) -> Subject:
 async def allowed(
     request: web.Request, namespace: str, object_id: str | UUID, permission: str
 ) -> bool:
-    """Whether the authenticated caller holds `permission` on the object (503 on engine error)."""
-    subject = subject_of(require_principal(request))
-    return await request.app[keys.PERMISSIONS].check(namespace, object_id, permission, subject)
+    """Whether the authenticated caller holds `permission` on the object (503 on engine error).
+    A team-bound agent key holds nothing on what another team owns (its confinement)."""
+    principal = require_principal(request)
+    return await request.app[keys.PERMISSIONS].check(
+        namespace,
+        object_id,
+        permission,
+        subject_of(principal),
+        within_team=principal.confined_team_id,
+    )
+
+
+async def allowed_ids(request: web.Request, namespace: str, permission: str) -> set[UUID]:
+    """Ids of the `namespace` objects on which the caller holds `permission`, under the same
+    confinement as `allowed`: what lists and searches filter by."""
+    principal = require_principal(request)
+    found = await request.app[keys.PERMISSIONS].lookup(
+        namespace, permission, subject_of(principal), within_team=principal.confined_team_id
+    )
+    return {UUID(object_id) for object_id in found}
 
 
 async def require(

@@ -54,13 +54,23 @@ class PermissionEngine(Protocol):
     """The permission service as the API and workflows see it."""
 
     async def check(
-        self, namespace: str, object_id: str | UUID, permission: str, subject: Subject
+        self,
+        namespace: str,
+        object_id: str | UUID,
+        permission: str,
+        subject: Subject,
+        *,
+        within_team: UUID | None = None,
     ) -> bool:
-        """True when `subject` has `permission` (or the relation of that name) on the object."""
+        """True when `subject` has `permission` (or the relation of that name) on the object;
+        with `within_team`, false for an object another team owns (a team key's confinement)."""
         ...
 
-    async def lookup(self, namespace: str, permission: str, subject: Subject) -> set[str]:
-        """Ids of the `namespace` objects on which `subject` has `permission`."""
+    async def lookup(
+        self, namespace: str, permission: str, subject: Subject, *, within_team: UUID | None = None
+    ) -> set[str]:
+        """Ids of the `namespace` objects on which `subject` has `permission` (with
+        `within_team`, only those that team owns)."""
         ...
 
 
@@ -81,7 +91,13 @@ class PostgresPermissionEngine:
         self._timeout = timeout
 
     async def check(
-        self, namespace: str, object_id: str | UUID, permission: str, subject: Subject
+        self,
+        namespace: str,
+        object_id: str | UUID,
+        permission: str,
+        subject: Subject,
+        *,
+        within_team: UUID | None = None,
     ) -> bool:
         return await self._evaluate(
             lambda source: rules.check(
@@ -92,13 +108,22 @@ class PostgresPermissionEngine:
                 permission,
                 subject,
                 max_depth=self._max_depth,
+                within_team=_text(within_team),
             )
         )
 
-    async def lookup(self, namespace: str, permission: str, subject: Subject) -> set[str]:
+    async def lookup(
+        self, namespace: str, permission: str, subject: Subject, *, within_team: UUID | None = None
+    ) -> set[str]:
         return await self._evaluate(
             lambda source: rules.lookup(
-                self._model, source, namespace, permission, subject, max_depth=self._max_depth
+                self._model,
+                source,
+                namespace,
+                permission,
+                subject,
+                max_depth=self._max_depth,
+                within_team=_text(within_team),
             )
         )
 
@@ -117,6 +142,10 @@ class PostgresPermissionEngine:
                 exc_info=True,
             )
             raise PermissionEvaluationFailed() from exc
+
+
+def _text(team_id: UUID | None) -> str | None:
+    return None if team_id is None else str(team_id)
 
 
 class PostgresTupleSource:

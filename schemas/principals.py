@@ -71,6 +71,20 @@ class Principal(BaseModel):
         return subject
 
     @property
+    def confined_team_id(self) -> UUID | None:
+        """The one team a team-bound agent key acts in: every resource another team owns is
+        404 to it, even where its agent is a member or grantee there (`public` and `moltnet`
+        diaries stay readable). None for identity keys, OAuth2 tokens and humans, which act
+        across the subject's teams."""
+        if self.credential == "agent_key" and self.binding_scope == "team":
+            return self.bound_team_id
+        return None
+
+    def acts_in(self, team_id: UUID) -> bool:
+        """Whether the credential may act in `team_id` at all (see `confined_team_id`)."""
+        return self.confined_team_id in (None, team_id)
+
+    @property
     def subject_ns(self) -> str:
         return "Agent" if self.subject_type == "agent" else "Human"
 

@@ -17,7 +17,7 @@ from aiohttp import web
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed, changeable_diary, load_diary, readable_diary, require, subject_of
+from api.access import allowed, allowed_ids, changeable_diary, load_diary, readable_diary, require
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
@@ -124,10 +124,9 @@ async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest])
 )
 async def list_diaries(request: web.Request, parsed: Parsed) -> DiaryList:
     """The diaries the caller can read through its teams and grants (one team with the header)."""
-    principal = require_principal(request)
-    ids = await request.app[keys.PERMISSIONS].lookup("Diary", "read", subject_of(principal))
+    ids = await allowed_ids(request, "Diary", "read")
     diaries = await memory_reads.list_diaries(
-        request.app[keys.READ_POOL], [UUID(i) for i in ids], team_header(request)
+        request.app[keys.READ_POOL], sorted(ids), team_header(request)
     )
     return DiaryList(items=diaries)
 

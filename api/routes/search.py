@@ -27,8 +27,7 @@ from aiohttp import web
 from numpy.typing import NDArray
 
 from api import keys
-from api.access import readable_diary, subject_of
-from api.auth import require_principal
+from api.access import allowed_ids, readable_diary
 from api.endpoint import Parsed, endpoint
 from infra.repos.search import SearchRepo
 from schemas import limits
@@ -81,9 +80,7 @@ async def _scope(request: web.Request, diary_id: UUID | None) -> tuple[UUID, ...
     if diary_id is not None:
         diary = await readable_diary(request, diary_id)  # 404 unless the caller may read it
         return (diary.id,)
-    subject = subject_of(require_principal(request))
-    readable = await request.app[keys.PERMISSIONS].lookup("Diary", "read", subject)
-    return tuple(sorted(UUID(object_id) for object_id in readable))
+    return tuple(sorted(await allowed_ids(request, "Diary", "read")))
 
 
 def _filters(body: SearchRequest, diary_ids: tuple[UUID, ...]) -> SearchFilters:

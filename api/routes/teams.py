@@ -184,6 +184,8 @@ async def _visible_team(request: web.Request, team_id: uuid.UUID) -> tuple[TeamR
     """The team and the caller's role in it; 404 unless the caller holds a role, or holds a
     founding seat of a team that never became active (its role-to-be is shown)."""
     principal = require_principal(request)
+    if not principal.acts_in(team_id):
+        raise NotFound("No such team")
     team = await _team_row(request, team_id)
     role = await _role_in(request, team_id, principal.subject_id)
     if role is None and team.status != "active":
@@ -268,7 +270,9 @@ async def _acceptances(request: web.Request, team_id: uuid.UUID) -> list[Foundin
 async def list_teams(request: web.Request, parsed: Parsed) -> TeamList:
     """Teams the caller belongs to, and teams it was asked to found (status founding/archived)."""
     principal = require_principal(request)
-    rows = await team_reads.memberships(_pool(request), principal.subject_ns, principal.subject_id)
+    rows = await team_reads.memberships(
+        _pool(request), principal.subject_ns, principal.subject_id, principal.confined_team_id
+    )
     roles: dict[uuid.UUID, list[TeamRole]] = {}
     seats: dict[uuid.UUID, TeamRole] = {}
     teams: dict[uuid.UUID, MembershipRow] = {}

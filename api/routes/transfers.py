@@ -30,7 +30,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.service import RPCError, RPCStatusCode
 
 from api import keys
-from api.access import allowed, can_read, readable_diary, require, subject_of
+from api.access import allowed, allowed_ids, can_read, readable_diary, require
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from infra.repos import memory_reads, team_reads
@@ -239,11 +239,8 @@ async def _visible_transfer(request: web.Request, path: TransferPath) -> Transfe
 )
 async def list_pending_transfers(request: web.Request, parsed: Parsed) -> TransferList:
     """The pending transfers into teams the caller owns (the ones it may decide)."""
-    principal = require_principal(request)
-    owned = await request.app[keys.PERMISSIONS].lookup("Team", "manage", subject_of(principal))
-    records = await pending_transfers_to(
-        request.app[keys.READ_POOL], [uuid.UUID(team_id) for team_id in owned]
-    )
+    owned = await allowed_ids(request, "Team", "manage")
+    records = await pending_transfers_to(request.app[keys.READ_POOL], sorted(owned))
     return TransferList(items=[record.view() for record in records])
 
 

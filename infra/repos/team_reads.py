@@ -92,8 +92,18 @@ async def member_roles(db: Db, team_id: UUID) -> list[MemberRow]:
     return await fetch_all(db, MemberRow, Q.team_members, str(team_id))
 
 
-async def memberships(db: Db, subject_ns: str, subject_id: UUID) -> list[MembershipRow]:
-    return await fetch_all(db, MembershipRow, Q.team_list_for_subject, subject_ns, str(subject_id))
+async def memberships(
+    db: Db, subject_ns: str, subject_id: UUID, confined_team_id: UUID | None = None
+) -> list[MembershipRow]:
+    """The subject's teams (only `confined_team_id` when set: a team key's confinement)."""
+    return await fetch_all(
+        db,
+        MembershipRow,
+        Q.team_list_for_subject,
+        subject_ns,
+        str(subject_id),
+        confined_team_id,
+    )
 
 
 async def list_invites(db: Db, team_id: UUID) -> list[Invite]:

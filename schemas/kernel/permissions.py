@@ -260,6 +260,9 @@ class NamespaceDef(BaseModel):
     name: NamespaceName
     relations: dict[str, tuple[SubjectType, ...]] = Field(default_factory=dict)
     permissions: dict[str, tuple[Term, ...]] = Field(default_factory=dict)
+    owner: tuple[str, ...] | None = None
+    """The relations leading from an object to the Team that owns it (`()` for a Team itself);
+    None for what no team owns (agents, humans). A team key is confined along this path."""
 
     def has(self, name: str) -> bool:
         return name in self.relations or name in self.permissions
@@ -323,7 +326,34 @@ class PermissionModel(BaseModel):
                 for term in terms:
                     self._check_term(ns, permission, term)
         self._check_acyclic()
+        for ns in self.namespaces.values():
+            self._check_owner(ns)
         return self
+
+    def _check_owner(self, ns: NamespaceDef) -> None:
+        """An owner path walks relations that each hold one whole-object namespace, to Team."""
+        if ns.owner is None:
+            return
+        at = ns.name
+        for via in ns.owner:
+            types = self.namespace(at).relations.get(via, ())
+            if len(types) != 1 or types[0].relation is not None:
+                raise ValueError(f"{ns.name}: owner step {at}#{via} is not one whole namespace")
+            at = types[0].namespace
+        if at != Namespace.TEAM:
+            raise ValueError(f"{ns.name}: owner path ends at {at}, not Team")
+
+    def owner_chain(self, namespace: str) -> list[tuple[str, str]] | None:
+        """`(namespace, via)` for each step of the owner path of `namespace`, None if unowned."""
+        path = self.namespace(namespace).owner
+        if path is None:
+            return None
+        chain: list[tuple[str, str]] = []
+        at = namespace
+        for via in path:
+            chain.append((at, via))
+            at = self.targets(at, via)[0]
+        return chain
 
     def _check_subject_type(self, namespace: str, relation: str, st: SubjectType) -> None:
         target = self.namespaces.get(st.namespace)
@@ -387,10 +417,14 @@ def _namespace(
     name: Namespace,
     relations: Mapping[str, str] | None = None,
     permissions: Mapping[str, Sequence[Rel | Arrow]] | None = None,
+    *,
+    owner: tuple[str, ...] | None = None,
 ) -> NamespaceDef:
-    """`relations` maps a relation to the subject types it admits, `"Agent | Group#members"`."""
+    """`relations` maps a relation to the subject types it admits, `"Agent | Group#members"`;
+    `owner` is the relation path to the owning team."""
     return NamespaceDef(
         name=name,
+        owner=owner,
         relations={
             relation: tuple(SubjectType.parse(part.strip()) for part in admitted.split("|"))
             for relation, admitted in (relations or {}).items()
@@ -428,6 +462,7 @@ PERMISSION_MODEL: Final = PermissionModel(
                         rel("members"),
                     ],
                 },
+                owner=(),
             ),
             _namespace(
                 Namespace.GROUP,
@@ -436,6 +471,7 @@ PERMISSION_MODEL: Final = PermissionModel(
                     "access": [rel("members")],
                     "manage": [arrow("parent", "manage_members")],
                 },
+                owner=("parent",),
             ),
             _namespace(
                 Namespace.DIARY,
@@ -446,6 +482,7 @@ PERMISSION_MODEL: Final = PermissionModel(
                     "manage": [arrow("team", "manage"), rel("managers")],
                     "verify_claim": [arrow("team", "verify_claim")],
                 },
+                owner=("team",),
             ),
             _namespace(
                 Namespace.DIARY_ENTRY,
@@ -455,6 +492,7 @@ PERMISSION_MODEL: Final = PermissionModel(
                     "edit": [arrow("parent", "write")],
                     "delete": [arrow("parent", "write")],
                 },
+                owner=("parent", "team"),
             ),
             _namespace(Namespace.AGENT, {"self": "Agent"}, {"act_as": [rel("self")]}),
             _namespace(
@@ -465,6 +503,7 @@ PERMISSION_MODEL: Final = PermissionModel(
                     "manage": [arrow("parent", "manage")],
                     "verify_claim": [arrow("parent", "verify_claim")],
                 },
+                owner=("parent", "team"),
             ),
             _namespace(
                 Namespace.TASK,
@@ -485,6 +524,7 @@ PERMISSION_MODEL: Final = PermissionModel(
                     "report": [rel("claimant")],
                     "cancel": [arrow("team", "write"), rel("managers")],
                 },
+                owner=("team",),
             ),
         )
     }
@@ -524,12 +564,19 @@ async def check(
     subject: Subject,
     *,
     max_depth: int = MAX_SUBJECT_SET_DEPTH,
+    within_team: str | None = None,
 ) -> bool:
     """Has `subject` the relation or permission `permission` on `namespace:object_id`?
 
+    `within_team` confines the subject to one team (a team-bound agent key): an object owned
+    by any other team is denied whatever the subject holds on it.
     Each object's tuples are read once per call (batched per breadth-first level)."""
     if not model.namespace(namespace).has(permission):
         raise UnknownPermission(f"{namespace} has no {permission!r}")
+    if within_team is not None and not await _owned_by(
+        model, source, namespace, object_id, within_team
+    ):
+        return False
     return await _Check(model, source, subject, max_depth).permission(
         namespace, object_id, permission
     )
@@ -543,8 +590,10 @@ async def lookup(
     subject: Subject,
     *,
     max_depth: int = MAX_SUBJECT_SET_DEPTH,
+    within_team: str | None = None,
 ) -> set[str]:
-    """Ids of every `namespace` object on which `subject` has `permission`.
+    """Ids of every `namespace` object on which `subject` has `permission` (only those owned
+    by `within_team` when it is given: see `check`).
 
     Runs the rewrite backwards: from the usersets holding the subject (one query) up through the
     arrows (one query per arrow), so the cost does not grow with the number of objects."""
@@ -553,7 +602,43 @@ async def lookup(
     depths = await source.memberships(subject, max_depth)
     if any(depth > max_depth for depth in depths.values()):
         raise _too_deep(subject, max_depth)
-    return await _Lookup(model, source, subject, depths.keys()).objects(namespace, permission)
+    found = await _Lookup(model, source, subject, depths.keys()).objects(namespace, permission)
+    if within_team is None or not found or model.namespace(namespace).owner is None:
+        return found
+    return found & await _owned_objects(model, source, namespace, within_team)
+
+
+async def _owned_by(
+    model: PermissionModel, source: TupleSource, namespace: str, object_id: str, team_id: str
+) -> bool:
+    """Whether `team_id` owns the object (walks its owner path forwards); true for objects no
+    team owns. An owned object whose path is broken belongs to no team, so it is denied."""
+    chain = model.owner_chain(namespace)
+    if chain is None:
+        return True
+    at = [ObjectRef(namespace, object_id)]
+    for _, via in chain:
+        tuples = await source.tuples_of(at)
+        at = [
+            ObjectRef(t.subject_ns, t.subject_id)
+            for ref in at
+            for t in tuples.get(ref, ())
+            if t.relation == via and not t.subject_relation
+        ]
+    return {ref.object_id for ref in at} == {team_id}
+
+
+async def _owned_objects(
+    model: PermissionModel, source: TupleSource, namespace: str, team_id: str
+) -> set[str]:
+    """Ids of the `namespace` objects `team_id` owns (walks the owner path backwards)."""
+    chain = model.owner_chain(namespace) or []
+    ids = {team_id}
+    target = Namespace.TEAM.value
+    for step_ns, via in reversed(chain):
+        ids = await source.objects_related(step_ns, via, target, ids) if ids else set()
+        target = step_ns
+    return ids
 
 
 def _too_deep(subject: Subject, max_depth: int) -> PermissionEvaluationFailed:

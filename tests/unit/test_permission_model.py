@@ -429,3 +429,124 @@ def _broken(**namespaces: NamespaceDef) -> PermissionModel:
 def test_inconsistent_models_are_refused(definition: NamespaceDef, message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         _broken(Doc=definition)
+
+
+# --- confinement to one team (a team-bound agent key) -----------------------------------------
+
+TWO_TEAMS = TupleSet(
+    RelationTuple.parse(text)
+    for text in (
+        "Team:home#owners@Agent:a",
+        "Team:away#owners@Agent:a",
+        "Team:third#owners@Agent:b",
+        "Group:gh#parent@Team:home",
+        "Group:gh#members@Agent:a",
+        "Group:ga#parent@Team:away",
+        "Group:ga#members@Agent:a",
+        "Diary:dh#team@Team:home",
+        "Diary:da#team@Team:away",
+        "Diary:dt#team@Team:third",
+        "Diary:dt#writers@Agent:a",
+        "Diary:dt2#team@Team:third",
+        "Diary:dt2#writers@Group:gh#members",
+        "DiaryEntry:eh#parent@Diary:dh",
+        "DiaryEntry:ea#parent@Diary:da",
+        "ContextPack:ph#parent@Diary:dh",
+        "ContextPack:pa#parent@Diary:da",
+        "Task:th#team@Team:home",
+        "Task:ta#team@Team:away",
+        "Task:tt#team@Team:third",
+        "Task:tt#managers@Agent:a",
+        "Agent:a#self@Agent:a",
+    )
+)
+AGENT_A = Subject(ns="Agent", id="a")
+
+
+@pytest.mark.parametrize(
+    ("obj", "permission", "free", "confined"),
+    [
+        pytest.param("Team:home", "manage", True, True, id="own-team"),
+        pytest.param("Team:away", "manage", True, False, id="other-team"),
+        pytest.param("Group:ga", "access", True, False, id="other-teams-group"),
+        pytest.param("Diary:dh", "read", True, True, id="own-diary"),
+        pytest.param("Diary:da", "read", True, False, id="other-teams-diary"),
+        pytest.param("Diary:dt", "write", True, False, id="granted-diary-of-a-third-team"),
+        pytest.param("Diary:dt2", "write", True, False, id="granted-through-own-group"),
+        pytest.param("DiaryEntry:ea", "view", True, False, id="other-teams-entry"),
+        pytest.param("DiaryEntry:eh", "view", True, True, id="own-entry"),
+        pytest.param("ContextPack:pa", "read", True, False, id="other-teams-pack"),
+        pytest.param("Task:ta", "view", True, False, id="other-teams-task"),
+        pytest.param("Task:tt", "cancel", True, False, id="task-grant-elsewhere"),
+        pytest.param("Agent:a", "act_as", True, True, id="no-team-owns-an-agent"),
+        pytest.param("Diary:orphan", "read", False, False, id="unowned-diary"),
+    ],
+)
+async def test_a_confined_subject_holds_nothing_another_team_owns(
+    obj: str, permission: str, free: bool, confined: bool
+) -> None:
+    namespace, object_id = obj.split(":")
+    args = (PERMISSION_MODEL, TWO_TEAMS, namespace, object_id, permission, AGENT_A)
+    assert await check(*args) is free
+    assert await check(*args, within_team="home") is confined
+
+
+@pytest.mark.parametrize(
+    ("namespace", "permission"),
+    [
+        pytest.param(ns.name, name, id=f"{ns.name}.{name}")
+        for ns in PERMISSION_MODEL.namespaces.values()
+        for name in ns.permissions
+    ],
+)
+async def test_a_confined_lookup_agrees_with_confined_checks(
+    namespace: str, permission: str
+) -> None:
+    objects = {t.object_id for t in TWO_TEAMS if t.namespace == namespace}
+    for team in ("home", "away", "third"):
+        expected = {
+            object_id
+            for object_id in objects
+            if await check(
+                PERMISSION_MODEL,
+                TWO_TEAMS,
+                namespace,
+                object_id,
+                permission,
+                AGENT_A,
+                within_team=team,
+            )
+        }
+        found = await lookup(
+            PERMISSION_MODEL, TWO_TEAMS, namespace, permission, AGENT_A, within_team=team
+        )
+        assert found == expected, f"{namespace}.{permission} within {team}"
+
+
+def test_every_team_resource_has_an_owner_path() -> None:
+    owned = {ns.name for ns in PERMISSION_MODEL.namespaces.values() if ns.owner is not None}
+    assert owned == {"Team", "Group", "Diary", "DiaryEntry", "ContextPack", "Task"}
+
+
+@pytest.mark.parametrize(
+    ("definition", "message"),
+    [
+        pytest.param(
+            NamespaceDef(
+                name="Doc", relations={"team": (SubjectType.parse("Agent"),)}, owner=("team",)
+            ),
+            "not Team",
+            id="owner-path-ends-elsewhere",
+        ),
+        pytest.param(
+            NamespaceDef(
+                name="Doc", relations={"team": (SubjectType.parse("Agent"),)}, owner=("boss",)
+            ),
+            "not one whole namespace",
+            id="owner-path-unknown-relation",
+        ),
+    ],
+)
+def test_broken_owner_paths_are_refused(definition: NamespaceDef, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        _broken(Doc=definition)
