@@ -198,6 +198,8 @@ class Built:
     diaries: list[str]
     entries: dict[str, str]  # entry -> diary
     pack: tuple[str, str]  # pack id, diary id
+    rendered: str
+    artifact: str  # CID of the task's input artifact
     task: str
     task_team: str
     profile: str
@@ -337,6 +339,12 @@ async def build(cast: Cast, spec: WorldSpec) -> Built:
         f"/diaries/{first}/packs",
         json={"entries": [{"entryId": first_entry, "rank": 1}]},
     )
+    render = {"renderMethod": "server:pack-to-docs-v1"}
+    rendered = await ok(proposer, "POST", f"/packs/{pack['packId']}/render", json=render)
+    status, staged = await proposer.call(
+        "PUT", "/task-artifacts/staged", team=task_team, data=word.encode()
+    )
+    assert status == 200, staged
     task = await ok(
         proposer,
         "POST",
@@ -346,6 +354,7 @@ async def build(cast: Cast, spec: WorldSpec) -> Built:
             "teamId": task_team,
             "diaryId": first,
             "input": {"brief": word},
+            "references": [{"artifact": {"cid": staged["cid"]}, "role": "context"}],
         },
     )
     profile = await ok(
@@ -361,6 +370,8 @@ async def build(cast: Cast, spec: WorldSpec) -> Built:
         diaries=diaries,
         entries={e: d for d, e, _ in made},
         pack=(str(pack["packId"]), first),
+        rendered=str(rendered["id"]),
+        artifact=str(staged["cid"]),
         task=str(task["id"]),
         task_team=task_team,
         profile=str(profile["id"]),
@@ -450,8 +461,19 @@ async def check_rest(who: Principal, w: Built, http: Any, out: Findings) -> None
         await check_public_feed(who, w, http, out)
         return
     pack, pack_diary = w.pack
-    status, _ = await rest(who, http, "GET", f"/packs/{pack}")
-    out.compare(who, f"pack {pack}", "GET /packs/{id}", o.diary_status(who, pack_diary), status)
+    via_diary = o.diary_status(who, pack_diary)
+    for resource, path in (
+        (f"pack {pack}", f"/packs/{pack}"),
+        (f"pack {pack}", f"/packs/{pack}/provenance"),
+        (f"rendered pack {w.rendered}", f"/rendered-packs/{w.rendered}"),
+    ):
+        status, _ = await rest(who, http, "GET", path)
+        out.compare(who, resource, f"GET {path}", via_diary, status)
+    status, body = await rest(who, http, "GET", f"/diaries/{pack_diary}/packs")
+    listed = {p["id"] for p in body["items"]} if status == 200 else set()
+    out.compare(who, f"diary {pack_diary}", "GET /diaries/{id}/packs", via_diary, status)
+    want = {pack} if via_diary == 200 else set()
+    out.compare(who, f"pack {pack}", "GET /diaries/{id}/packs (items)", want, listed & {pack})
     await check_search(who, w, http, out)
     await check_lists(who, w, http, out)
     await check_team_resources(who, w, http, out)
@@ -502,6 +524,8 @@ async def check_team_resources(who: Principal, w: Built, http: Any, out: Finding
     checks = [
         (f"task {w.task}", f"/tasks/{w.task}", owned),
         (f"profile {w.profile}", f"/runtime-profiles/{w.profile}", owned),
+        (f"task {w.task}", f"/tasks/{w.task}/artifacts", owned),
+        (f"artifact {w.artifact}", f"/tasks/{w.task}/artifacts/{w.artifact}/content", owned),
         (f"team {asked}", "/task-counts", in_context),
     ]
     for resource, path, expected in checks:
@@ -554,6 +578,9 @@ async def check_mcp(who: Principal, w: Built, url: str, out: Findings) -> None:
         for entry, diary in w.entries.items():
             got = await succeeds("entries_get", {"entry_id": entry})
             out.compare(who, f"entry {entry}", "mcp entries_get", o.sees_diary(who, diary), got)
+        pack, pack_diary = w.pack
+        got = await succeeds("packs_get", {"pack_id": pack})
+        out.compare(who, f"pack {pack}", "mcp packs_get", o.sees_diary(who, pack_diary), got)
         team = w.task_team
         task_args: dict[str, Any] = {"id": w.task}
         if who.bound is None:
