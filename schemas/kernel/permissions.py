@@ -58,6 +58,11 @@ Choices where the spec's table is terse:
   membership is found by a breadth-first walk over subject sets with a visited set, so cycles
   terminate; a chain of subject sets deeper than ``MAX_SUBJECT_SET_DEPTH`` hops is an evaluation
   error (``PermissionEvaluationFailed``, 503), never a silent denial.
+- Team ownership (DECISIONS "Trust at the edges"): each team resource names the relation path
+  to its owning team (``owner``: a Team itself; Group ``parent``; Diary and Task ``team``;
+  DiaryEntry and ContextPack ``parent`` then ``team``). A check or lookup ``within_team`` (a
+  team-bound agent key) holds nothing on an object another team owns, whatever grants or
+  memberships reach it; agents and humans belong to no team, so they are never confined.
 - The model is validated when built: names exist, a subject set names a *relation* (so reverse
   lookups can follow stored tuples alone), an arrow's ``via`` relation holds whole objects only,
   and permissions never recurse into themselves. Recursion happens only through subject sets.
