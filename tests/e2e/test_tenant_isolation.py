@@ -64,6 +64,7 @@ class WorldSpec:
     group: tuple[bool, ...]  # per person: in the group of new team 0 (if a member there)
     diaries: tuple[DiarySpec, ...]
     key_teams: tuple[int, ...]  # per agent: which of its teams (by order) its team key binds
+    task_grants: tuple[GrantSpec, ...] = ()
 
 
 # The world of issue 23: agent 0 owns team 0 and its personal team; its team key is bound to
@@ -80,6 +81,7 @@ ISSUE_23 = WorldSpec(
         DiarySpec(3, "private", (GrantSpec(("agent", 0), "writer"),)),
     ),
     key_teams=(2, 2, 0),
+    task_grants=(GrantSpec(("agent", 0), "writer"), GrantSpec(("human", 1), "manager")),
 )
 
 
@@ -119,7 +121,14 @@ def worlds(draw: st.DrawFn) -> WorldSpec:
     )
     diaries = tuple(draw(st.lists(diary, min_size=3, max_size=4)))
     key_teams = tuple(draw(st.integers(0, NEW_TEAMS)) for _ in range(AGENTS))
-    return WorldSpec(owners, tuple(roles), group, diaries, key_teams)
+    task_grants = draw(
+        st.lists(
+            st.builds(GrantSpec, subject=st.sampled_from(subjects), role=st.just("writer")),
+            max_size=2,
+            unique_by=lambda g: g.subject,
+        )
+    )
+    return WorldSpec(owners, tuple(roles), group, diaries, key_teams, tuple(task_grants))
 
 
 # --- the oracle: SPEC 5 and DECISIONS, as plain Python -----------------------------------------
@@ -148,6 +157,8 @@ class Oracle:
     diary_team: dict[str, str]
     visibility: dict[str, str]
     grants: dict[str, set[tuple[str, int]]]  # diary -> grantees (people; the group expanded)
+    task_team: str = ""
+    task_grantees: set[tuple[str, int]] = field(default_factory=set)
 
     def role(self, person: tuple[str, int] | None, team: str) -> str | None:
         return None if person is None else self.roles[team].get(person)
@@ -168,6 +179,18 @@ class Oracle:
         if who.credential == "identity_key" and self.role(who.person, team) is None:
             return 403
         return 200 if self.member(who, team) else 404
+
+    def task_status(self, who: Principal, asked: str) -> int:
+        """The task by id in the `asked` team's context: Task `view` = the owning team's
+        members (DECISIONS: executors too) or explicit task grantees; only in the owning
+        team's context (SPEC 5: by-id operations with the owning-team context)."""
+        in_context = self.context_status(who, asked)
+        if in_context == 403:
+            return 403
+        if asked != self.task_team or not self.acts_in(who, asked):
+            return 404
+        granted = who.person in self.task_grantees
+        return 200 if self.member(who, asked) or granted else 404
 
     def reads_by_permission(self, who: Principal, diary: str) -> bool:
         """Diary `read` = team->access | writers | managers, within a team key's team."""
@@ -357,6 +380,18 @@ async def build(cast: Cast, spec: WorldSpec) -> Built:
             "references": [{"artifact": {"cid": staged["cid"]}, "role": "context"}],
         },
     )
+    task_grantees: set[tuple[str, int]] = set()
+    for grant in spec.task_grants:
+        if grant.subject[0] == "group":
+            subject, ns = group["id"], "Group"
+            task_grantees |= members
+        else:
+            subject = str(cast.actor(grant.subject).subject_id)
+            ns = grant.subject[0].capitalize()
+            task_grantees.add(grant.subject)
+        body = {"subjectId": subject, "subjectNs": ns, "role": grant.role}
+        await ok(proposer, "POST", f"/tasks/{task['id']}/grants", json=body, team=task_team)
+    oracle.task_team, oracle.task_grantees = task_team, task_grantees
     profile = await ok(
         proposer,
         "POST",
@@ -521,11 +556,12 @@ async def check_team_resources(who: Principal, w: Built, http: Any, out: Finding
     in_context = o.context_status(who, asked)
     # the task and profile are found only in their own team's context
     owned = in_context if asked == team or in_context != 200 else 404
+    task = o.task_status(who, asked)
     checks = [
-        (f"task {w.task}", f"/tasks/{w.task}", owned),
+        (f"task {w.task}", f"/tasks/{w.task}", task),
         (f"profile {w.profile}", f"/runtime-profiles/{w.profile}", owned),
-        (f"task {w.task}", f"/tasks/{w.task}/artifacts", owned),
-        (f"artifact {w.artifact}", f"/tasks/{w.task}/artifacts/{w.artifact}/content", owned),
+        (f"task {w.task}", f"/tasks/{w.task}/artifacts", task),
+        (f"artifact {w.artifact}", f"/tasks/{w.task}/artifacts/{w.artifact}/content", task),
         (f"team {asked}", "/task-counts", in_context),
     ]
     for resource, path, expected in checks:
@@ -586,7 +622,8 @@ async def check_mcp(who: Principal, w: Built, url: str, out: Findings) -> None:
         if who.bound is None:
             task_args["team_id"] = team
         got = await succeeds("tasks_get", task_args)
-        out.compare(who, f"task {w.task}", "mcp tasks_get", o.member(who, team), got)
+        visible = o.task_status(who, who.bound or team) == 200
+        out.compare(who, f"task {w.task}", "mcp tasks_get", visible, got)
         got = await succeeds("tasks_app_counts", {"team_id": team})
         out.compare(who, f"team {team}", "mcp tasks_app_counts", o.member(who, team), got)
         result = await session.call_tool("entries_search", {"query": w.word, "limit": 50})
