@@ -8,6 +8,7 @@ An actor's `call` returns `(status, body)`; `team=` sets the `x-service-team-id`
 from __future__ import annotations
 
 import base64
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import aiohttp
 import nacl.signing
 
+from schemas.principals import AGENT_SCOPES
 from workers.admin import issue_bootstrap_voucher
 
 TEAM_HEADER = "x-service-team-id"
@@ -157,6 +159,26 @@ async def new_diary(actor: Actor, visibility: str = "private", **extra: Any) -> 
     status, diary = await actor.call("POST", "/diaries", json=body, team=team)
     assert status == 201, diary
     return dict(diary)
+
+
+async def agent_key_secret(agent: Actor, binding: str, team: str | None) -> str:
+    """A new agent key of `agent` with every agent scope, bound to `team` ("team") or to the
+    agent ("identity"), issued through the agent's own token; its secret."""
+    body = {
+        "agentId": str(agent.subject_id),
+        "name": f"{binding}-{uuid.uuid4().hex[:6]}",
+        "bindingScope": binding,
+        "scopes": list(AGENT_SCOPES),
+    }
+    headers = {"Idempotency-Key": uuid.uuid4().hex}
+    status, key = await agent.call("POST", "/agent-keys", json=body, team=team, headers=headers)
+    assert status == 201, key
+    return str(key["secret"])
+
+
+def holding_key(agent: Actor, secret: str) -> Actor:
+    """The same agent, calling with an agent key instead of its OAuth2 token."""
+    return dataclasses.replace(agent, auth={"Authorization": f"Bearer {secret}"})
 
 
 async def join_team(owner: Actor, team_id: str, actor: Actor, role: str) -> None:

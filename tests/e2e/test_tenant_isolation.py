@@ -19,7 +19,6 @@ mismatch is collected and printed with the principal, the resource and the path.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -27,12 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from actors import Actor, anonymous, personal_team
+from actors import Actor, agent_key_secret, anonymous, holding_key, personal_team
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from mcp_support import client_headers, mcp_session
-
-from schemas.principals import AGENT_SCOPES
 
 EXAMPLES = int(os.environ.get("CAIRN_ISOLATION_EXAMPLES", "4"))
 AGENTS, HUMANS, NEW_TEAMS = 3, 2, 2
@@ -417,18 +414,6 @@ async def build(cast: Cast, spec: WorldSpec) -> Built:
     return built
 
 
-async def _key(agent: Actor, binding: str, team: str | None) -> str:
-    body = {
-        "agentId": str(agent.subject_id),
-        "name": f"{binding}-{uuid.uuid4().hex[:6]}",
-        "bindingScope": binding,
-        "scopes": list(AGENT_SCOPES),
-    }
-    headers = {"Idempotency-Key": uuid.uuid4().hex}
-    key = await ok(agent, "POST", "/agent-keys", json=body, team=team, headers=headers)
-    return str(key["secret"])
-
-
 async def _principals(cast: Cast, spec: WorldSpec, built: Built) -> list[Principal]:
     found: list[Principal] = []
     for index, agent in enumerate(cast.agents):
@@ -436,10 +421,10 @@ async def _principals(cast: Cast, spec: WorldSpec, built: Built) -> list[Princip
         mine = [t for t in built.teams if person in built.oracle.roles[t]]
         bound = mine[spec.key_teams[index] % len(mine)]
         identity, team = await asyncio.gather(
-            _key(agent, "identity", None), _key(agent, "team", bound)
+            agent_key_secret(agent, "identity", None), agent_key_secret(agent, "team", bound)
         )
-        as_identity = dataclasses.replace(agent, auth={"Authorization": f"Bearer {identity}"})
-        as_team = dataclasses.replace(agent, auth={"Authorization": f"Bearer {team}"})
+        as_identity = holding_key(agent, identity)
+        as_team = holding_key(agent, team)
         found += [
             Principal(f"agent{index}/oauth2", person, agent, "oauth2", None, client_headers(agent)),
             Principal(

@@ -9,15 +9,12 @@ and every credential still reads the other team's `public` and `moltnet` diaries
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from actors import Actor, personal_team
-
-from schemas.principals import AGENT_SCOPES
+from actors import Actor, agent_key_secret, holding_key, personal_team
 
 WORD = "zephyrquartz"
 
@@ -55,15 +52,7 @@ async def entry_in(actor: Actor, diary_id: str, text: str) -> dict[str, Any]:
 
 
 async def key_of(agent: Actor, binding: str, team: str | None) -> Actor:
-    body = {
-        "agentId": str(agent.subject_id),
-        "name": f"{binding}-key",
-        "bindingScope": binding,
-        "scopes": list(AGENT_SCOPES),
-    }
-    headers = {"Idempotency-Key": uuid.uuid4().hex}
-    key = await ok(agent, "POST", "/agent-keys", json=body, team=team, headers=headers)
-    return dataclasses.replace(agent, auth={"Authorization": f"Bearer {key['secret']}"})
+    return holding_key(agent, await agent_key_secret(agent, binding, team))
 
 
 @pytest.fixture(scope="module")
