@@ -7,19 +7,24 @@ checks, rate-limit buckets and the OpenAPI document, so the document cannot drif
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, get_args, get_type_hints
+from types import UnionType
+from typing import Annotated, Any, Generic, Union, get_args, get_origin, get_type_hints
 
 from aiohttp import web
+from multidict import MultiMapping
 from pydantic import BaseModel, ValidationError
 from typing_extensions import TypeVar
 
 from api import keys
 from api.auth import authorize, give_back_rate, settle_rate
 from api.spec import EndpointSpec
+from schemas.base import UNSTORABLE_TEXT
 from schemas.errors import FieldError, UnsupportedMediaType, ValidationFailed
+from schemas.text import printable
 
 Handler = Callable[..., Awaitable[Any]]
 
@@ -67,7 +72,9 @@ def endpoint(
                 await authorize(request, spec)
                 parsed: Parsed[Any, Any, Any] = Parsed(
                     body=await _parse_body(request, spec),
-                    query=_parse_mapping(spec.query, dict(request.query), "query"),
+                    query=_parse_mapping(
+                        spec.query, query_values(spec.query, request.query), "query"
+                    ),
                     path=_parse_mapping(spec.path_params, dict(request.match_info), "path"),
                 )
                 result = await handler(request, parsed)
@@ -133,6 +140,53 @@ async def _parse_body(request: web.Request, spec: EndpointSpec) -> Any:
     return validate_model(spec.body, data, "body")
 
 
+def _parse_query(model: type[BaseModel] | None, request: web.Request) -> Any:
+    return _parse_mapping(model, query_values(model, request.query), "query")
+
+
+def query_values(model: type[BaseModel] | None, query: MultiMapping[str]) -> dict[str, Any]:
+    """The query as its model reads it: an array parameter gathers every repeat of its key and
+    the comma-separated values of each (`?taskTypes=a&taskTypes=b`, `?taskTypes=a,b`, or both
+    mixed); any other parameter takes its first value."""
+    arrays = array_parameters(model) if model is not None else frozenset()
+    values: dict[str, Any] = {}
+    for name in query:
+        if name in values:
+            continue
+        if name in arrays:
+            values[name] = [
+                part.strip()
+                for raw in query.getall(name)
+                for part in raw.split(",")
+                if part.strip()
+            ]
+        else:
+            values[name] = query[name]
+    return values
+
+
+@functools.cache
+def array_parameters(model: type[BaseModel]) -> frozenset[str]:
+    """The names of the model's fields that hold a list (optional or not)."""
+    return frozenset(
+        field.alias or name
+        for name, field in model.model_fields.items()
+        if any(_is_array(option) for option in _options(field.annotation))
+    )
+
+
+def _options(annotation: Any) -> tuple[Any, ...]:
+    if get_origin(annotation) is Annotated:
+        return _options(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, UnionType):
+        return tuple(option for arg in get_args(annotation) for option in _options(arg))
+    return (annotation,)
+
+
+def _is_array(annotation: Any) -> bool:
+    return get_origin(annotation) in (list, tuple, set, frozenset)
+
+
 def _parse_mapping(model: type[BaseModel] | None, values: dict[str, str], where: str) -> Any:
     if model is None:
         return None
@@ -148,16 +202,29 @@ def validate_model(model: type[BaseModel], data: Any, where: str) -> Any:
 
 def validation_problem(exc: ValidationError, where: str) -> ValidationFailed:
     errors = [
-        FieldError(pointer=_pointer(where, err["loc"]), message=_message(err))
+        FieldError(pointer=_pointer(where, _location(err)), message=_message(err))
         for err in exc.errors(include_url=False)
     ]
     summary = "; ".join(f"{e.pointer}: {e.message}" for e in errors[:5])
     return ValidationFailed(f"Invalid {where}: {summary}", errors=errors)
 
 
+def _location(err: Any) -> tuple[Any, ...]:
+    """The error's place; unstorable text (schemas.base) says where inside the input it sits."""
+    if err["type"] == UNSTORABLE_TEXT:
+        return (*err["loc"], *err["ctx"]["at"])
+    return tuple(err["loc"])
+
+
 def _pointer(where: str, loc: tuple[Any, ...]) -> str:
+    """An RFC 6901 JSON pointer; a query or path parameter sits under `/query` or `/path`."""
     prefix = "" if where == "body" else f"/{where}"
-    return prefix + "".join(f"/{part}" for part in loc)
+    return prefix + "".join(f"/{_escaped(part)}" for part in loc)
+
+
+def _escaped(part: Any) -> str:
+    # the offending key itself may hold the unstorable character: keep the pointer printable
+    return printable(str(part)).replace("~", "~0").replace("/", "~1")
 
 
 def _message(err: Any) -> str:

@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic_core import PydanticCustomError
+
+from schemas.text import UNSTORABLE_TEXT_MESSAGE, unstorable_text_at
+
+# The error type of unstorable text; its context carries the location inside the model's input
+# (`at`), which the API appends to the error's own location to build the JSON pointer.
+UNSTORABLE_TEXT = "unstorable_text"
 
 
 class RequestBody(BaseModel):
-    """An HTTP request body or query: an unknown field is a client error (400 naming it)."""
+    """An HTTP request body, query or path: an unknown field is a client error (400 naming it),
+    and so is a NUL or a lone surrogate anywhere in its text (keys included)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_unstorable_text(cls, data: Any) -> Any:
+        at = unstorable_text_at(data)
+        if at is not None:
+            raise PydanticCustomError(UNSTORABLE_TEXT, UNSTORABLE_TEXT_MESSAGE, {"at": list(at)})
+        return data
 
 
 class ResponseBody(BaseModel):
