@@ -12,6 +12,7 @@ from api.headers import TEAM_HEADER
 from api.spec import EndpointSpec
 from schemas.errors import (
     DomainError,
+    HeaderFieldsTooLarge,
     InternalError,
     MissingScope,
     PayloadTooLarge,
@@ -20,6 +21,7 @@ from schemas.errors import (
     ServiceUnavailable,
     Unauthorized,
     UnsupportedMediaType,
+    UriTooLong,
     ValidationFailed,
 )
 from schemas.version import VERSION
@@ -62,7 +64,13 @@ def _parameters(model: type[BaseModel] | None, where: Literal["query", "path"]) 
 
 
 def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
-    implied: list[type[DomainError]] = [InternalError, RateLimited]
+    # the server answers these itself, before routing (api/server.py)
+    implied: list[type[DomainError]] = [
+        InternalError,
+        RateLimited,
+        UriTooLong,
+        HeaderFieldsTooLarge,
+    ]
     # a malformed declared header (the team header must be a uuid) is a 400 too
     if spec.body or spec.query or spec.path_params or spec.headers:
         implied.append(ValidationFailed)

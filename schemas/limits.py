@@ -244,6 +244,12 @@ SIGNING_REQUESTS_PAGE: Final = PageSize(20, 100)
 SQL_INT_MAX: Final = 2**31 - 1  # a Postgres `integer`: ranks, attempt numbers, seqs, offsets
 JSON_INT_MAX: Final = 2**53 - 1  # exact in every JSON reader (jsonb counters, JavaScript)
 
+# --- the HTTP parser (api/server.py): what one request's head may hold ----------------------------
+# The two sizes differ so that the limit a too-long line exceeded tells which part it was.
+REQUEST_LINE_MAX_BYTES: Final = 8192  # method, target and version: 8 KiB, longer is 414
+HEADER_FIELD_MAX_BYTES: Final = 8190  # one header's name and value (aiohttp's default): 431
+REQUEST_HEADERS_MAX: Final = 128  # headers per request (aiohttp's default): more is 431
+
 # --- outages: a 503 (a dependency cannot answer right now) tells the client when to retry ------
 UNAVAILABLE_RETRY_AFTER_SEC: Final = 2
 
