@@ -22,7 +22,7 @@ from typing_extensions import TypeVar
 from api import keys
 from api.auth import authorize, give_back_rate, settle_rate
 from api.spec import EndpointSpec
-from schemas.base import UNSTORABLE_TEXT
+from schemas.base import error_location
 from schemas.errors import FieldError, UnsupportedMediaType, ValidationFailed
 from schemas.text import printable
 
@@ -72,9 +72,7 @@ def endpoint(
                 await authorize(request, spec)
                 parsed: Parsed[Any, Any, Any] = Parsed(
                     body=await _parse_body(request, spec),
-                    query=_parse_mapping(
-                        spec.query, query_values(spec.query, request.query), "query"
-                    ),
+                    query=_parse_query(spec.query, request),
                     path=_parse_mapping(spec.path_params, dict(request.match_info), "path"),
                 )
                 result = await handler(request, parsed)
@@ -130,14 +128,29 @@ async def _parse_body(request: web.Request, spec: EndpointSpec) -> Any:
         "+json"
     ):
         raise UnsupportedMediaType(f"Send the body as application/json, not {request.content_type}")
-    raw = await request.read()
+    return validate_json(spec.body, await request.read() or b"{}")
+
+
+def validate_json(model: type[BaseModel], raw: bytes) -> Any:
+    """A JSON body, by JSON's own types (strict: `"5"` is no integer, `0` no boolean, `1.5` no
+    integer), so the body the document describes is the only one accepted."""
     try:
-        data = json.loads(raw) if raw else {}
+        return model.model_validate_json(raw, strict=True)
+    except ValidationError as exc:
+        if all(err["type"] != "json_invalid" for err in exc.errors()):
+            raise validation_problem(exc, "body") from None
+        syntax = str(exc.errors()[0]["ctx"]["error"])
+    try:
+        data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValidationFailed(
-            f"The body is not valid JSON: {exc}", errors=[FieldError(pointer="", message=str(exc))]
-        ) from None
-    return validate_model(spec.body, data, "body")
+        syntax = str(exc)
+    else:
+        # JSON that only the strict parser refuses: a lone surrogate escape, which the text
+        # guard names by its pointer (or NaN / Infinity, which is no JSON at all)
+        validate_model(model, data, "body")
+    raise ValidationFailed(
+        f"The body is not valid JSON: {syntax}", errors=[FieldError(pointer="", message=syntax)]
+    )
 
 
 def _parse_query(model: type[BaseModel] | None, request: web.Request) -> Any:
@@ -202,18 +215,11 @@ def validate_model(model: type[BaseModel], data: Any, where: str) -> Any:
 
 def validation_problem(exc: ValidationError, where: str) -> ValidationFailed:
     errors = [
-        FieldError(pointer=_pointer(where, _location(err)), message=_message(err))
+        FieldError(pointer=_pointer(where, error_location(err)), message=_message(err))
         for err in exc.errors(include_url=False)
     ]
     summary = "; ".join(f"{e.pointer}: {e.message}" for e in errors[:5])
     return ValidationFailed(f"Invalid {where}: {summary}", errors=errors)
-
-
-def _location(err: Any) -> tuple[Any, ...]:
-    """The error's place; unstorable text (schemas.base) says where inside the input it sits."""
-    if err["type"] == UNSTORABLE_TEXT:
-        return (*err["loc"], *err["ctx"]["at"])
-    return tuple(err["loc"])
 
 
 def _pointer(where: str, loc: tuple[Any, ...]) -> str:
@@ -230,4 +236,4 @@ def _escaped(part: Any) -> str:
 def _message(err: Any) -> str:
     if err["type"] == "extra_forbidden":
         return "Unknown field"
-    return str(err["msg"])
+    return printable(str(err["msg"]))  # a validator may quote the unstorable input

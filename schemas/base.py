@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic_core import PydanticCustomError
@@ -20,13 +20,22 @@ class RequestBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse_unstorable_text(cls, data: Any) -> Any:
-        at = unstorable_text_at(data)
+    @model_validator(mode="after")
+    def _refuse_unstorable_text(self) -> Self:
+        # after validation: a validator before it would turn a JSON body into Python objects
+        # and so lose JSON's strict types (an ISO string is a datetime only in JSON)
+        at = unstorable_text_at(self)
         if at is not None:
             raise PydanticCustomError(UNSTORABLE_TEXT, UNSTORABLE_TEXT_MESSAGE, {"at": list(at)})
-        return data
+        return self
+
+
+def error_location(err: Any) -> tuple[Any, ...]:
+    """A pydantic error's place in the input; unstorable text says where inside the model's
+    input it sits (its own location is the model's)."""
+    if err["type"] == UNSTORABLE_TEXT:
+        return (*err["loc"], *err["ctx"]["at"])
+    return tuple(err["loc"])
 
 
 class ResponseBody(BaseModel):
