@@ -97,13 +97,15 @@ def _from_http_exception(exc: web.HTTPException) -> DomainError:
 
 
 async def _allowed_methods(request: web.Request, joined: str) -> str:
-    """The methods of the first route the path names. aiohttp's `Allow` joins those of every
-    route the path could match (`/teams/join` would list `/teams/{id}`'s GET and DELETE)."""
+    """The methods of the route the path names: its literal path first, else the first pattern
+    it matches. aiohttp's `Allow` joins those of every route the path could match (`/teams/join`
+    would list `/teams/{id}`'s GET and DELETE)."""
+    matched = []
     for resource in request.app.router.resources():
         _, allowed = await resource.resolve(request)
         if allowed:
-            return ",".join(sorted(allowed))
-    return joined
+            matched.append((resource.canonical != request.path, ",".join(sorted(allowed))))
+    return min(matched, key=lambda found: found[0])[1] if matched else joined
 
 
 def request_method(exc: web.HTTPException) -> str:
