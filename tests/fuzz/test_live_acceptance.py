@@ -136,6 +136,13 @@ def config(ids: dict[str, str], auth: dict[str, str]) -> str:
         "n": 1,
     }
     lines = [
+        # A 400 to schema-valid data is a rule the document states in words, not in its schema:
+        # an opaque cursor this list did not issue, an id that must name an existing resource
+        # of the same team or diary, a signature or key that must verify, one field that needs
+        # another (the problem names the field and the rule). Every other check stays strict.
+        "[checks.positive_data_acceptance]",
+        'expected-statuses = ["2xx", "400", "401", "403", "404", "409", "410", "429"]',
+        "",
         "[headers]",
         *(f"{json.dumps(name)} = {json.dumps(value)}" for name, value in auth.items()),
         f'"x-service-team-id" = {json.dumps(ids["team"])}',
