@@ -66,6 +66,8 @@ def endpoint(
         ENDPOINTS.append(spec)
 
         async def run(request: web.Request) -> web.StreamResponse:
+            if spec.path_params is not None:
+                _refuse_a_literal_path(request)
             request[keys.ENDPOINT] = spec
 
             try:
@@ -88,6 +90,28 @@ def endpoint(
         return handler
 
     return decorate
+
+
+def _refuse_a_literal_path(request: web.Request) -> None:
+    """`GET /teams/join` is the literal route `/teams/join` asked with a method it lacks (405),
+    not `/teams/{id}` with a malformed id: aiohttp falls through to any pattern that matches."""
+    allowed = _literal_methods().get(request.path)
+    if allowed is not None and request.method not in allowed:
+        raise web.HTTPMethodNotAllowed(request.method, allowed)
+
+
+@functools.cache
+def _literal_methods() -> dict[str, frozenset[str]]:
+    """The methods of each path without parameters (read once every route is declared)."""
+    methods: dict[str, set[str]] = {}
+    for spec in ENDPOINTS:
+        if "{" not in spec.path:
+            methods.setdefault(spec.path, set()).add(spec.method)
+    # aiohttp answers HEAD wherever it answers GET
+    return {
+        path: frozenset(found | ({"HEAD"} if "GET" in found else set()))
+        for path, found in methods.items()
+    }
 
 
 def _check_declaration(handler: Handler, spec: EndpointSpec) -> None:

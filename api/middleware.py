@@ -100,12 +100,17 @@ async def _allowed_methods(request: web.Request, joined: str) -> str:
     """The methods of the route the path names: its literal path first, else the first pattern
     it matches. aiohttp's `Allow` joins those of every route the path could match (`/teams/join`
     would list `/teams/{id}`'s GET and DELETE)."""
-    matched = []
+    matched: list[tuple[str, set[str]]] = []
     for resource in request.app.router.resources():
         _, allowed = await resource.resolve(request)
         if allowed:
-            matched.append((resource.canonical != request.path, ",".join(sorted(allowed))))
-    return min(matched, key=lambda found: found[0])[1] if matched else joined
+            matched.append((resource.canonical, set(allowed)))
+    if not matched:
+        return joined
+    literal = [canonical for canonical, _ in matched if canonical == request.path]
+    route = literal[0] if literal else matched[0][0]
+    # one path's methods may sit on several resources (routes declared apart)
+    return ",".join(sorted(set().union(*(m for canonical, m in matched if canonical == route))))
 
 
 def request_method(exc: web.HTTPException) -> str:

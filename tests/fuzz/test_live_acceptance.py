@@ -143,6 +143,10 @@ def config(ids: dict[str, str], auth: dict[str, str]) -> str:
         "[checks.positive_data_acceptance]",
         'expected-statuses = ["2xx", "400", "401", "403", "404", "409", "410", "429"]',
         "",
+        # the server refuses an oversized request line or header itself (documented 414 / 431)
+        "[checks.negative_data_rejection]",
+        "expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 414, 415, 422, 428, 429, 431]",
+        "",
         "[headers]",
         *(f"{json.dumps(name)} = {json.dumps(value)}" for name, value in auth.items()),
         f'"x-service-team-id" = {json.dumps(ids["team"])}',

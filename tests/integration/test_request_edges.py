@@ -194,3 +194,17 @@ async def test_a_405_allows_only_the_methods_of_the_route_its_path_names(agent: 
     async with agent.http.options("/teams/join", headers=agent.auth) as response:
         assert response.status == 405
         assert set(response.headers["Allow"].split(",")) == {"POST"}
+
+
+async def test_a_literal_path_asked_with_another_method_is_a_405(agent: Actor) -> None:
+    """`GET /teams/join` is not `GET /teams/{id}` with the id `join`."""
+    async with agent.http.get("/teams/join", headers=agent.auth) as response:
+        assert response.status == 405
+        assert set(response.headers["Allow"].split(",")) == {"POST"}
+
+
+async def test_a_405_allows_every_method_of_its_path(agent: Actor, diary: Any) -> None:
+    """A path's methods may be declared on several routes: `Allow` names them all."""
+    async with agent.http.options(f"/diaries/{diary['id']}/packs", headers=agent.auth) as answer:
+        assert answer.status == 405
+        assert {"GET", "POST"} <= set(answer.headers["Allow"].split(","))
