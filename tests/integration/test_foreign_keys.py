@@ -118,3 +118,18 @@ async def test_a_team_owning_a_diary_names_the_count_and_is_deleted_once_it_goes
     assert (await owner.call("DELETE", f"/diaries/{diary_id}"))[0] == 200
     status, body = await owner.call("DELETE", f"/teams/{team_id}")
     assert status == 200, body
+
+
+async def test_a_team_party_to_a_transfer_is_in_use(actors: Any) -> None:
+    owner = await actors.agent()
+    source, destination = await _team(owner), await _team(owner)
+    diary_id = await _diary(owner, source)
+    status, transfer = await owner.call(
+        "POST", f"/diaries/{diary_id}/transfers", json={"destinationTeamId": destination}
+    )
+    assert status in (200, 201), transfer
+
+    status, problem = await owner.call("DELETE", f"/teams/{destination}")
+    assert status == 409, problem
+    assert problem["code"] == "team-in-use"
+    assert (problem["referencingKind"], problem["referencingCount"]) == ("transfer", 1)
