@@ -99,7 +99,8 @@ DELETE_RULES: Mapping[str, DeleteRule] = MappingProxyType(
         "diary_entries_superseded_by_fkey": _set_null("a superseded entry stays, unsuperseded"),
         "entry_relations_source_id_fkey": _cascade("a relation needs both of its entries"),
         "entry_relations_target_id_fkey": _cascade("a relation needs both of its entries"),
-        "diary_transfers_diary_id_fkey": _cascade("a transfer record describes its diary only"),
+        # a pending transfer refuses the delete first (409 diary-in-use, kind transfer)
+        "diary_transfers_diary_id_fkey": _cascade("a settled transfer record describes its diary"),
         "context_packs_diary_id_fkey": _cascade("a pack selects entries of its diary"),
         "context_packs_supersedes_pack_id_fkey": _set_null("a pack outlives its predecessor"),
         "context_pack_entries_pack_id_fkey": _cascade("the selection is the pack's content"),

@@ -40,7 +40,7 @@ class Refusal:
 def diary_in_use(kind: str, count: int) -> Refusal:
     return Refusal(
         "diary-in-use",
-        f"{count} unfinished {kind}(s) name this diary: finish or cancel them first",
+        f"{count} unfinished {kind}(s) name this diary: let them end first",
         {"referencingKind": kind, "referencingCount": count},
     )
 
@@ -100,7 +100,7 @@ class MemoryRepo:
     async def delete_diary(self, diary_id: uuid.UUID) -> Refusal | None:
         """Delete the diary, its entries and every tuple naming them; signed entries are
         permanent, so a diary holding one is refused, and so is one that a non-terminal task
-        names as its provenance (infra/foreign_keys.py: the rule of `tasks.diary_id`)."""
+        names as its provenance or that a pending transfer moves (infra/foreign_keys.py)."""
         try:
             async with self._pool.acquire() as conn, conn.transaction():
                 await conn.fetchval(Q.memory_lock_diary, diary_id)
@@ -108,9 +108,10 @@ class MemoryRepo:
                     raise _Refused(
                         Refusal("diary-has-signed-entries", "A diary with signed entries stays")
                     )
-                open_tasks = await conn.fetchval(Q.memory_diary_open_task_count, diary_id)
-                if open_tasks:
-                    raise _Refused(diary_in_use("task", open_tasks))
+                references = await conn.fetchrow(Q.memory_diary_open_references, diary_id)
+                for kind, count in references.items():
+                    if count:
+                        raise _Refused(diary_in_use(kind, count))
                 for row in await conn.fetch(Q.memory_diary_entry_ids, diary_id):
                     await tuples.delete_object(conn, "DiaryEntry", row["id"])
                 await tuples.delete_object(conn, "Diary", diary_id)

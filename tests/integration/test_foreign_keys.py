@@ -133,3 +133,23 @@ async def test_a_team_party_to_a_transfer_is_in_use(actors: Any) -> None:
     assert status == 409, problem
     assert problem["code"] == "team-in-use"
     assert (problem["referencingKind"], problem["referencingCount"]) == ("transfer", 1)
+
+
+async def test_a_diary_with_a_pending_transfer_is_in_use_until_it_settles(actors: Any) -> None:
+    owner = await actors.agent()
+    source, destination = await _team(owner), await _team(owner)
+    diary_id = await _diary(owner, source)
+    status, transfer = await owner.call(
+        "POST", f"/diaries/{diary_id}/transfers", json={"destinationTeamId": destination}
+    )
+    assert status in (200, 201), transfer
+
+    status, problem = await owner.call("DELETE", f"/diaries/{diary_id}")
+    assert status == 409 and problem["code"] == "diary-in-use", problem
+    assert (problem["referencingKind"], problem["referencingCount"]) == ("transfer", 1)
+
+    status, rejected = await owner.call(
+        "POST", f"/diaries/{diary_id}/transfers/{transfer['id']}/reject"
+    )
+    assert status == 200, rejected
+    assert (await owner.call("DELETE", f"/diaries/{diary_id}"))[0] == 200
