@@ -31,7 +31,7 @@ EXAMPLES = int(os.environ.get("CAIRN_FUZZ_LIVE_EXAMPLES", "25"))
 PHASES = os.environ.get("CAIRN_FUZZ_LIVE_PHASES", "examples,coverage,fuzzing")
 # operations that end the agent's own access (later operations would only see 401s); their
 # contract is covered by their own integration tests
-EXCLUDED = ("/auth/rotate-secret", "/self-service/logout")
+EXCLUDED = ("/self-service/logout",)
 
 # schemathesis' rejections, and the server's own for an oversized request line or header
 REJECTIONS = [400, 401, 403, 404, 405, 406, 409, 413, 414, 415, 422, 428, 429, 431]
@@ -97,7 +97,38 @@ async def seed(owner: Actor) -> dict[str, str]:
     group = await _made(owner, "POST", f"/teams/{team_id}/groups", json={"name": "fuzzed"})
     invite = await _made(owner, "POST", f"/teams/{team_id}/invites", json={"role": "member"})
     await _made(owner, "POST", f"/teams/{team_id}/projects", json={"name": "fuzzed"})
+    profile = await _made(
+        owner, "POST", "/runtime-profiles", json={"teamId": team_id, "name": "fuzzed"}, team=team_id
+    )
+    # what the destructive operations get, so the resources above live through the run
+    spare_team = (await _made(owner, "POST", "/teams", json={"name": "spare"}))["id"]
+    spare_diary = (
+        await _made(
+            owner, "POST", "/diaries", json={"name": "spare", "visibility": "private"}, team=team_id
+        )
+    )["id"]
+    spare_entry = await _made(
+        owner, "POST", f"/diaries/{diary_id}/entries", json={"content": "Spare note."}
+    )
+    spare_relation = await _made(
+        owner,
+        "POST",
+        f"/entries/{entries[1]['id']}/relations",
+        json={"targetId": spare_entry["id"], "relation": "references"},
+    )
+    spare_group = await _made(owner, "POST", f"/teams/{team_id}/groups", json={"name": "spare"})
+    transfer = await _made(
+        owner, "POST", f"/diaries/{spare_diary}/transfers", json={"destinationTeamId": spare_team}
+    )
     return {
+        "profile": profile["id"],
+        "pack_cid": pack["packCid"],
+        "transfer": transfer["id"],
+        "spare_team": spare_team,
+        "spare_diary": spare_diary,
+        "spare_entry": spare_entry["id"],
+        "spare_relation": spare_relation["id"],
+        "spare_group": spare_group["id"],
         "team": team_id,
         "diary": diary_id,
         "entry": entries[0]["id"],
@@ -118,7 +149,15 @@ async def seed(owner: Actor) -> dict[str, str]:
 def config(ids: dict[str, str], auth: dict[str, str]) -> str:
     """schemathesis.toml: the agent's credential and team on every request, and real ids as
     the values of path parameters (an `id` means what its path says)."""
+    by_operation = {
+        "DELETE /teams/{id}": {"path.id": ids["spare_team"]},
+        "DELETE /diaries/{diaryId}": {"path.diaryId": ids["spare_diary"]},
+        "DELETE /entries/{entryId}": {"path.entryId": ids["spare_entry"]},
+        "DELETE /relations/{relationId}": {"path.relationId": ids["spare_relation"]},
+        "DELETE /groups/{id}": {"path.id": ids["spare_group"]},
+    }
     by_prefix = {
+        "^/runtime-profiles/": ids["profile"],
         "^/agent-keys/": ids["key"],
         "^/crypto/signing-requests/": ids["signing"],
         "^/packs/": ids["pack"],
@@ -136,6 +175,9 @@ def config(ids: dict[str, str], auth: dict[str, str]) -> str:
         "subjectId": ids["agent"],
         "teamId": ids["team"],
         "fingerprint": ids["fingerprint"],
+        "transferId": ids["transfer"],
+        "cid": ids["pack_cid"],
+        "otherCid": ids["pack_cid"],
         "n": 1,
     }
     lines = [
@@ -156,6 +198,10 @@ def config(ids: dict[str, str], auth: dict[str, str]) -> str:
         "[parameters]",
         *(f'"path.{name}" = {json.dumps(value)}' for name, value in common.items()),
     ]
+    for name, parameters in by_operation.items():
+        values = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in parameters.items())
+        lines += ["", "[[operations]]", f"include-name = {json.dumps(name)}"]
+        lines += [f"parameters = {{ {values} }}"]
     for prefix, value in by_prefix.items():
         lines += [
             "",
