@@ -35,10 +35,16 @@ run: $(STAMP)
 test: $(STAMP) $(OPTIC)
 	$(BIN)/pytest -q -p no:cacheprovider
 
-# Schemathesis over /openapi.json for longer than `make test` does (examples per operation).
+# Schemathesis over /openapi.json for longer than `make test` does (examples per operation), then
+# its own runner over the live document with real ids seeded: examples, coverage, fuzzing and the
+# stateful phase (links between operations), every check (tests/fuzz/test_live_acceptance.py).
 FUZZ_EXAMPLES ?= 60
+FUZZ_LIVE_EXAMPLES ?= 25
 fuzz: $(STAMP)
-	CAIRN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -p no:cacheprovider tests/fuzz
+	CAIRN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) CAIRN_FUZZ_LIVE=1 \
+		CAIRN_FUZZ_LIVE_EXAMPLES=$(FUZZ_LIVE_EXAMPLES) \
+		CAIRN_FUZZ_LIVE_PHASES=examples,coverage,fuzzing,stateful \
+		$(BIN)/pytest -q -p no:cacheprovider tests/fuzz
 
 # Node and npm from Debian when missing (CI and fresh machines run as root), then the exact tree
 # of the lockfile; no install scripts (the checker needs none, and they would phone home).

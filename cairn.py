@@ -50,8 +50,9 @@ def _secret_file(data_dir: Path) -> str:
 
 async def _serve_api(settings: Settings, *, reuse_port: bool = False) -> web.AppRunner:
     from api.app import create_app
+    from api.server import ApiRunner
 
-    runner = web.AppRunner(create_app(settings), access_log=None)
+    runner = ApiRunner(create_app(settings), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.api_host, settings.api_port, reuse_port=reuse_port or None)
     await site.start()

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 # How each refusal of the repository reaches the client.
 _REFUSALS: Mapping[str, type[DomainError]] = {
     "diary-has-signed-entries": Conflict,
+    "diary-in-use": Conflict,
     "chain-conflict": Conflict,
     "signing-request-used": Conflict,
     "signing-request-not-found": ValidationFailed,
@@ -41,7 +42,8 @@ _REFUSALS: Mapping[str, type[DomainError]] = {
 
 
 def _problem(refusal: Refusal) -> DomainError:
-    return _REFUSALS.get(refusal.code, Conflict)(refusal.detail, code=refusal.code)
+    error = _REFUSALS.get(refusal.code, Conflict)
+    return error(refusal.detail, code=refusal.code, extensions=dict(refusal.extensions))
 
 
 class MemoryActivities:

@@ -7,19 +7,24 @@ checks, rate-limit buckets and the OpenAPI document, so the document cannot drif
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, get_args, get_type_hints
+from types import UnionType
+from typing import Annotated, Any, Generic, Union, get_args, get_origin, get_type_hints
 
 from aiohttp import web
+from multidict import MultiMapping
 from pydantic import BaseModel, ValidationError
 from typing_extensions import TypeVar
 
 from api import keys
 from api.auth import authorize, give_back_rate, settle_rate
 from api.spec import EndpointSpec
+from schemas.base import error_location
 from schemas.errors import FieldError, UnsupportedMediaType, ValidationFailed
+from schemas.text import printable
 
 Handler = Callable[..., Awaitable[Any]]
 
@@ -61,13 +66,15 @@ def endpoint(
         ENDPOINTS.append(spec)
 
         async def run(request: web.Request) -> web.StreamResponse:
+            if spec.path_params is not None:
+                _refuse_a_literal_path(request)
             request[keys.ENDPOINT] = spec
 
             try:
                 await authorize(request, spec)
                 parsed: Parsed[Any, Any, Any] = Parsed(
                     body=await _parse_body(request, spec),
-                    query=_parse_mapping(spec.query, dict(request.query), "query"),
+                    query=_parse_query(spec.query, request),
                     path=_parse_mapping(spec.path_params, dict(request.match_info), "path"),
                 )
                 result = await handler(request, parsed)
@@ -83,6 +90,28 @@ def endpoint(
         return handler
 
     return decorate
+
+
+def _refuse_a_literal_path(request: web.Request) -> None:
+    """`GET /teams/join` is the literal route `/teams/join` asked with a method it lacks (405),
+    not `/teams/{id}` with a malformed id: aiohttp falls through to any pattern that matches."""
+    allowed = _literal_methods().get(request.path)
+    if allowed is not None and request.method not in allowed:
+        raise web.HTTPMethodNotAllowed(request.method, allowed)
+
+
+@functools.cache
+def _literal_methods() -> dict[str, frozenset[str]]:
+    """The methods of each path without parameters (read once every route is declared)."""
+    methods: dict[str, set[str]] = {}
+    for spec in ENDPOINTS:
+        if "{" not in spec.path:
+            methods.setdefault(spec.path, set()).add(spec.method)
+    # aiohttp answers HEAD wherever it answers GET
+    return {
+        path: frozenset(found | ({"HEAD"} if "GET" in found else set()))
+        for path, found in methods.items()
+    }
 
 
 def _check_declaration(handler: Handler, spec: EndpointSpec) -> None:
@@ -123,14 +152,76 @@ async def _parse_body(request: web.Request, spec: EndpointSpec) -> Any:
         "+json"
     ):
         raise UnsupportedMediaType(f"Send the body as application/json, not {request.content_type}")
-    raw = await request.read()
+    return validate_json(spec.body, await request.read() or b"{}")
+
+
+def validate_json(model: type[BaseModel], raw: bytes) -> Any:
+    """A JSON body, by JSON's own types (strict: `"5"` is no integer, `0` no boolean, `1.5` no
+    integer), so the body the document describes is the only one accepted."""
     try:
-        data = json.loads(raw) if raw else {}
+        return model.model_validate_json(raw, strict=True)
+    except ValidationError as exc:
+        if all(err["type"] != "json_invalid" for err in exc.errors()):
+            raise validation_problem(exc, "body") from None
+        syntax = str(exc.errors()[0]["ctx"]["error"])
+    try:
+        data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValidationFailed(
-            f"The body is not valid JSON: {exc}", errors=[FieldError(pointer="", message=str(exc))]
-        ) from None
-    return validate_model(spec.body, data, "body")
+        syntax = str(exc)
+    else:
+        # JSON that only the strict parser refuses: a lone surrogate escape, which the text
+        # guard names by its pointer (or NaN / Infinity, which is no JSON at all)
+        validate_model(model, data, "body")
+    raise ValidationFailed(
+        f"The body is not valid JSON: {syntax}", errors=[FieldError(pointer="", message=syntax)]
+    )
+
+
+def _parse_query(model: type[BaseModel] | None, request: web.Request) -> Any:
+    return _parse_mapping(model, query_values(model, request.query), "query")
+
+
+def query_values(model: type[BaseModel] | None, query: MultiMapping[str]) -> dict[str, Any]:
+    """The query as its model reads it: an array parameter gathers every repeat of its key and
+    the comma-separated values of each (`?taskTypes=a&taskTypes=b`, `?taskTypes=a,b`, or both
+    mixed); any other parameter takes its first value."""
+    arrays = array_parameters(model) if model is not None else frozenset()
+    values: dict[str, Any] = {}
+    for name in query:
+        if name in values:
+            continue
+        if name in arrays:
+            values[name] = [
+                part.strip()
+                for raw in query.getall(name)
+                for part in raw.split(",")
+                if part.strip()
+            ]
+        else:
+            values[name] = query[name]
+    return values
+
+
+@functools.cache
+def array_parameters(model: type[BaseModel]) -> frozenset[str]:
+    """The names of the model's fields that hold a list (optional or not)."""
+    return frozenset(
+        field.alias or name
+        for name, field in model.model_fields.items()
+        if any(_is_array(option) for option in _options(field.annotation))
+    )
+
+
+def _options(annotation: Any) -> tuple[Any, ...]:
+    if get_origin(annotation) is Annotated:
+        return _options(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, UnionType):
+        return tuple(option for arg in get_args(annotation) for option in _options(arg))
+    return (annotation,)
+
+
+def _is_array(annotation: Any) -> bool:
+    return get_origin(annotation) in (list, tuple, set, frozenset)
 
 
 def _parse_mapping(model: type[BaseModel] | None, values: dict[str, str], where: str) -> Any:
@@ -148,7 +239,7 @@ def validate_model(model: type[BaseModel], data: Any, where: str) -> Any:
 
 def validation_problem(exc: ValidationError, where: str) -> ValidationFailed:
     errors = [
-        FieldError(pointer=_pointer(where, err["loc"]), message=_message(err))
+        FieldError(pointer=_pointer(where, error_location(err)), message=_message(err))
         for err in exc.errors(include_url=False)
     ]
     summary = "; ".join(f"{e.pointer}: {e.message}" for e in errors[:5])
@@ -156,11 +247,17 @@ def validation_problem(exc: ValidationError, where: str) -> ValidationFailed:
 
 
 def _pointer(where: str, loc: tuple[Any, ...]) -> str:
+    """An RFC 6901 JSON pointer; a query or path parameter sits under `/query` or `/path`."""
     prefix = "" if where == "body" else f"/{where}"
-    return prefix + "".join(f"/{part}" for part in loc)
+    return prefix + "".join(f"/{_escaped(part)}" for part in loc)
+
+
+def _escaped(part: Any) -> str:
+    # the offending key itself may hold the unstorable character: keep the pointer printable
+    return printable(str(part)).replace("~", "~0").replace("/", "~1")
 
 
 def _message(err: Any) -> str:
     if err["type"] == "extra_forbidden":
         return "Unknown field"
-    return str(err["msg"])
+    return printable(str(err["msg"]))  # a validator may quote the unstorable input

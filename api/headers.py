@@ -8,7 +8,8 @@ from uuid import UUID
 
 from aiohttp import web
 
-from schemas.errors import ValidationFailed
+from schemas.errors import FieldError, ValidationFailed
+from schemas.text import UNSTORABLE_TEXT_MESSAGE, is_unstorable
 
 TEAM_HEADER = "x-service-team-id"
 
@@ -31,3 +32,16 @@ def require_team_header(request: web.Request) -> UUID:
     if team_id is None:
         raise ValidationFailed(f"This route needs the {TEAM_HEADER} header", code="team-required")
     return team_id
+
+
+def refuse_unstorable_headers(request: web.Request) -> None:
+    """400 naming `/headers/<name>` when a header holds a NUL or a byte sequence that is not
+    UTF-8 (aiohttp keeps such bytes as lone surrogates): a credential, a team id or an
+    `Idempotency-Key` reaches hashes, SQL and workflow ids, which cannot hold them."""
+    for name, value in request.headers.items():
+        if is_unstorable(value):
+            pointer = f"/headers/{name.lower()}"
+            raise ValidationFailed(
+                f"Invalid header: {pointer}: {UNSTORABLE_TEXT_MESSAGE}",
+                errors=[FieldError(pointer=pointer, message=UNSTORABLE_TEXT_MESSAGE)],
+            )

@@ -28,6 +28,7 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from api import keys
+from api.headers import refuse_unstorable_headers
 from infra.temporal import problem_from_failure
 from schemas import limits
 from schemas.errors import (
@@ -40,6 +41,7 @@ from schemas.errors import (
     ServiceUnavailable,
     ValidationFailed,
 )
+from schemas.text import is_unstorable
 
 log = logging.getLogger("api")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -94,6 +96,23 @@ def _from_http_exception(exc: web.HTTPException) -> DomainError:
     return ValidationFailed(exc.text or exc.reason)
 
 
+async def _allowed_methods(request: web.Request, joined: str) -> str:
+    """The methods of the route the path names: its literal path first, else the first pattern
+    it matches. aiohttp's `Allow` joins those of every route the path could match (`/teams/join`
+    would list `/teams/{id}`'s GET and DELETE)."""
+    matched: list[tuple[str, set[str]]] = []
+    for resource in request.app.router.resources():
+        _, allowed = await resource.resolve(request)
+        if allowed:
+            matched.append((resource.canonical, set(allowed)))
+    if not matched:
+        return joined
+    literal = [canonical for canonical, _ in matched if canonical == request.path]
+    route = literal[0] if literal else matched[0][0]
+    # one path's methods may sit on several resources (routes declared apart)
+    return ",".join(sorted(set().union(*(m for canonical, m in matched if canonical == route))))
+
+
 def request_method(exc: web.HTTPException) -> str:
     method = getattr(exc, "method", None)
     return str(method) if method else "This method"
@@ -137,9 +156,12 @@ _DEPENDENCY_ERRORS = (
 @web.middleware
 async def problem_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     # a correlator, not a secret: the cheap generator (no system call per request)
-    request_id = request.headers.get(REQUEST_ID_HEADER) or f"{random.getrandbits(128):032x}"
-    request[keys.REQUEST_ID] = request_id[:64]
+    request_id = request.headers.get(REQUEST_ID_HEADER, "")[:64]
+    if not request_id or is_unstorable(request_id):
+        request_id = f"{random.getrandbits(128):032x}"
+    request[keys.REQUEST_ID] = request_id
     try:
+        refuse_unstorable_headers(request)
         response = await handler(request)
     except DomainError as error:
         response = problem_response(error, request)
@@ -148,7 +170,7 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
             raise
         response = problem_response(_from_http_exception(exc), request)
         if "Allow" in exc.headers:
-            response.headers["Allow"] = exc.headers["Allow"]
+            response.headers["Allow"] = await _allowed_methods(request, exc.headers["Allow"])
     except _DEPENDENCY_ERRORS as exc:
         mapped = _from_dependency(exc)
         response = _internal(request, exc) if mapped is None else problem_response(mapped, request)

@@ -7,11 +7,12 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from api.endpoint import ENDPOINTS
+from api.endpoint import ENDPOINTS, array_parameters
 from api.headers import TEAM_HEADER
 from api.spec import EndpointSpec
 from schemas.errors import (
     DomainError,
+    HeaderFieldsTooLarge,
     InternalError,
     MissingScope,
     PayloadTooLarge,
@@ -20,11 +21,13 @@ from schemas.errors import (
     ServiceUnavailable,
     Unauthorized,
     UnsupportedMediaType,
+    UriTooLong,
     ValidationFailed,
 )
 from schemas.version import VERSION
 
 REF = "#/components/schemas/{model}"
+ARRAY_QUERY_NOTE = "Repeat the key (`?x=a&x=b`) or separate values by commas (`?x=a,b`)."
 
 
 def _models() -> list[tuple[type[BaseModel], JsonSchemaMode]]:
@@ -44,20 +47,30 @@ def _parameters(model: type[BaseModel] | None, where: Literal["query", "path"]) 
         return []
     schema = model.model_json_schema(ref_template=REF)
     required = set(schema.get("required", []))
-    return [
-        {
-            "name": name,
-            "in": where,
-            "required": where == "path" or name in required,
-            "schema": prop,
-            **({"description": prop["description"]} if "description" in prop else {}),
-        }
-        for name, prop in schema.get("properties", {}).items()
-    ]
+    arrays = array_parameters(model) if where == "query" else frozenset()
+    parameters = []
+    for name, prop in schema.get("properties", {}).items():
+        parameter = {"name": name, "in": where, "required": where == "path" or name in required}
+        parameter["schema"] = prop
+        description = prop.get("description")
+        if name in arrays:
+            # the query parser (api.endpoint.query_values) also splits each value on commas
+            parameter |= {"style": "form", "explode": True}
+            description = " ".join(filter(None, [description, ARRAY_QUERY_NOTE]))
+        if description:
+            parameter["description"] = description
+        parameters.append(parameter)
+    return parameters
 
 
 def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
-    implied: list[type[DomainError]] = [InternalError, RateLimited]
+    # the server answers these itself, before routing (api/server.py)
+    implied: list[type[DomainError]] = [
+        InternalError,
+        RateLimited,
+        UriTooLong,
+        HeaderFieldsTooLarge,
+    ]
     # a malformed declared header (the team header must be a uuid) is a 400 too
     if spec.body or spec.query or spec.path_params or spec.headers:
         implied.append(ValidationFailed)

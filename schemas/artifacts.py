@@ -22,6 +22,7 @@ from pydantic import Field, StringConstraints
 from schemas import limits
 from schemas.base import Payload, RequestBody, ResponseBody
 from schemas.kernel.cursors import CURSOR_MAX_CHARS
+from schemas.numbers import SqlOrdinal
 
 DEFAULT_CONTENT_TYPE: Final = "application/octet-stream"
 """What an artifact is labelled when the uploader names no `contentType` (the daemon's default)."""
@@ -91,7 +92,7 @@ class TaskArtifactsPath(RequestBody):
 
 class AttemptArtifactsPath(RequestBody):
     id: UUID
-    n: int = Field(ge=1, le=limits.SQL_INT_MAX)
+    n: SqlOrdinal
 
 
 class TaskArtifactContentPath(RequestBody):
@@ -101,7 +102,7 @@ class TaskArtifactContentPath(RequestBody):
 
 class AttemptArtifactContentPath(RequestBody):
     id: UUID
-    n: int = Field(ge=1, le=limits.SQL_INT_MAX)
+    n: SqlOrdinal
     cid: Cid
 
 

@@ -218,6 +218,18 @@ class PayloadTooLarge(DomainError):
     title = "The request body is too large"
 
 
+class UriTooLong(DomainError):
+    status = 414
+    code = "uri-too-long"
+    title = "Request line too long"
+
+
+class HeaderFieldsTooLarge(DomainError):
+    status = 431
+    code = "header-fields-too-large"
+    title = "Request header fields too large"
+
+
 class RateLimited(DomainError):
     status = 429
     code = "rate-limit-exceeded"

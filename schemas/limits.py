@@ -239,9 +239,16 @@ ARTIFACTS_PAGE: Final = PageSize(50, 100)
 AGENT_KEYS_PAGE: Final = PageSize(20, 100)
 SIGNING_REQUESTS_PAGE: Final = PageSize(20, 100)
 
-# --- numbers a path or query carries into SQL: a Postgres `integer` at most (a larger one is a 400,
-# not an overflow): attempt numbers, message sequence numbers, page offsets
-SQL_INT_MAX: Final = 2**31 - 1
+# --- the largest integers a request may carry (schemas/numbers.py types every request integer
+# with one of them; a larger one is a 400, never an overflow)
+SQL_INT_MAX: Final = 2**31 - 1  # a Postgres `integer`: ranks, attempt numbers, seqs, offsets
+JSON_INT_MAX: Final = 2**53 - 1  # exact in every JSON reader (jsonb counters, JavaScript)
+
+# --- the HTTP parser (api/server.py): what one request's head may hold ----------------------------
+# The two sizes differ so that the limit a too-long line exceeded tells which part it was.
+REQUEST_LINE_MAX_BYTES: Final = 8192  # method, target and version: 8 KiB, longer is 414
+HEADER_FIELD_MAX_BYTES: Final = 8190  # one header's name and value (aiohttp's default): 431
+REQUEST_HEADERS_MAX: Final = 128  # headers per request (aiohttp's default): more is 431
 
 # --- outages: a 503 (a dependency cannot answer right now) tells the client when to retry ------
 UNAVAILABLE_RETRY_AFTER_SEC: Final = 2

@@ -18,6 +18,7 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 from schemas import limits
 from schemas.base import Payload, RequestBody, ResponseBody
 from schemas.kernel.injection import Threat
+from schemas.numbers import SqlCount, SqlOrdinal
 
 Visibility = Literal["private", "moltnet", "public"]
 EntryType = Literal["episodic", "semantic", "procedural", "reflection"]
@@ -181,7 +182,7 @@ class DiaryEntryPath(RequestBody):
 
 class EntryListQuery(RequestBody):
     limit: int = Field(default=limits.ENTRIES_PAGE.default, ge=1, le=limits.ENTRIES_PAGE.max)
-    offset: int = Field(default=0, ge=0, le=limits.SQL_INT_MAX)
+    offset: SqlCount = 0
     tags: str | None = Field(default=None, description="Comma-separated; entries carry all")
     excludeTags: str | None = Field(default=None, description="Comma-separated; none of these")
     entryType: EntryType | None = None
@@ -268,7 +269,7 @@ class TagHistogram(ResponseBody):
 
 class TagQuery(RequestBody):
     prefix: str | None = Field(default=None, max_length=limits.ENTRY_TAG_MAX_CHARS)
-    minCount: int = Field(default=1, ge=1)
+    minCount: SqlOrdinal = 1
     entryType: EntryType | None = None
 
 
@@ -312,7 +313,7 @@ class RelationListQuery(RequestBody):
     status: RelationStatus | None = None
     direction: Literal["as_source", "as_target", "both"] = "both"
     limit: int = Field(default=limits.RELATIONS_PAGE.default, ge=1, le=limits.RELATIONS_PAGE.max)
-    offset: int = Field(default=0, ge=0, le=limits.SQL_INT_MAX)
+    offset: SqlCount = 0
 
 
 class Relation(ResponseBody):

@@ -30,6 +30,7 @@ from schemas.kernel.cids import (
     parse_cid,
 )
 from schemas.kernel.compression import CompressionLevel, FitCandidate, fit_entries
+from schemas.numbers import SqlCount, SqlOrdinal
 
 PackType = Literal["optimized", "custom"]
 PROVENANCE_FORMAT: Final = "service.provenance-graph/v1"
@@ -47,7 +48,7 @@ Description = Annotated[
 
 class PackSelection(RequestBody):
     entryId: UUID
-    rank: int = Field(ge=1, description="1 is the most important")
+    rank: SqlOrdinal = Field(description="1 is the most important")
 
 
 class PackCreateRequest(RequestBody):
@@ -130,7 +131,7 @@ class PackGetQuery(RequestBody):
 
 class PackListQuery(RequestBody):
     limit: int = Field(default=limits.PACKS_PAGE.default, ge=1, le=limits.PACKS_PAGE.max)
-    offset: int = Field(default=0, ge=0, le=limits.SQL_INT_MAX)
+    offset: SqlCount = 0
     expand: Literal["entries"] | None = None
 
 
@@ -178,7 +179,7 @@ class RenderRequest(RequestBody):
 
 class RenderedListQuery(RequestBody):
     limit: int = Field(default=limits.PACKS_PAGE.default, ge=1, le=limits.PACKS_PAGE.max)
-    offset: int = Field(default=0, ge=0, le=limits.SQL_INT_MAX)
+    offset: SqlCount = 0
     sourcePackId: UUID | None = None
     renderMethod: RenderMethod | None = None
 

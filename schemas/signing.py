@@ -22,6 +22,7 @@ from schemas.base import Payload, RequestBody, ResponseBody
 from schemas.errors import Conflict
 from schemas.identity import Fingerprint, PublicKeyStr
 from schemas.kernel.crypto import parse_public_key, signing_payload
+from schemas.numbers import SqlCount
 
 SigningStatus = Literal["pending", "completed", "expired"]
 
@@ -89,7 +90,7 @@ class SigningRequestListQuery(RequestBody):
     limit: int = Field(
         default=limits.SIGNING_REQUESTS_PAGE.default, ge=1, le=limits.SIGNING_REQUESTS_PAGE.max
     )
-    offset: int = Field(default=0, ge=0, le=limits.SQL_INT_MAX)
+    offset: SqlCount = 0
 
 
 class VerifyRequest(RequestBody):

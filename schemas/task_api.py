@@ -22,6 +22,7 @@ from pydantic import ConfigDict, Field, StringConstraints, field_validator, mode
 from schemas import limits
 from schemas.base import RequestBody, ResponseBody
 from schemas.kernel.cursors import CURSOR_MAX_CHARS
+from schemas.numbers import SqlCount, SqlOrdinal
 from schemas.tasks import (
     AttemptStatus,
     ClaimCondition,
@@ -320,13 +321,6 @@ class TaskSchemaList(ResponseBody):
 # --- list and paths -------------------------------------------------------------------------
 
 
-def _csv(value: Any) -> Any:
-    """Repeatable filters arrive once, comma-separated (`statuses=queued,running`)."""
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return value
-
-
 class TaskListQuery(RequestBody):
     """`GET /tasks` filters (DECISIONS "Tasks"). Every filter narrows; `claimable=true` keeps
     queued tasks whose claim condition is met right now."""
@@ -349,11 +343,6 @@ class TaskListQuery(RequestBody):
     limit: int = Field(default=limits.TASKS_PAGE.default, ge=1, le=limits.TASKS_PAGE.max)
     cursor: Annotated[str, StringConstraints(max_length=CURSOR_MAX_CHARS)] | None = None
 
-    @field_validator("statuses", "taskTypes", mode="before")
-    @classmethod
-    def _split(cls, value: Any) -> Any:
-        return _csv(value)
-
     def status_filter(self) -> list[str] | None:
         wanted = {*(self.statuses or []), *([self.status] if self.status else [])}
         return sorted(wanted) or None
@@ -369,7 +358,7 @@ class TaskPath(RequestBody):
 
 class AttemptPath(RequestBody):
     id: UUID
-    n: int = Field(ge=1, le=limits.SQL_INT_MAX)
+    n: SqlOrdinal
 
 
 # --- grants ---------------------------------------------------------------------------------
@@ -457,7 +446,7 @@ class TaskMessageList(ResponseBody):
 
 
 class MessagesQuery(RequestBody):
-    afterSeq: int = Field(default=0, ge=0, le=limits.SQL_INT_MAX, description="exclusive")
+    afterSeq: SqlCount = Field(default=0, description="exclusive")
     limit: int = Field(
         default=limits.TASK_MESSAGES_PAGE.default, ge=1, le=limits.TASK_MESSAGES_PAGE.max
     )

@@ -26,6 +26,7 @@ from schemas import limits
 from schemas.base import Payload, RequestBody, ResponseBody
 from schemas.errors import Conflict, Forbidden
 from schemas.kernel.attempts import ReportRefusal
+from schemas.numbers import JsonCount
 from schemas.task_api import DaemonState, Task, TaskAttempt
 from schemas.tasks import AttemptStatus, TaskStatus
 
@@ -295,11 +296,11 @@ class HeartbeatResponse(ResponseBody):
 
 
 class Usage(RequestBody):
-    inputTokens: int = Field(ge=0)
-    outputTokens: int = Field(ge=0)
-    cacheReadTokens: int | None = Field(default=None, ge=0)
-    cacheWriteTokens: int | None = Field(default=None, ge=0)
-    toolCalls: int | None = Field(default=None, ge=0)
+    inputTokens: JsonCount
+    outputTokens: JsonCount
+    cacheReadTokens: JsonCount | None = None
+    cacheWriteTokens: JsonCount | None = None
+    toolCalls: JsonCount | None = None
     model: Annotated[str, StringConstraints(max_length=200)] | None = None
     provider: Annotated[str, StringConstraints(max_length=200)] | None = None
 

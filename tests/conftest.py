@@ -130,6 +130,7 @@ async def stack(database_url: str, temporal_address: str, s3: S3Endpoint) -> Asy
     from aiohttp import web
 
     from api.app import create_app
+    from api.server import ApiRunner
     from infra.settings import Settings
     from infra.temporal import connect
     from workers.main import running_worker
@@ -151,7 +152,7 @@ async def stack(database_url: str, temporal_address: str, s3: S3Endpoint) -> Asy
     )
     client = await connect(settings)
     async with running_worker(settings, client):
-        runner = web.AppRunner(create_app(settings))
+        runner = ApiRunner(create_app(settings))
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", port)
         await site.start()

@@ -50,8 +50,9 @@ async def serving_api(settings: Any, temporal: Any) -> AsyncIterator[None]:
     from aiohttp import web
 
     from api.app import create_app
+    from api.server import ApiRunner
 
-    runner = web.AppRunner(create_app(settings))
+    runner = ApiRunner(create_app(settings))
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", settings.api_port).start()
     try:

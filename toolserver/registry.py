@@ -23,6 +23,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from client.rest import ApiError, CairnClient
+from schemas.base import error_location
 from toolserver.backend import Backend, Credential
 
 CREDENTIAL_KEY = "cairn.credential"  # where the auth gate leaves the caller's credential
@@ -171,7 +172,8 @@ async def invoke(
     except ValidationError as invalid:
         # arguments that pass their own schema but not the REST body's rules
         fields = [
-            {"field": ".".join(map(str, e["loc"])), "detail": e["msg"]} for e in invalid.errors()
+            {"field": ".".join(map(str, error_location(e))), "detail": e["msg"]}
+            for e in invalid.errors()
         ]
         return problem(
             400, "invalid-arguments", "The arguments do not form a valid request", errors=fields

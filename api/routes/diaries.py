@@ -187,7 +187,8 @@ async def update_diary(
 )
 async def delete_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Done:
     """Delete a diary, its entries and every permission tuple naming them (needs `manage`);
-    a diary holding signed entries is permanent (409)."""
+    a diary holding signed entries is permanent (409), one an unfinished task names or a pending
+    transfer moves is in use (409 `diary-in-use` with the referencing kind and count)."""
     diary_id = parsed.path.diaryId
     await changeable_diary(request, diary_id, "manage")
     await execute(

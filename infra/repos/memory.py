@@ -7,8 +7,9 @@ problems."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import asyncpg
 
@@ -33,6 +34,15 @@ class Refusal:
 
     code: str
     detail: str
+    extensions: Mapping[str, Any] = field(default_factory=dict)  # problem members beyond detail
+
+
+def diary_in_use(kind: str, count: int) -> Refusal:
+    return Refusal(
+        "diary-in-use",
+        f"{count} unfinished {kind}(s) name this diary: let them end first",
+        {"referencingKind": kind, "referencingCount": count},
+    )
 
 
 class _Refused(Exception):
@@ -89,13 +99,19 @@ class MemoryRepo:
 
     async def delete_diary(self, diary_id: uuid.UUID) -> Refusal | None:
         """Delete the diary, its entries and every tuple naming them; signed entries are
-        permanent, so a diary holding one is refused."""
+        permanent, so a diary holding one is refused, and so is one that a non-terminal task
+        names as its provenance or that a pending transfer moves (infra/foreign_keys.py)."""
         try:
             async with self._pool.acquire() as conn, conn.transaction():
+                await conn.fetchval(Q.memory_lock_diary, diary_id)
                 if await conn.fetchval(Q.memory_diary_has_signed_entries, diary_id):
                     raise _Refused(
                         Refusal("diary-has-signed-entries", "A diary with signed entries stays")
                     )
+                references = await conn.fetchrow(Q.memory_diary_open_references, diary_id)
+                for kind, count in references.items():
+                    if count:
+                        raise _Refused(diary_in_use(kind, count))
                 for row in await conn.fetch(Q.memory_diary_entry_ids, diary_id):
                     await tuples.delete_object(conn, "DiaryEntry", row["id"])
                 await tuples.delete_object(conn, "Diary", diary_id)

@@ -145,6 +145,8 @@ def _projection_args(projection: TaskProjection) -> tuple[dict[str, Any] | None,
 
 async def _insert(conn: asyncpg.Connection, start: TaskStart) -> bool:
     """The task row, its tuples and its input bindings; False when the row existed already."""
+    if await conn.fetchval(Q.task_write_lock_diary, start.diary_id) is None:
+        raise asyncpg.ForeignKeyViolationError("the provenance diary is gone")  # answered 404
     inserted = await conn.fetchval(
         Q.task_write_insert,
         start.task_id,

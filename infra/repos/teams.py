@@ -141,22 +141,23 @@ class TeamRepo:
                 raise personal_immutable()
             if team["status"] == "founding":
                 raise Conflict("The team is still founding", code="team-not-active")
-            if await conn.fetchval(Q.team_diary_count, team_id):
+            if diaries := await conn.fetchval(Q.team_diary_count, team_id):
                 raise Conflict(
                     "The team still owns diaries: delete or transfer them first",
                     code="team-has-diaries",
+                    extensions={"referencingKind": "diary", "referencingCount": diaries},
                 )
+            for kind, count in (await conn.fetchrow(Q.team_work_counts, team_id)).items():
+                if count:
+                    raise Conflict(
+                        f"{count} {kind}(s) of the team are kept as history: the team stays",
+                        code="team-in-use",
+                        extensions={"referencingKind": kind, "referencingCount": count},
+                    )
             for row in await conn.fetch(Q.group_ids_of_team, team_id):
                 await tuples.delete_object(conn, "Group", row["id"])
             await tuples.delete_object(conn, "Team", team_id)
-            try:
-                async with conn.transaction():
-                    await conn.execute(Q.team_delete, team_id)
-            except asyncpg.ForeignKeyViolationError:
-                raise Conflict(
-                    "Other records (transfers, tasks) still refer to the team",
-                    code="team-in-use",
-                ) from None
+            await conn.execute(Q.team_delete, team_id)
 
     # --- members --------------------------------------------------------------------------------
 

@@ -34,6 +34,18 @@ SELECT EXISTS (
 -- name: memory_diary_entry_ids
 SELECT id FROM diary_entries WHERE diary_id = $1
 
+-- name: memory_lock_diary
+-- held until the delete commits: a task insert naming the diary waits (task_write_lock_diary)
+SELECT id FROM diaries WHERE id = $1 FOR UPDATE
+
+-- name: memory_diary_open_references
+-- what still needs the diary (infra/foreign_keys.py): non-terminal tasks naming it as their
+-- provenance (terminal ones keep the id as history) and its pending transfer
+SELECT (SELECT count(*) FROM tasks
+        WHERE diary_id = $1 AND status IN ('queued', 'dispatched', 'running')) AS task,
+       (SELECT count(*) FROM diary_transfers
+        WHERE diary_id = $1 AND status = 'pending') AS transfer
+
 -- name: memory_delete_diary
 DELETE FROM diaries WHERE id = $1
 

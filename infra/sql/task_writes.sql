@@ -1,6 +1,11 @@
 -- The attempt workflow's writes (cairn/infra/repos/tasks.py, one transaction per transition) and
 -- the reads its routes need (cairn/api/routes/task_attempts.py). Other task reads: tasks.sql.
 
+-- name: task_write_lock_diary
+-- the provenance diary, locked against a concurrent delete until the task row commits (the
+-- column has no foreign key: terminal tasks keep the id of a deleted diary)
+SELECT id FROM diaries WHERE id = $1 FOR KEY SHARE
+
 -- name: task_write_insert
 INSERT INTO tasks (
     id, team_id, diary_id, project_id, task_type, title, input, input_cid, input_schema_cid,

@@ -33,6 +33,12 @@ DELETE FROM teams WHERE id = $1
 -- name: team_diary_count
 SELECT count(*) FROM diaries WHERE team_id = $1
 
+-- name: team_work_counts
+-- what keeps a team (infra/foreign_keys.py): its tasks, and transfers it was party to
+SELECT (SELECT count(*) FROM tasks WHERE team_id = $1) AS task,
+       (SELECT count(*) FROM diary_transfers
+        WHERE source_team_id = $1 OR destination_team_id = $1) AS transfer
+
 -- name: team_list_for_subject
 -- teams where the subject holds a role tuple, and teams it was asked to found that never
 -- became active (so a co-founder can find the team to accept, and see that it was archived);

@@ -549,3 +549,21 @@ async def test_packs_create_lists_flagged_entries_unless_forced(
         forced = await _call(s, "packs_create", {**selection, "force": True})
         assert forced["created"] is True
         assert {e["entryId"] for e in forced["entries"]} == {fine["id"], bad["id"]}
+
+
+async def test_unstorable_text_in_tool_arguments_is_a_tool_error(
+    mcp_server: Any, actors: Any
+) -> None:
+    """A NUL reaches REST through the tool and comes back a 400 tool error naming the field;
+    the session goes on."""
+    agent = await actors.agent()
+    async with mcp_session(mcp_server.url, client_headers(agent)) as s:
+        team = await _personal_team(s)
+        diary = (await _call(s, "diaries_create", {"team_id": team, "name": "nul"}))["id"]
+        arguments = {"diary_id": diary, "content": "fine", "tags": ["ok", "bad\x00tag"]}
+        refused = await _refused(s, "entries_create", arguments)
+        assert refused["status"] == 400, refused
+        assert "tags" in str(refused) and "1" in str(refused)
+        searched = await _refused(s, "entries_search", {"query": "a\x00b"})
+        assert searched["status"] == 400, searched
+        assert (await _call(s, "entries_list", {"diary_id": diary}))["items"] == []
