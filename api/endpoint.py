@@ -70,6 +70,7 @@ def endpoint(
                     query=_parse_mapping(spec.query, dict(request.query), "query"),
                     path=_parse_mapping(spec.path_params, dict(request.match_info), "path"),
                 )
+                request[keys.PARSED] = parsed
                 result = await handler(request, parsed)
                 await settle_rate(request)
             except Exception:

@@ -11,6 +11,8 @@ from aiohttp import web
 from schemas.errors import ValidationFailed
 
 TEAM_HEADER = "x-service-team-id"
+# Retries of creates and decisions (api.idempotency)
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 def team_header(request: web.Request) -> UUID | None:
