@@ -8,6 +8,7 @@ from that run (its result, once it ends) when the fingerprint matches, else 409
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -107,6 +108,9 @@ async def start_with_update(
         )
         return result
     except WorkflowAlreadyStartedError:
+        # the SDK sets the refusal on the start's own future too: read it (else "never retrieved")
+        with contextlib.suppress(WorkflowAlreadyStartedError):
+            await start.workflow_handle()
         if not keyed:
             raise on_duplicate from None
     await replayed(request, workflow_id)
