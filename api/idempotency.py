@@ -33,7 +33,6 @@ from schemas import limits
 from schemas.errors import Conflict, ValidationFailed
 from schemas.kernel.cids import json_cid
 
-HEADER: Final = IDEMPOTENCY_HEADER
 # The memo field of a keyed run that holds its request's fingerprint (`api.flows`)
 FINGERPRINT_MEMO: Final = "idempotencyRequest"
 # uuid5 namespace of ids minted from a key (fixed forever: stored ids depend on it)
@@ -42,19 +41,21 @@ _KEYED_IDS: Final = uuid.UUID("0b7f6c1e-3d52-5e0f-8a44-2c9b6e1d7a35")
 
 def idempotency_key(request: web.Request) -> str | None:
     """The `Idempotency-Key` header: None when absent, 400 unless 1..200 characters."""
-    key = request.headers.get(HEADER)
+    key = request.headers.get(IDEMPOTENCY_HEADER)
     if key is None:
         return None
     if not 1 <= len(key) <= limits.IDEMPOTENCY_KEY_MAX_CHARS:
         raise ValidationFailed(
-            f"{HEADER} must be 1 to {limits.IDEMPOTENCY_KEY_MAX_CHARS} characters",
+            f"{IDEMPOTENCY_HEADER} must be 1 to {limits.IDEMPOTENCY_KEY_MAX_CHARS} characters",
             code="invalid-idempotency-key",
         )
     return key
 
 
 def key_reused() -> Conflict:
-    return Conflict(f"This {HEADER} was used with another request", code="idempotency-key-reused")
+    return Conflict(
+        f"This {IDEMPOTENCY_HEADER} was used with another request", code="idempotency-key-reused"
+    )
 
 
 def fingerprint(request: web.Request) -> str:

@@ -20,15 +20,15 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("POST", "/auth/register"): "one registration per voucher (the voucher is used up)",
     ("POST", "/recovery/challenge"): "stores nothing (an HMAC-signed challenge)",
     ("POST", "/recovery/verify"): "one use per challenge nonce (the workflow id)",
-    ("POST", "/self-service/registration"): "one identity per email (409 after)",
+    ("POST", "/self-service/registration"): "one identity per email: a second is a 409",
     ("POST", "/self-service/login"): "a session, not a resource; a retry is a new login",
     ("POST", "/self-service/recovery"): "one use per recovery code",
     ("POST", "/self-service/logout"): "ends the session; again is a no-op",
     # OAuth2 and hooks: RFC 6749 and the hooks' callers define their retries
     ("POST", "/oauth2/token"): "RFC 6749: every call issues a fresh token",
     ("POST", "/hooks/hydra/token-exchange"): "a read of the agent's claims",
-    ("POST", "/hooks/kratos/after-registration"): "the identity provider's hook, idempotent",
-    ("POST", "/hooks/kratos/after-settings"): "the identity provider's hook, idempotent",
+    ("POST", "/hooks/kratos/after-registration"): "a check for the identity provider, no write",
+    ("POST", "/hooks/kratos/after-settings"): "a check for the identity provider, no write",
     # the MCP server's back channel: one-time codes and tokens, by RFC 6749/7009
     ("POST", "/oauth/connector/clients"): "RFC 7591 registration by the MCP server",
     ("POST", "/oauth/connector/codes/lookup"): "a read",
