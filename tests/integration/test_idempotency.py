@@ -247,6 +247,10 @@ async def test_a_key_of_the_wrong_length_is_400(world: World) -> None:
             "POST", path, json={"content": "never written"}, headers=keyed(bad)
         )
         assert (status, problem["code"]) == (400, "invalid-idempotency-key"), problem
+    # a decision that needs no key to be safe still refuses a malformed one
+    path = f"/teams/{world.team_id}/accept-founding"
+    status, problem = await world.owner.call("POST", path, headers=keyed("k" * 201))
+    assert (status, problem["code"]) == (400, "invalid-idempotency-key"), problem
 
 
 async def test_an_accept_founding_repeated_answers_200(world: World) -> None:
