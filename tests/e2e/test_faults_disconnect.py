@@ -197,3 +197,19 @@ async def put_staged(
         session.put(f"{base_url}/task-artifacts/staged", data=data, headers=sent) as response,
     ):
         return response.status, await response.json(content_type=None)
+
+
+async def test_a_post_without_a_key_is_not_sent_again(stack: Any, actors: Any) -> None:
+    """Only what says it is safe to repeat is resent: a keyless POST surfaces the lost answer."""
+    from client.rest import CairnClient
+
+    agent = await actors.agent()
+    bearer = agent.auth["Authorization"].removeprefix("Bearer ")
+    async with (
+        AnswerDroppingProxy(stack.base_url, drops=1) as proxy,
+        CairnClient(proxy.base_url, bearer=bearer) as api,
+    ):
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await api.request("POST", "/diary/search", json={"query": "anything"})
+        assert proxy.dropped == 1
+        assert await api.request("POST", "/diary/search", json={"query": "anything"})
