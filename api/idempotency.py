@@ -10,7 +10,7 @@ endpoint says `idempotent=True`, which documents it). Temporal does the remember
 - `api.flows` starts a keyed run with the request's `fingerprint` in its memo. A retry finds the
   run: the same fingerprint is answered from it (running or completed: its result), another one
   is 409 `idempotency-key-reused`. Temporal keeps a closed run for the namespace's retention
-  (24 h by default); a run after that names the same id, on which the inserts of its
+  (7 d in the Helm chart's setup); a run after that names the same id, on which the inserts of its
   activities are idempotent (`ON CONFLICT (id)`), as every activity's must be.
 - An Update to a running workflow (a claim) carries `update_id`: Temporal answers a repeated
   update id from the first outcome.
