@@ -112,7 +112,7 @@ class TeamActivities:
 
     @activity.defn(name="teams.join")
     async def join(self, inp: TeamJoin) -> Joined:
-        return await self._repo.join(inp.code, inp.subject_ns, inp.subject_id, retrying=_retrying())
+        return await self._repo.join(inp.code, inp.subject_ns, inp.subject_id)
 
     @activity.defn(name="teams.create_group")
     async def create_group(self, inp: GroupCreate) -> Group:

@@ -21,6 +21,7 @@ from typing_extensions import TypeVar
 
 from api import keys
 from api.auth import authorize, give_back_rate, settle_rate
+from api.idempotency import idempotency_key
 from api.spec import EndpointSpec
 from schemas.base import error_location
 from schemas.errors import FieldError, UnsupportedMediaType, ValidationFailed
@@ -77,6 +78,9 @@ def endpoint(
                     query=_parse_query(spec.query, request),
                     path=_parse_mapping(spec.path_params, dict(request.match_info), "path"),
                 )
+                request[keys.PARSED] = parsed
+                if spec.idempotent:
+                    idempotency_key(request)  # a malformed key is a 400 on every such route
                 result = await handler(request, parsed)
                 await settle_rate(request)
             except Exception:

@@ -1,11 +1,19 @@
-"""How routes run workflows: start and await the result, mapping duplicate ids to problems."""
+"""How routes run workflows: start and await the result, mapping duplicate ids to problems.
+
+With an `Idempotency-Key` (the route minted its ids with `api.idempotency`), the run carries
+the request's fingerprint in its memo, and a second start under the same id is a retry: answered
+from that run (its result, once it ends) when the fingerprint matches, else 409
+`idempotency-key-reused`. A run that failed wrote nothing, so a retry may start it afresh.
+"""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
+from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -13,8 +21,10 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from api import keys
+from api.idempotency import FINGERPRINT_MEMO, fingerprint, is_keyed_run, key_reused
 from schemas.errors import DomainError
 
 ArgT = TypeVar("ArgT")
@@ -35,19 +45,101 @@ async def execute(
     """Start `run(arg)` under `workflow_id` and wait for its result.
 
     A workflow already running (or, with REJECT_DUPLICATE, already run) under the same id is
-    `on_duplicate`; a DomainError raised inside comes back through the problem middleware.
-    `task_queue` is the service's queue unless told (the entry workflows run where the model is).
+    `on_duplicate`, unless the id is keyed (see the module); a DomainError raised inside comes
+    back through the problem middleware. `task_queue` is the service's queue unless told (the
+    entry workflows run where the model is).
     """
     app = request.app
+    client: Client = app[keys.TEMPORAL]
+    keyed = is_keyed_run(request)
     try:
-        return await app[keys.TEMPORAL].execute_workflow(
+        return await client.execute_workflow(
             run,
             arg,
             id=workflow_id,
             task_queue=task_queue or app[keys.SETTINGS].temporal_task_queue,
-            id_reuse_policy=reuse,
+            id_reuse_policy=_keyed_reuse(reuse) if keyed else reuse,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             search_attributes=TypedSearchAttributes(search or []),
+            memo=_memo(request) if keyed else None,
         )
     except WorkflowAlreadyStartedError:
-        raise on_duplicate from None
+        if not keyed:
+            raise on_duplicate from None
+    handle = client.get_workflow_handle_for(run, workflow_id)
+    await replayed(request, workflow_id)
+    return await handle.result()
+
+
+async def start_with_update(
+    request: web.Request,
+    run: Callable[[Any, ArgT], Awaitable[Any]],
+    arg: ArgT,
+    *,
+    workflow_id: str,
+    update: str,
+    result_type: type[ResultT],
+    on_duplicate: DomainError,
+    search: list[SearchAttributePair[Any]],
+) -> ResultT | None:
+    """Start `run(arg)` together with the Update named `update` and return its result (a
+    create that answers before its run ends), keyed like `execute`.
+
+    A keyed retry whose run still runs gets that Update's answer again; None means the keyed
+    run has ended, and the route answers from the rows it wrote.
+    """
+    client: Client = request.app[keys.TEMPORAL]
+    keyed = is_keyed_run(request)
+    start = WithStartWorkflowOperation(
+        run,
+        arg,
+        id=workflow_id,
+        task_queue=request.app[keys.SETTINGS].temporal_task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        id_reuse_policy=_keyed_reuse(WorkflowIDReusePolicy.ALLOW_DUPLICATE)
+        if keyed
+        else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        memo=_memo(request) if keyed else None,
+        search_attributes=TypedSearchAttributes(search),
+    )
+    try:
+        result: ResultT = await client.execute_update_with_start_workflow(
+            update, start_workflow_operation=start, result_type=result_type
+        )
+        return result
+    except WorkflowAlreadyStartedError:
+        # the SDK sets the refusal on the start's own future too: read it (else "never retrieved")
+        with contextlib.suppress(WorkflowAlreadyStartedError):
+            await start.workflow_handle()
+        if not keyed:
+            raise on_duplicate from None
+    await replayed(request, workflow_id)
+    try:
+        again: ResultT = await client.get_workflow_handle(workflow_id).execute_update(
+            update, result_type=result_type
+        )
+        return again
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return None  # the run has ended: its rows hold what it did
+
+
+async def replayed(request: web.Request, workflow_id: str) -> None:
+    """The run under `workflow_id` was started by this request's key: 409 unless by the same
+    request (its fingerprint in the memo)."""
+    description = await request.app[keys.TEMPORAL].get_workflow_handle(workflow_id).describe()
+    if await description.memo_value(FINGERPRINT_MEMO, None) != fingerprint(request):
+        raise key_reused()
+
+
+def _memo(request: web.Request) -> dict[str, str]:
+    return {FINGERPRINT_MEMO: fingerprint(request)}
+
+
+def _keyed_reuse(reuse: WorkflowIDReusePolicy) -> WorkflowIDReusePolicy:
+    """A keyed id is used by one request only: a run that completed answers every retry (a
+    second run would be a second write); one that failed wrote nothing and may run again."""
+    if reuse == WorkflowIDReusePolicy.REJECT_DUPLICATE:
+        return reuse
+    return WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY

@@ -12,6 +12,8 @@ from schemas.errors import FieldError, ValidationFailed
 from schemas.text import UNSTORABLE_TEXT_MESSAGE, is_unstorable
 
 TEAM_HEADER = "x-service-team-id"
+# Retries of creates and decisions (api.idempotency)
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 def team_header(request: web.Request) -> UUID | None:

@@ -40,6 +40,10 @@ MAP_CACHE = web.AppKey("map_cache", MapCache)
 REQUEST_ID = web.RequestKey("request_id", str)
 ENDPOINT = web.RequestKey("endpoint", object)
 PRINCIPAL = web.RequestKey("principal", object)
+# the validated body, query and path (`api.endpoint.Parsed`), for the request's fingerprint
+PARSED = web.RequestKey("parsed", object)
+# the workflow this request starts is named by its Idempotency-Key (`api.idempotency`)
+KEYED_RUN = web.RequestKey("keyed_run", bool)
 RATE_QUOTA = web.RequestKey("rate_quota", object)
 # the rate-limit key a request is counted under, the count under way, and whether it was admitted
 RATE_KEY = web.RequestKey("rate_key", str)

@@ -8,9 +8,11 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from api.endpoint import ENDPOINTS, array_parameters
-from api.headers import TEAM_HEADER
+from api.headers import IDEMPOTENCY_HEADER, TEAM_HEADER
 from api.spec import EndpointSpec
+from schemas import limits
 from schemas.errors import (
+    Conflict,
     DomainError,
     HeaderFieldsTooLarge,
     InternalError,
@@ -72,16 +74,18 @@ def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
         HeaderFieldsTooLarge,
     ]
     # a malformed declared header (the team header must be a uuid) is a 400 too
-    if spec.body or spec.query or spec.path_params or spec.headers:
+    if spec.body or spec.query or spec.path_params or _headers(spec):
         implied.append(ValidationFailed)
     if spec.body is not None and not spec.manual_body:
         implied += [UnsupportedMediaType, PayloadTooLarge]
+    if spec.idempotent:
+        implied.append(Conflict)  # idempotency-key-reused
     if spec.auth != "none":
         implied.append(Unauthorized)
         implied.append(ServiceUnavailable)
     if spec.scopes:
         implied.append(MissingScope)
-    return [*implied, *spec.errors]
+    return list(dict.fromkeys([*implied, *spec.errors]))
 
 
 def _responses(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
@@ -123,7 +127,14 @@ def _responses(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
 def _header_schema(name: str) -> dict[str, Any]:
     if name.lower() == TEAM_HEADER:
         return {"type": "string", "format": "uuid"}
+    if name == IDEMPOTENCY_HEADER:
+        return {"type": "string", "minLength": 1, "maxLength": limits.IDEMPOTENCY_KEY_MAX_CHARS}
     return {"type": "string"}
+
+
+def _headers(spec: EndpointSpec) -> tuple[str, ...]:
+    idempotency = (IDEMPOTENCY_HEADER,) if spec.idempotent else ()
+    return tuple(dict.fromkeys(spec.headers + idempotency))
 
 
 def _operation(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
@@ -136,7 +147,7 @@ def _operation(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
     parameters = _parameters(spec.path_params, "path") + _parameters(spec.query, "query")
     parameters += [
         {"name": name, "in": "header", "required": False, "schema": _header_schema(name)}
-        for name in spec.headers
+        for name in _headers(spec)
     ]
     if parameters:
         operation["parameters"] = parameters

@@ -42,5 +42,7 @@ class EndpointSpec:
     errors: tuple[type[DomainError], ...] = ()
     rate_bucket: str | None = None
     headers: tuple[str, ...] = ()
+    # Honours `Idempotency-Key` (api.idempotency): every POST that creates or decides says so
+    idempotent: bool = False
     raw_response: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)

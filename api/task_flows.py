@@ -79,13 +79,19 @@ async def start_task_workflow(client: Client, task_queue: str, start: TaskStart)
 
 
 async def task_update(
-    client: Client, task_id: UUID, update: str, command: Payload, result_type: type[ResultT]
+    client: Client,
+    task_id: UUID,
+    update: str,
+    command: Payload,
+    result_type: type[ResultT],
+    update_id: str | None = None,
 ) -> ResultT:
     """Send one Update (by its name in `schemas.task_attempts`) to the task's workflow;
-    `TaskClosed` when it no longer runs."""
+    `TaskClosed` when it no longer runs. An `update_id` sent again is answered by Temporal from
+    the first outcome (`api.idempotency.update_id`)."""
     with _closed_as(task_id):
         handle = client.get_workflow_handle(task_workflow_id(task_id))
-        result = await handle.execute_update(update, command, result_type=result_type)
+        result = await handle.execute_update(update, command, id=update_id, result_type=result_type)
     assert isinstance(result, result_type)
     return result
 

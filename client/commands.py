@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import base64
 import json
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from uuid import UUID
@@ -232,8 +231,8 @@ async def _keys_create(api: CairnClient, args: argparse.Namespace) -> Any:
         body["scopes"] = [s.strip() for s in args.scopes.split(",") if s.strip()]
     if args.identity:
         body["bindingScope"] = "identity"
-    headers = {"Idempotency-Key": uuid.uuid4().hex}
-    return await api.request("POST", "/agent-keys", json=body, team=team, headers=headers)
+    # a resend after a lost answer is a 409 (SPEC 4.6: the secret is never stored twice)
+    return await api.request("POST", "/agent-keys", json=body, team=team, idempotent=True)
 
 
 async def _keys_list(api: CairnClient, args: argparse.Namespace) -> Any:
@@ -251,7 +250,12 @@ async def _keys_revoke(api: CairnClient, args: argparse.Namespace) -> Any:
     team, params = _key_params(args)
     body = {"reason": args.reason} | ({"description": args.description} if args.description else {})
     return await api.request(
-        "POST", f"/agent-keys/{args.id}/revoke", json=body, params=params, team=team
+        "POST",
+        f"/agent-keys/{args.id}/revoke",
+        json=body,
+        params=params,
+        team=team,
+        idempotent=True,
     )
 
 

@@ -204,6 +204,7 @@ class Daemon:
                 f"/tasks/{task.id}/claim",
                 json=self._claim_body(),
                 headers=self._team(),
+                idempotent=True,  # a resent claim answers the attempt it was granted
             )
         except ApiError as exc:
             if exc.status in (403, 404, 409):  # lost the race, or not ours to claim

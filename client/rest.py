@@ -12,6 +12,7 @@ import base64
 import contextlib
 import hashlib
 import time
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +90,12 @@ from schemas.teams import (
 
 REFRESH_MARGIN_SEC = 300
 TEAM_HEADER = "x-service-team-id"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+# A request lost to a dropped connection or a timeout is sent again this many times, when it is
+# safe to: a method that means the same when repeated, or a POST carrying an Idempotency-Key.
+RESENDS = 2
+RESEND_BACKOFF_SEC = 0.25
+SAFE_TO_RESEND = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 AGENT_KEY_PREFIX = "service_ak_"
 
 
@@ -246,8 +253,15 @@ class CairnClient:
         headers: dict[str, str] | None = None,
         team: UUID | str | None = None,
         data: bytes | None = None,
+        idempotent: bool = False,
     ) -> Any:
-        """The JSON body of a 2xx answer; `ApiError` otherwise. A 401 renews the token once."""
+        """The JSON body of a 2xx answer; `ApiError` otherwise. A 401 renews the token once.
+
+        `idempotent`: a create or a decision. It carries an `Idempotency-Key` (a fresh one unless
+        `headers` bring one), so that a resend after a dropped connection or a timeout, which
+        reuses the key, is answered with the first response instead of writing twice."""
+        if idempotent:
+            headers = {IDEMPOTENCY_HEADER: uuid.uuid4().hex, **(headers or {})}
         async with self._send(
             method, path, json=json, params=params, auth=auth, headers=headers, team=team, data=data
         ) as response:
@@ -280,24 +294,39 @@ class CairnClient:
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         assert self.session is not None, "use the client as an async context manager"
         query = _query(params) if params else None
-        for attempt in range(2):
-            sent = dict(headers or {})
+        resendable = method in SAFE_TO_RESEND or IDEMPOTENCY_HEADER in (headers or {})
+        renewed = answered = False
+        for attempt in range(RESENDS + 1):
+            sent = dict(headers or {})  # the same Idempotency-Key on every resend
             addressed = team if team is not None else self.default_team
             if addressed is not None:
                 sent[TEAM_HEADER] = str(addressed)
             if auth:
-                sent["Authorization"] = f"Bearer {await self.access_token(force=attempt > 0)}"
-            async with self.session.request(
-                method, self.base_url + path, json=json, params=query, headers=sent, data=data
-            ) as response:
-                renewable = auth and self.credentials is not None and self.bearer is None
-                if response.status == 401 and renewable and attempt == 0:
-                    continue
-                if response.status >= 400:
-                    body = await response.json(content_type=None) if response.content_length else {}
-                    raise ApiError(response.status, body if isinstance(body, dict) else {})
-                yield response
-                return
+                sent["Authorization"] = f"Bearer {await self.access_token(force=renewed)}"
+            try:
+                async with self.session.request(
+                    method, self.base_url + path, json=json, params=query, headers=sent, data=data
+                ) as response:
+                    renewable = auth and self.credentials is not None and self.bearer is None
+                    if response.status == 401 and renewable and not renewed:
+                        renewed = True
+                        continue
+                    if response.status >= 400:
+                        body = (
+                            await response.json(content_type=None)
+                            if response.content_length
+                            else {}
+                        )
+                        raise ApiError(response.status, body if isinstance(body, dict) else {})
+                    answered = True
+                    yield response
+                    return
+            except (aiohttp.ClientConnectionError, TimeoutError):
+                # the request may have been carried out: resend only what says it is safe to
+                # (and never once the caller has started reading an answer)
+                if answered or not resendable or attempt == RESENDS:
+                    raise
+                await asyncio.sleep(RESEND_BACKOFF_SEC * 2**attempt)
         raise AssertionError("unreachable")
 
     async def upload(
@@ -363,7 +392,7 @@ class CairnClient:
         )
 
     async def vouch(self) -> Voucher:
-        return Voucher.model_validate(await self.request("POST", "/vouch"))
+        return Voucher.model_validate(await self.request("POST", "/vouch", idempotent=True))
 
     async def active_vouchers(self) -> VoucherList:
         return VoucherList.model_validate(await self.request("GET", "/vouch/active"))
@@ -407,7 +436,9 @@ class CairnClient:
         return DiaryList.model_validate(await self.request("GET", "/diaries", team=team_id))
 
     async def create_diary(self, team_id: UUID, body: DiaryCreateRequest) -> Diary:
-        created = await self.request("POST", "/diaries", json=_json(body), team=team_id)
+        created = await self.request(
+            "POST", "/diaries", json=_json(body), team=team_id, idempotent=True
+        )
         return Diary.model_validate(created)
 
     async def get_diary(self, diary_id: UUID) -> Diary:
@@ -426,7 +457,9 @@ class CairnClient:
         return TagHistogram.model_validate(body)
 
     async def create_grant(self, diary_id: UUID, body: GrantRequest) -> Grant:
-        created = await self.request("POST", f"/diaries/{diary_id}/grants", json=_json(body))
+        created = await self.request(
+            "POST", f"/diaries/{diary_id}/grants", json=_json(body), idempotent=True
+        )
         return Grant.model_validate(created)
 
     async def list_grants(self, diary_id: UUID) -> GrantList:
@@ -439,7 +472,9 @@ class CairnClient:
     # --- entries, search, relations ------------------------------------------------------
 
     async def create_entry(self, diary_id: UUID, body: EntryCreateRequest) -> Entry:
-        created = await self.request("POST", f"/diaries/{diary_id}/entries", json=_json(body))
+        created = await self.request(
+            "POST", f"/diaries/{diary_id}/entries", json=_json(body), idempotent=True
+        )
         return Entry.model_validate(created)
 
     async def get_entry(self, entry_id: UUID) -> Entry:
@@ -487,7 +522,9 @@ class CairnClient:
         return found
 
     async def create_relation(self, entry_id: UUID, body: RelationCreateRequest) -> Relation:
-        created = await self.request("POST", f"/entries/{entry_id}/relations", json=_json(body))
+        created = await self.request(
+            "POST", f"/entries/{entry_id}/relations", json=_json(body), idempotent=True
+        )
         return Relation.model_validate(created)
 
     async def list_relations(
@@ -523,13 +560,17 @@ class CairnClient:
         return TeamList.model_validate(await self.request("GET", "/teams"))
 
     async def create_team(self, body: CreateTeamRequest) -> Team:
-        return Team.model_validate(await self.request("POST", "/teams", json=_json(body)))
+        return Team.model_validate(
+            await self.request("POST", "/teams", json=_json(body), idempotent=True)
+        )
 
     async def delete_team(self, team_id: UUID) -> Deleted:
         return Deleted.model_validate(await self.request("DELETE", f"/teams/{team_id}"))
 
     async def join_team(self, code: str) -> Joined:
-        return Joined.model_validate(await self.request("POST", "/teams/join", json={"code": code}))
+        return Joined.model_validate(
+            await self.request("POST", "/teams/join", json={"code": code}, idempotent=True)
+        )
 
     async def list_members(self, team_id: UUID) -> MemberList:
         return MemberList.model_validate(await self.request("GET", f"/teams/{team_id}/members"))
@@ -543,7 +584,9 @@ class CairnClient:
         return Deleted.model_validate(await self.request("DELETE", path))
 
     async def create_invite(self, team_id: UUID, body: CreateInviteRequest) -> Invite:
-        created = await self.request("POST", f"/teams/{team_id}/invites", json=_json(body))
+        created = await self.request(
+            "POST", f"/teams/{team_id}/invites", json=_json(body), idempotent=True
+        )
         return Invite.model_validate(created)
 
     async def list_invites(self, team_id: UUID) -> InviteList:
@@ -556,7 +599,9 @@ class CairnClient:
     # --- signing -------------------------------------------------------------------------
 
     async def create_signing_request(self, message: str) -> SigningRequestView:
-        body = await self.request("POST", "/crypto/signing-requests", json={"message": message})
+        body = await self.request(
+            "POST", "/crypto/signing-requests", json={"message": message}, idempotent=True
+        )
         return SigningRequestView.model_validate(body)
 
     async def get_signing_request(self, request_id: UUID) -> SigningRequestView:
@@ -581,9 +626,9 @@ class CairnClient:
     async def create_task(
         self, body: CreateTaskRequest, *, idempotency_key: str | None = None
     ) -> Task:
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        headers = {IDEMPOTENCY_HEADER: idempotency_key} if idempotency_key else None
         created = await self.request(
-            "POST", "/tasks", json=_json(body), team=body.teamId, headers=headers
+            "POST", "/tasks", json=_json(body), team=body.teamId, headers=headers, idempotent=True
         )
         return Task.model_validate(created)
 
@@ -602,7 +647,9 @@ class CairnClient:
 
     async def cancel_task(self, task_id: UUID, team_id: UUID, reason: str) -> Task:
         path = f"/tasks/{task_id}/cancel"
-        body = await self.request("POST", path, json={"reason": reason}, team=team_id)
+        body = await self.request(
+            "POST", path, json={"reason": reason}, team=team_id, idempotent=True
+        )
         return Task.model_validate(body)
 
     async def list_attempts(self, task_id: UUID, *, team_id: UUID | None = None) -> TaskAttemptList:
@@ -728,7 +775,9 @@ class CairnClient:
 
     async def create_pack(self, diary_id: UUID, body: PackCreateRequest) -> PackCompiled:
         """201 for a new pack, 200 with `created: false` for a selection already packed."""
-        created = await self.request("POST", f"/diaries/{diary_id}/packs", json=_json(body))
+        created = await self.request(
+            "POST", f"/diaries/{diary_id}/packs", json=_json(body), idempotent=True
+        )
         return PackCompiled.model_validate(created)
 
     async def update_pack(self, pack_id: UUID, body: PackUpdateRequest) -> ContextPack:
@@ -752,7 +801,9 @@ class CairnClient:
         return RenderedPack.model_validate(made)
 
     async def render_pack(self, pack_id: UUID, body: RenderRequest) -> RenderedPack:
-        made = await self.request("POST", f"/packs/{pack_id}/render", json=_json(body))
+        made = await self.request(
+            "POST", f"/packs/{pack_id}/render", json=_json(body), idempotent=True
+        )
         return RenderedPack.model_validate(made)
 
     async def get_rendered_pack(self, rendered_id: UUID) -> RenderedPack:

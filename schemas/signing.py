@@ -26,6 +26,9 @@ from schemas.numbers import SqlCount
 
 SigningStatus = Literal["pending", "completed", "expired"]
 
+# The Update that answers once the request is stored (the API's 201; SPEC 6 "envelope")
+ENVELOPE_UPDATE: Final = "envelope"
+
 # Problem codes of a signature that arrives too late or twice (409, nothing is written).
 EXPIRED_CODE: Final = "signing-request-expired"
 COMPLETED_CODE: Final = "signing-request-already-completed"

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from schemas.errors import Conflict, ServiceUnavailable, ValidationFailed
     from schemas.kernel.crypto import parse_public_key, signing_payload, verify_signature
     from schemas.signing import (
+        ENVELOPE_UPDATE,
         SignatureRecord,
         SignatureSubmission,
         SigningEnvelope,
@@ -123,7 +124,7 @@ class SigningRequestWorkflow:
             )
             self._result = SigningResult(request_id=self._inp.request_id, status="expired")
 
-    @workflow.update(name="envelope")
+    @workflow.update(name=ENVELOPE_UPDATE)
     async def envelope(self) -> SigningEnvelope:
         """The stored request (the API's 201), or the reason it was not stored."""
         await workflow.wait_condition(

@@ -129,7 +129,10 @@ class DiaryTransferWorkflow:
 
     @workflow.update(name=TRANSFER_DECISION_EVENT)
     async def decide(self, decision: TransferDecision) -> TransferRecord:
-        """Record the destination's decision and answer with the resolved transfer."""
+        """Record the destination's decision and answer with the resolved transfer. The same
+        decision again (a retry) answers what the first one reached."""
+        if self._repeats(decision):
+            return await self._outcome_of(decision)
         self._deciding = decision
         step = (
             TransferActivities.accept_transfer
@@ -153,10 +156,27 @@ class DiaryTransferWorkflow:
         self._record = record
         return record
 
+    def _repeats(self, decision: TransferDecision) -> bool:
+        """The decision already being recorded, or already recorded."""
+        deciding = self._deciding is not None and self._deciding.decision == decision.decision
+        return deciding or (self._record is not None and self._record.status == decision.decision)
+
+    async def _outcome_of(self, decision: TransferDecision) -> TransferRecord:
+        await workflow.wait_condition(lambda: self._deciding is None or self._resolved())
+        assert self._record is not None
+        if self._record.status == decision.decision:
+            return self._record
+        # the first one could not be recorded (it told its caller why): this one may retry
+        raise domain_failure(
+            ServiceUnavailable("The decision could not be recorded; send it again")
+        )
+
     @decide.validator
     def _decision_allowed(self, decision: TransferDecision) -> None:
         if self._record is None:
             raise domain_failure(Conflict("The transfer is not stored yet", code=NOT_READY_CODE))
+        if self._repeats(decision):
+            return  # a repeat is answered with the outcome; only the opposite is refused
         if self._deadline_passed:
             raise domain_failure(already_resolved("expired"))
         if self._deciding is not None:

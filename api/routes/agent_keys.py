@@ -41,7 +41,8 @@ from api.access import allowed
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
-from api.headers import require_team_header, team_header
+from api.headers import IDEMPOTENCY_HEADER, require_team_header, team_header
+from api.idempotency import idempotency_key, keyed_workflow_id
 from infra.repos.agent_keys import KeyFilter, get_key, list_keys
 from schemas import limits
 from schemas.agent_keys import (
@@ -96,7 +97,6 @@ from workflows.common import AGENT_ID, TEAM_ID
 routes = web.RouteTableDef()
 TAG = "agent-keys"
 SCOPES: Final = ("key:manage",)
-IDEMPOTENCY_HEADER: Final = "Idempotency-Key"
 TEAM_HEADER_DOC: Final = ("x-service-team-id",)
 LIST_CURSOR_SCOPE: Final = "agent-keys"
 
@@ -185,9 +185,9 @@ async def _managed_key(
     return key, team_id
 
 
-def _idempotency_key(request: web.Request) -> str:
-    value = request.headers.get(IDEMPOTENCY_HEADER, "")
-    if not 1 <= len(value) <= limits.IDEMPOTENCY_KEY_MAX_CHARS:
+def _required_idempotency_key(request: web.Request) -> str:
+    value = idempotency_key(request)
+    if value is None:
         raise ValidationFailed(
             f"Creating a key needs an {IDEMPOTENCY_HEADER} header of 1 to "
             f"{limits.IDEMPOTENCY_KEY_MAX_CHARS} characters",
@@ -213,7 +213,9 @@ def _server_secret(request: web.Request) -> bytes:
     response=IssuedAgentKey,
     scopes=SCOPES,
     rate_bucket="agent_key",
-    headers=(IDEMPOTENCY_HEADER, *TEAM_HEADER_DOC),
+    headers=TEAM_HEADER_DOC,
+    # SPEC 4.6's own rule (required; a retry is 409: the secret is never stored)
+    idempotent=True,
     errors=(
         ValidationFailed,
         ScopeNotGrantable,
@@ -231,7 +233,7 @@ async def create_agent_key(
     in this response only."""
     body = parsed.body
     principal = require_principal(request)
-    idempotency_key = _idempotency_key(request)
+    key = _required_idempotency_key(request)
     team_id = _operation_team(request, body.bindingScope)
     if team_id is None:
         if _require_identity_authority(principal) != body.agentId:
@@ -240,7 +242,7 @@ async def create_agent_key(
         await _require_team_authority(request, principal, team_id, body.agentId)
         await _require_member(request, team_id, body.agentId)
     scopes = granted_scopes(body.scopes, principal.scopes)
-    workflow_id = create_workflow_id(principal.subject_ns, principal.subject_id, idempotency_key)
+    workflow_id = create_workflow_id(principal.subject_ns, principal.subject_id, key)
     key_id = key_id_for(workflow_id)
     secret = new_agent_key_secret(key_id)
     created = await execute(
@@ -256,7 +258,7 @@ async def create_agent_key(
             expires_at=datetime.now(UTC) + timedelta(days=body.ttlDays),
             created_by_ns="Agent" if principal.subject_type == "agent" else "Human",
             created_by_id=principal.subject_id,
-            idempotency_key_hash=idempotency_key_hash(idempotency_key),
+            idempotency_key_hash=idempotency_key_hash(key),
         ),
         workflow_id=workflow_id,
         # a create that failed (nothing stored) may be retried; any other second start is a 409
@@ -406,6 +408,7 @@ async def rotate_agent_key(
     rate_bucket="agent_key",
     headers=TEAM_HEADER_DOC,
     errors=(ValidationFailed, KeyManageForbidden, IdentityKeyForbidden, AgentKeyNotFound),
+    idempotent=True,  # a decision: revoking a revoked key answers it (the first reason stays)
 )
 async def revoke_agent_key(
     request: web.Request, parsed: Parsed[RevokeAgentKeyRequest, BindingScopeQuery, AgentKeyPath]
@@ -419,7 +422,7 @@ async def revoke_agent_key(
         request,
         AgentKeyRevokeWorkflow.run,
         AgentKeyRevoke(key_id=key.id, reason=body.reason, description=body.description),
-        workflow_id=revoke_workflow_id(key.id),
+        workflow_id=keyed_workflow_id(request, "agent-key-revoke", revoke_workflow_id(key.id)),
         on_duplicate=Conflict("This key is being revoked", code="agent-key-revocation-running"),
         search=[SearchAttributePair(AGENT_ID, str(key.actor_id))],
     )

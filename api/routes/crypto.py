@@ -17,13 +17,15 @@ from uuid import UUID
 
 import asyncpg
 from aiohttp import web
-from temporalio.client import Client, WithStartWorkflowOperation
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.client import Client
+from temporalio.common import SearchAttributePair
 from temporalio.service import RPCError, RPCStatusCode
 
 from api import keys
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
+from api.flows import start_with_update
+from api.idempotency import new_id
 from infra.repos import identity_reads
 from infra.repos.signing import get_signing_request, list_signing_requests
 from schemas.errors import (
@@ -36,6 +38,7 @@ from schemas.errors import (
 from schemas.kernel.crypto import normalize_fingerprint, parse_public_key, verify_signature
 from schemas.principals import Principal
 from schemas.signing import (
+    ENVELOPE_UPDATE,
     EXPIRED_CODE,
     SignatureSubmission,
     SignatureSubmit,
@@ -84,6 +87,7 @@ def require_agent(request: web.Request) -> Principal:
     scopes=SIGN_SCOPE,
     rate_bucket="signing",
     errors=(Forbidden, RateLimited),
+    idempotent=True,
 )
 async def create_signing_request(
     request: web.Request, parsed: Parsed[SigningRequestCreate]
@@ -93,8 +97,9 @@ async def create_signing_request(
     body = parsed.body
     assert principal.agent_id is not None
     public_key = principal.public_key or await _public_key_of(request, principal)
-    request_id = uuid.uuid4()
-    start = WithStartWorkflowOperation(
+    request_id = new_id(request, "signing-request")
+    envelope = await start_with_update(
+        request,
         SigningRequestWorkflow.run,
         SigningRequestInput(
             request_id=request_id,
@@ -103,21 +108,18 @@ async def create_signing_request(
             message=body.message,
             nonce=uuid.uuid4(),
         ),
-        id=signing_workflow_id(request_id),
-        task_queue=request.app[keys.SETTINGS].temporal_task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-        search_attributes=TypedSearchAttributes(
-            [SearchAttributePair(AGENT_ID, str(principal.agent_id))]
-        ),
+        workflow_id=signing_workflow_id(request_id),
+        update=ENVELOPE_UPDATE,
+        result_type=SigningEnvelope,
+        on_duplicate=Conflict("This signing request is being created"),
+        search=[SearchAttributePair(AGENT_ID, str(principal.agent_id))],
     )
-    # cast: the SDK types a named async update's result as its coroutine
-    envelope = cast(
-        SigningEnvelope,
-        await request.app[keys.TEMPORAL].execute_update_with_start_workflow(
-            SigningRequestWorkflow.envelope, start_workflow_operation=start
-        ),
-    )
-    return envelope.view()
+    if envelope is not None:
+        return envelope.view()
+    # a keyed retry after the request's run ended: its row is the answer
+    record = await get_signing_request(request.app[keys.READ_POOL], request_id)
+    assert record is not None
+    return record.view()
 
 
 async def _public_key_of(request: web.Request, principal: Principal) -> str:

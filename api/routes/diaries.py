@@ -9,7 +9,6 @@ caller who can read but not change it gets 403.
 
 from __future__ import annotations
 
-import uuid
 from uuid import UUID
 
 import asyncpg
@@ -22,6 +21,7 @@ from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
 from api.headers import require_team_header, team_header
+from api.idempotency import keyed_workflow_id, new_id
 from infra.repos import memory_reads, team_reads
 from schemas.errors import Conflict, Forbidden, NotFound, Unauthorized
 from schemas.identity import Done
@@ -78,6 +78,7 @@ TAG = "diaries"
     scopes=("diary:write",),
     headers=("x-service-team-id",),
     errors=(NotFound, Forbidden, Conflict),
+    idempotent=True,
 )
 async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest]) -> Diary:
     """Create a diary owned by the team of `x-service-team-id` (needs Team `write`)."""
@@ -90,7 +91,7 @@ async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest])
     await require(request, "Team", team_id, "write")
     if team.status != "active":
         raise Conflict("The team is not active", code="team-not-active")
-    diary_id = uuid.uuid4()
+    diary_id = new_id(request, "diary")
     await execute(
         request,
         DiaryCreateWorkflow.run,
@@ -221,6 +222,7 @@ def _grant_change(diary_id: UUID, body: GrantRequest) -> GrantChange:
     response=Grant,
     scopes=("diary:share",),
     errors=(NotFound, Forbidden),
+    idempotent=True,
 )
 async def create_grant(
     request: web.Request, parsed: Parsed[GrantRequest, None, GrantPath]
@@ -238,7 +240,7 @@ async def create_grant(
         request,
         DiaryGrantWriteWorkflow.run,
         change,
-        workflow_id=diary_grant_workflow_id(change),
+        workflow_id=keyed_workflow_id(request, "diary-grant", diary_grant_workflow_id(change)),
         on_duplicate=Conflict("This grant is being written"),
     )
     return Grant(

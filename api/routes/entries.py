@@ -8,7 +8,6 @@ holds both entries. Signed entries are immutable and permanent (409).
 
 from __future__ import annotations
 
-import uuid
 from uuid import UUID
 
 from aiohttp import web
@@ -19,6 +18,7 @@ from api.access import allowed, changeable_diary, found, readable_diary, require
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
+from api.idempotency import new_id
 from infra.repos import memory_reads
 from infra.repos.memory_reads import LocatedRelation
 from schemas.errors import Conflict, Forbidden, NotFound, Unauthorized, ValidationFailed
@@ -108,6 +108,7 @@ def _split(value: str | None) -> list[str] | None:
     response=Entry,
     scopes=("diary:write",),
     errors=(NotFound, Forbidden, Conflict),
+    idempotent=True,
 )
 async def create_entry(
     request: web.Request, parsed: Parsed[EntryCreateRequest, None, DiaryPath]
@@ -124,7 +125,7 @@ async def create_entry(
         )
     if body.signingRequestId is not None and principal.agent_id is None:
         raise ValidationFailed("Only agents sign entries", code="agents-only")
-    entry_id = uuid.uuid4()
+    entry_id = new_id(request, "entry")
     await execute(
         request,
         EntryCreateWorkflow.run,
@@ -333,6 +334,7 @@ async def _delete(request: web.Request, entry_ids: list[UUID]) -> list[UUID]:
     response=Relation,
     scopes=("diary:write",),
     errors=(NotFound, Forbidden, ValidationFailed),
+    idempotent=True,
 )
 async def create_relation(
     request: web.Request, parsed: Parsed[RelationCreateRequest, None, EntryPath]
@@ -348,7 +350,7 @@ async def create_relation(
         )
     if target.id == source.id:
         raise ValidationFailed("An entry cannot relate to itself", code="self-relation")
-    relation_id = uuid.uuid4()
+    relation_id = new_id(request, "relation")
     workflow_id = relation_create_workflow_id(relation_id)
     written = await execute(
         request,

@@ -13,6 +13,7 @@ from api import keys
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
+from api.idempotency import new_id
 from infra.repos import identity_reads
 from schemas import limits
 from schemas.errors import (
@@ -82,7 +83,7 @@ def _server_secret(request: web.Request) -> bytes:
 
 
 async def issue_voucher(request: web.Request, issuer_id: uuid.UUID | None) -> Voucher:
-    voucher_id = uuid.uuid4()
+    voucher_id = new_id(request, "voucher")
     return await execute(
         request,
         VoucherIssueWorkflow.run,
@@ -101,6 +102,7 @@ async def issue_voucher(request: web.Request, issuer_id: uuid.UUID | None) -> Vo
     response=Voucher,
     rate_bucket="vouch",
     errors=(TooManyVouchers, Forbidden),
+    idempotent=True,
 )
 async def create_voucher(request: web.Request, parsed: Parsed) -> Voucher:
     """Issue a voucher another agent can register with (24 h, at most 5 unredeemed)."""

@@ -35,6 +35,7 @@ from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
 from api.headers import require_team_header
+from api.idempotency import keyed_workflow_id
 from infra.repos import packs as repo
 from schemas.errors import Conflict, FieldError, Forbidden, NotFound, ValidationFailed
 from schemas.kernel.cids import json_cid
@@ -222,6 +223,7 @@ async def preview_pack(
     response=PackCompiled,
     scopes=WRITE,
     errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    idempotent=True,
 )
 async def create_pack(
     request: web.Request, parsed: Parsed[PackCreateRequest, None, DiaryPath]
@@ -233,7 +235,7 @@ async def create_pack(
     body = parsed.body
     principal = require_principal(request)
     await _writable_diary(request, diary_id)
-    workflow_id = pack_workflow_id(diary_id, _request_cid(body))
+    workflow_id = keyed_workflow_id(request, "pack", pack_workflow_id(diary_id, _request_cid(body)))
     created = await execute(
         request,
         PackCreateWorkflow.run,
@@ -534,6 +536,7 @@ async def preview_render(
     response=RenderedPack,
     scopes=WRITE,
     errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    idempotent=True,
 )
 async def render_pack(
     request: web.Request, parsed: Parsed[RenderRequest, None, PackPath]
@@ -546,7 +549,9 @@ async def render_pack(
     pack = await _writable_pack(request, parsed.path.id)
     # the cheap refusals before a workflow starts (the step decides them again)
     repo.check_render_request(body.renderMethod, body.renderedMarkdown)
-    workflow_id = render_workflow_id(pack.id, _request_cid(body))
+    workflow_id = keyed_workflow_id(
+        request, "pack-render", render_workflow_id(pack.id, _request_cid(body))
+    )
     created = await execute(
         request,
         PackRenderWorkflow.run,

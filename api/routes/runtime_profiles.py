@@ -30,6 +30,7 @@ from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
 from api.headers import TEAM_HEADER, require_team_header, team_header
+from api.idempotency import keyed_workflow_id
 from infra.repos import runtime_profiles as repo
 from schemas.errors import Conflict, FieldError, Forbidden, NotFound, ValidationFailed
 from schemas.kernel.cids import json_cid
@@ -94,6 +95,7 @@ async def _loaded(request: web.Request, profile_id: UUID) -> RuntimeProfile:
     scopes=WRITE,
     headers=(TEAM_HEADER,),
     errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    idempotent=True,
 )
 async def create_runtime_profile(
     request: web.Request, parsed: Parsed[CreateRuntimeProfileRequest]
@@ -123,8 +125,12 @@ async def create_runtime_profile(
         request,
         RuntimeProfileCreateWorkflow.run,
         create,
-        workflow_id=profile_create_workflow_id(
-            body.teamId, json_cid({**create.model_dump(mode="json"), "profile_id": None})
+        workflow_id=keyed_workflow_id(
+            request,
+            "runtime-profile",
+            profile_create_workflow_id(
+                body.teamId, json_cid({**create.model_dump(mode="json"), "profile_id": None})
+            ),
         ),
         on_duplicate=BUSY,
         search=_search(body.teamId),

@@ -39,7 +39,7 @@ from uuid import UUID
 import asyncpg
 from aiohttp import web
 
-from api import keys
+from api import idempotency, keys
 from api.access import allowed, can_view_task, require_attempt_scopes
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
@@ -159,9 +159,16 @@ def _agent_of(principal: Principal) -> UUID:
 
 
 async def _update(
-    request: web.Request, task_id: UUID, update: str, command: Payload, result: type[ResultT]
+    request: web.Request,
+    task_id: UUID,
+    update: str,
+    command: Payload,
+    result: type[ResultT],
+    update_id: str | None = None,
 ) -> ResultT:
-    return await task_update(request.app[keys.TEMPORAL], task_id, update, command, result)
+    return await task_update(
+        request.app[keys.TEMPORAL], task_id, update, command, result, update_id
+    )
 
 
 async def _task_view(request: web.Request, task_id: UUID) -> Task:
@@ -185,6 +192,7 @@ async def _task_view(request: web.Request, task_id: UUID) -> Task:
     response=ClaimResponse,
     scopes=CLAIM_SCOPES,
     errors=(NotFound, Forbidden, Conflict),
+    idempotent=True,
 )
 async def claim_task(
     request: web.Request, parsed: Parsed[ClaimRequest, None, TaskPath]
@@ -193,7 +201,8 @@ async def claim_task(
     300 s). Send the first heartbeat within the task's dispatch timeout to start it. Answers
     `{task, attemptN, attempt, traceparent}` and the `traceparent` header, which continues the
     trace of the task's creation. 409 when the task is not queued or its claim condition is not
-    met (`claim-condition-unmet`)."""
+    met (`claim-condition-unmet`). A claim retried with its `Idempotency-Key` (and body)
+    answers the attempt it was granted."""
     path = parsed.path
     body = parsed.body
     principal = require_principal(request)
@@ -207,7 +216,9 @@ async def claim_task(
         )
     agent_id = _agent_of(principal)
     profile = await _claim_profile(request, target, body.runtimeProfileId)
-    if target.status != "queued":
+    update_id = idempotency.update_id(request, "task-claim")
+    # a keyed retry of a granted claim finds the task dispatched: the workflow answers it
+    if target.status != "queued" and update_id is None:
         raise Conflict(f"The task is {target.status}, not queued", code=NOT_QUEUED_CODE)
     if not claim_condition_met(target.claim_condition, target.condition_status):
         raise Conflict("The task's claim condition is not met", code=CONDITION_UNMET_CODE)
@@ -215,7 +226,7 @@ async def claim_task(
         agent_id=agent_id, lease_ttl_sec=body.leaseTtlSec, runtime_id=body.runtimeId, **profile
     )
     try:
-        granted = await _update(request, path.id, CLAIM_UPDATE, command, ClaimGranted)
+        granted = await _update(request, path.id, CLAIM_UPDATE, command, ClaimGranted, update_id)
     except TaskClosed:
         raise Conflict("The task is no longer queued", code=NOT_QUEUED_CODE) from None
     task, attempt = await asyncio.gather(
@@ -518,11 +529,13 @@ async def _report(request: web.Request, path: AttemptPath, update: str, command:
     response=Task,
     scopes=MANAGE_SCOPES,
     errors=REPORT_ERRORS,
+    idempotent=True,  # a decision: repeated, it answers the cancelled task
 )
 async def cancel_task(request: web.Request, parsed: Parsed[CancelRequest, None, TaskPath]) -> Task:
     """Cancel a task that has not ended, with a `reason` (owners and managers of its team, or
     an explicit task manager). A worker on it learns on its next heartbeat (`cancelled:
-    true`); a result it sends afterwards is refused (409)."""
+    true`); a result it sends afterwards is refused (409). Cancelling a cancelled task again
+    answers it as it is (200); any other ended task is 409."""
     path = parsed.path
     body = parsed.body
     principal = require_principal(request)
@@ -536,6 +549,8 @@ async def cancel_task(request: web.Request, parsed: Parsed[CancelRequest, None, 
             target,
             Forbidden("Cancelling needs an owner or manager of the task's team, or a task manager"),
         )
+    if target.status == "cancelled":
+        return await _task_view(request, path.id)
     if target.status in TERMINAL_TASK_STATUSES:
         raise task_finished(target.status)
     command = CancelCommand(
@@ -544,7 +559,9 @@ async def cancel_task(request: web.Request, parsed: Parsed[CancelRequest, None, 
     try:
         await _update(request, path.id, CANCEL_UPDATE, command, Settled)
     except TaskClosed:
-        raise task_finished((await _task_view(request, path.id)).status) from None
+        task = await _task_view(request, path.id)
+        if task.status != "cancelled":
+            raise task_finished(task.status) from None
     return await _task_view(request, path.id)
 
 

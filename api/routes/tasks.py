@@ -67,7 +67,8 @@ from api.access import (
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
-from api.headers import require_team_header, team_header
+from api.headers import IDEMPOTENCY_HEADER, require_team_header, team_header
+from api.idempotency import idempotency_key, key_reused, keyed_workflow_id
 from api.pack_tasks import (
     check_judge_pack_input,
     names_rendered_pack,
@@ -76,7 +77,6 @@ from api.pack_tasks import (
 from api.task_flows import start_task
 from infra.repos import runtime_profiles, task_reads
 from infra.repos.task_messages import AppendRefused, append_messages
-from schemas import limits
 from schemas.errors import (
     Conflict,
     DomainError,
@@ -132,7 +132,6 @@ from workflows.task_grants import (
 routes = web.RouteTableDef()
 TAG = "tasks"
 TEAM_HEADER_DOC = ("x-service-team-id",)
-IDEMPOTENCY_HEADER: Final = "Idempotency-Key"
 LIST_CURSOR_SCOPE: Final = "tasks"
 # uuid5 namespace of task ids derived from an Idempotency-Key (fixed forever: ids depend on it)
 IDEMPOTENT_TASK_IDS: Final = uuid.UUID("6f0c2a52-52d4-5b8e-9a55-3c1f1e0a7b10")
@@ -181,8 +180,10 @@ async def list_task_schemas(request: web.Request, parsed: Parsed) -> TaskSchemaL
     body=CreateTaskRequest,
     response=Task,
     scopes=("task:write",),
-    headers=(*TEAM_HEADER_DOC, IDEMPOTENCY_HEADER),
+    headers=TEAM_HEADER_DOC,
     errors=(ValidationFailed, Forbidden, NotFound, Conflict),
+    # SPEC 4.5's own rule (a key names a task row: 201 with it again), not `api.flows`'
+    idempotent=True,
 )
 async def create_task(
     request: web.Request, parsed: Parsed[CreateTaskRequest]
@@ -199,7 +200,7 @@ async def create_task(
     """
     body = parsed.body
     principal = require_principal(request)
-    key = _idempotency_key(request)
+    key = idempotency_key(request)
     task_type = get_task_type(body.taskType)
     _check_team_header(request, body.teamId)
     _check_input(task_type, body)
@@ -275,33 +276,14 @@ async def create_task(
             _pool(request), body.teamId, principal.subject_id, key
         )
         if stored is None or stored.idempotency_cid != request_cid:
-            raise _key_reused()
+            raise key_reused()
     return render(task, 201)
-
-
-def _idempotency_key(request: web.Request) -> str | None:
-    key = request.headers.get(IDEMPOTENCY_HEADER)
-    if key is None:
-        return None
-    if not 1 <= len(key) <= limits.IDEMPOTENCY_KEY_MAX_CHARS:
-        raise ValidationFailed(
-            f"{IDEMPOTENCY_HEADER} must be 1 to {limits.IDEMPOTENCY_KEY_MAX_CHARS} characters",
-            code="invalid-idempotency-key",
-        )
-    return key
 
 
 def _idempotent_task_id(team_id: UUID, principal: Principal, key: str) -> UUID:
     """The same (team, creator, key) always names the same task, so retries converge."""
     name = f"{team_id}|{principal.subject_ns}|{principal.subject_id}|{key}"
     return uuid.uuid5(IDEMPOTENT_TASK_IDS, name)
-
-
-def _key_reused() -> Conflict:
-    return Conflict(
-        f"This {IDEMPOTENCY_HEADER} was used with another request body",
-        code="idempotency-key-reused",
-    )
 
 
 async def _replay(
@@ -313,7 +295,7 @@ async def _replay(
     if found is None:
         return None
     if found.idempotency_cid != request_cid:
-        raise _key_reused()
+        raise key_reused()
     return await task_reads.get_task(_pool(request), found.id)
 
 
@@ -637,6 +619,7 @@ def _grant_tuple(task_id: UUID, grant: TaskGrantRequest) -> RelationTuple:
     scopes=("task:manage",),
     headers=TEAM_HEADER_DOC,
     errors=(NotFound, Forbidden, Conflict),
+    idempotent=True,
 )
 async def create_task_grant(
     request: web.Request, parsed: Parsed[TaskGrantRequest, None, TaskPath]
@@ -652,7 +635,11 @@ async def create_task_grant(
         request,
         TaskGrantWriteWorkflow.run,
         TupleWrite(tuples=[_grant_tuple(task_id, grant)]),
-        workflow_id=task_grant_workflow_id(task_id, grant.subjectNs, grant.subjectId, grant.role),
+        workflow_id=keyed_workflow_id(
+            request,
+            "task-grant",
+            task_grant_workflow_id(task_id, grant.subjectNs, grant.subjectId, grant.role),
+        ),
         on_duplicate=Conflict("This grant is being changed", code="grant-in-progress"),
         search=_search(task),
     )

@@ -28,11 +28,8 @@ from typing import Any, TypeVar
 
 import asyncpg
 from aiohttp import web
-from temporalio.client import WithStartWorkflowOperation
 from temporalio.common import (
     SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -40,7 +37,8 @@ from api import keys
 from api.access import allowed
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
-from api.flows import execute
+from api.flows import execute, start_with_update
+from api.idempotency import keyed_workflow_id, new_id
 from infra.repos import team_reads
 from infra.repos.team_reads import MemberRow, MembershipRow, TeamRow
 from schemas import limits
@@ -307,6 +305,7 @@ async def list_teams(request: web.Request, parsed: Parsed) -> TeamList:
     body=CreateTeamRequest,
     response=Team,
     errors=(Conflict,),
+    idempotent=True,
 )
 async def create_team(
     request: web.Request, parsed: Parsed[CreateTeamRequest]
@@ -319,7 +318,7 @@ async def create_team(
     """
     body = parsed.body
     principal = require_principal(request)
-    team_id = uuid.uuid4()
+    team_id = new_id(request, "team")
     creator = Seat(subject_id=principal.subject_id, subject_ns=principal.subject_ns, role="owner")
     founders = body.foundingMembers or []
     for index, member in enumerate(founders):
@@ -354,18 +353,18 @@ async def _start_founding(
 ) -> None:
     """Start `TeamFounding` and wait only until its rows exist (Update-with-Start)."""
     workflow_id = team_founding_workflow_id(team_id)
-    start = WithStartWorkflowOperation(
+    # a keyed retry of a founding that has ended (None) finds its rows
+    await start_with_update(
+        request,
         TeamFoundingWorkflow.run,
         TeamCreate(
             team_id=team_id, name=name, creator=creator, seats=seats, workflow_id=workflow_id
         ),
-        id=workflow_id,
-        task_queue=request.app[keys.SETTINGS].temporal_task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-        search_attributes=TypedSearchAttributes([SearchAttributePair(TEAM_ID, str(team_id))]),
-    )
-    await request.app[keys.TEMPORAL].execute_update_with_start_workflow(
-        FOUNDING_SEEDED, start_workflow_operation=start, result_type=FoundingState
+        workflow_id=workflow_id,
+        update=FOUNDING_SEEDED,
+        result_type=FoundingState,
+        on_duplicate=BUSY,
+        search=[SearchAttributePair(TEAM_ID, str(team_id))],
     )
 
 
@@ -414,6 +413,7 @@ async def delete_team(request: web.Request, parsed: Parsed[None, None, TeamPath]
     path_params=TeamPath,
     response=FoundingAccepted,
     errors=(NotFound, Conflict),
+    idempotent=True,  # a decision: repeated, it answers the acceptance already recorded
 )
 async def accept_founding(
     request: web.Request, parsed: Parsed[None, None, TeamPath]
@@ -556,6 +556,7 @@ async def remove_team_member(
     body=CreateInviteRequest,
     response=Invite,
     errors=(NotFound, Forbidden, Conflict),
+    idempotent=True,
 )
 async def create_team_invite(
     request: web.Request, parsed: Parsed[CreateInviteRequest, None, TeamPath]
@@ -566,7 +567,7 @@ async def create_team_invite(
     body = parsed.body
     principal = require_principal(request)
     await _require_team(request, path.id, "manage_members")
-    invite_id = uuid.uuid4()
+    invite_id = new_id(request, "team-invite")
     create = InviteCreate(
         invite_id=invite_id,
         team_id=path.id,
@@ -627,6 +628,7 @@ async def delete_team_invite(
     body=JoinRequest,
     response=Joined,
     errors=(NotFound, Conflict, Gone),
+    idempotent=True,  # a decision: repeated, the membership it reached answers 200
 )
 async def join_team(request: web.Request, parsed: Parsed[JoinRequest]) -> Joined:
     """Join a team with an invite code: the invite's role. Expired or used up → 410
@@ -639,7 +641,9 @@ async def join_team(request: web.Request, parsed: Parsed[JoinRequest]) -> Joined
     join = TeamJoin(
         code=body.code, subject_id=principal.subject_id, subject_ns=principal.subject_ns
     )
-    workflow_id = join_workflow_id(team_id, principal.subject_id)
+    workflow_id = keyed_workflow_id(
+        request, "team-join", join_workflow_id(team_id, principal.subject_id)
+    )
     return await _run(request, TeamJoinWorkflow.run, join, team_id, workflow_id)
 
 
@@ -673,6 +677,7 @@ async def _group_members(request: web.Request, group_id: uuid.UUID) -> list[Grou
     body=CreateGroupRequest,
     response=Group,
     errors=(NotFound, Forbidden, Conflict),
+    idempotent=True,
 )
 async def create_group(
     request: web.Request, parsed: Parsed[CreateGroupRequest, None, TeamPath]
@@ -681,7 +686,7 @@ async def create_group(
     path = parsed.path
     body = parsed.body
     await _require_team(request, path.id, "manage_members")
-    group_id = uuid.uuid4()
+    group_id = new_id(request, "group")
     create = GroupCreate(group_id=group_id, team_id=path.id, name=body.name)
     workflow_id = group_create_workflow_id(path.id, group_id)
     group = await _run(request, GroupCreateWorkflow.run, create, path.id, workflow_id)
@@ -751,6 +756,7 @@ async def delete_group(request: web.Request, parsed: Parsed[None, None, GroupPat
     body=AddGroupMemberRequest,
     response=GroupMember,
     errors=(NotFound, Forbidden, Conflict),
+    idempotent=True,
 )
 async def add_group_member(
     request: web.Request, parsed: Parsed[AddGroupMemberRequest, None, GroupPath]
@@ -763,7 +769,9 @@ async def add_group_member(
     change = GroupMemberChange(
         group_id=path.id, subject_id=body.subjectId, subject_ns=body.subjectNs
     )
-    workflow_id = group_member_workflow_id(group.teamId, path.id, body.subjectId)
+    workflow_id = keyed_workflow_id(
+        request, "group-member", group_member_workflow_id(group.teamId, path.id, body.subjectId)
+    )
     added = await _run(request, GroupMemberAddWorkflow.run, change, group.teamId, workflow_id)
     assert added.subject_ns is not None
     return GroupMember(subjectId=added.subject_id, subjectNs=added.subject_ns)
@@ -824,6 +832,7 @@ async def remove_group_member(
     body=CreateProjectRequest,
     response=Project,
     errors=(NotFound, Forbidden, Conflict),
+    idempotent=True,
 )
 async def create_project(
     request: web.Request, parsed: Parsed[CreateProjectRequest, None, TeamPath]
@@ -833,7 +842,7 @@ async def create_project(
     body = parsed.body
     principal = require_principal(request)
     await _require_team(request, path.id, "write")
-    project_id = uuid.uuid4()
+    project_id = new_id(request, "project")
     create = ProjectCreate(
         project_id=project_id, team_id=path.id, name=body.name, created_by=principal.subject_id
     )

@@ -25,14 +25,15 @@ from datetime import UTC, datetime
 from typing import cast
 
 from aiohttp import web
-from temporalio.client import WithStartWorkflowOperation
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.common import SearchAttributePair
 from temporalio.service import RPCError, RPCStatusCode
 
 from api import keys
 from api.access import allowed, allowed_ids, can_read, readable_diary, require
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
+from api.flows import start_with_update
+from api.idempotency import new_id
 from infra.repos import memory_reads, team_reads
 from infra.repos.transfers import (
     check_destination,
@@ -45,6 +46,7 @@ from schemas.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from schemas.transfers import (
     NOT_FOUND_CODE,
     PENDING_CODE,
+    TRANSFER_STORED,
     Decision,
     DiaryTransfersPath,
     Transfer,
@@ -80,6 +82,7 @@ DECIDE_ERRORS = (NotFound, Forbidden, Conflict)
     response=Transfer,
     scopes=CHANGE_SCOPES,
     errors=(NotFound, Forbidden, ValidationFailed, Conflict),
+    idempotent=True,
 )
 async def create_transfer(
     request: web.Request, parsed: Parsed[TransferCreateRequest, None, DiaryTransfersPath]
@@ -100,10 +103,12 @@ async def create_transfer(
     pool = request.app[keys.READ_POOL]
     destination = await team_reads.team_state(pool, body.destinationTeamId)
     check_destination(destination, source_team_id, body.destinationTeamId)
-    if await pending_transfer_of(pool, diary_id) is not None:
+    transfer_id = new_id(request, "transfer")
+    pending = await pending_transfer_of(pool, diary_id)
+    if pending is not None and pending.id != transfer_id:  # its own: a keyed retry
         raise Conflict("This diary already has a pending transfer", code=PENDING_CODE)
-    transfer_id = uuid.uuid4()
-    start = WithStartWorkflowOperation(
+    record = await start_with_update(
+        request,
         DiaryTransferWorkflow.run,
         TransferInput(
             transfer_id=transfer_id,
@@ -112,24 +117,19 @@ async def create_transfer(
             destination_team_id=body.destinationTeamId,
             initiated_by=principal.subject_id,
         ),
-        id=transfer_workflow_id(transfer_id),
-        task_queue=request.app[keys.SETTINGS].temporal_task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-        search_attributes=TypedSearchAttributes(
-            [
-                SearchAttributePair(DIARY_ID, str(diary_id)),
-                SearchAttributePair(TEAM_ID, str(source_team_id)),
-            ]
-        ),
+        workflow_id=transfer_workflow_id(transfer_id),
+        update=TRANSFER_STORED,
+        result_type=TransferRecord,
+        on_duplicate=Conflict("This transfer is being created", code=PENDING_CODE),
+        search=[
+            SearchAttributePair(DIARY_ID, str(diary_id)),
+            SearchAttributePair(TEAM_ID, str(source_team_id)),
+        ],
     )
-    # cast: the SDK types a named async update's result as its coroutine
-    record = cast(
-        TransferRecord,
-        await request.app[keys.TEMPORAL].execute_update_with_start_workflow(
-            DiaryTransferWorkflow.stored, start_workflow_operation=start
-        ),
-    )
-    return record.view()
+    if record is None:  # a keyed retry after the transfer's run ended: its row answers
+        record = await get_transfer(pool, transfer_id)
+        assert record is not None
+    return _current(record, datetime.now(UTC))
 
 
 # --- decide -------------------------------------------------------------------------------------
@@ -144,6 +144,7 @@ async def create_transfer(
     response=Transfer,
     scopes=CHANGE_SCOPES,
     errors=DECIDE_ERRORS,
+    idempotent=True,
 )
 async def accept_transfer(
     request: web.Request, parsed: Parsed[None, None, TransferPath]
@@ -161,6 +162,7 @@ async def accept_transfer(
     response=Transfer,
     scopes=CHANGE_SCOPES,
     errors=DECIDE_ERRORS,
+    idempotent=True,
 )
 async def reject_transfer(
     request: web.Request, parsed: Parsed[None, None, TransferPath]
@@ -172,7 +174,8 @@ async def reject_transfer(
 async def _decide(request: web.Request, path: TransferPath, decision: Decision) -> Transfer:
     """Check the caller and the row (the cheap refusals), then send the decision to the
     transfer's workflow, whose validator answers the races; a finished workflow no longer takes
-    decisions, so its row says why."""
+    decisions, so its row says why. The same decision again answers the transfer it resolved
+    (200); only the opposite one, or a decision after expiry, is 409."""
     principal = require_principal(request)
     record = await _visible_transfer(request, path)
     await require(
@@ -184,6 +187,8 @@ async def _decide(request: web.Request, path: TransferPath, decision: Decision) 
             "Only an owner of the destination team decides", code="not-destination-owner"
         ),
     )
+    if record.effective_status(datetime.now(UTC)) == decision:
+        return record.view()
     _refuse_unless_pending(record)
     handle = request.app[keys.TEMPORAL].get_workflow_handle_for(
         DiaryTransferWorkflow.run, record.workflow_id
@@ -200,6 +205,8 @@ async def _decide(request: web.Request, path: TransferPath, decision: Decision) 
         if exc.status != RPCStatusCode.NOT_FOUND:
             raise
         latest = await get_transfer(request.app[keys.READ_POOL], record.id) or record
+        if latest.effective_status(datetime.now(UTC)) == decision:
+            return latest.view()
         raise already_resolved(latest.effective_status(datetime.now(UTC))) from None
     return resolved.view()
 

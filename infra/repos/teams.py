@@ -233,14 +233,13 @@ class TeamRepo:
         if deleted == "DELETE 0" and not retrying:
             raise NotFound("No such invite")
 
-    async def join(
-        self, code: str, subject_ns: MemberNs, subject_id: uuid.UUID, *, retrying: bool
-    ) -> Joined:
+    async def join(self, code: str, subject_ns: MemberNs, subject_id: uuid.UUID) -> Joined:
         """Use one invite: the checks and the use-count increment happen under the invite's row
         lock, so a single-use code admits exactly one subject however many race for it.
 
-        `retrying` (a later activity attempt) accepts a membership with the invite's role as the
-        committed effect of an earlier attempt instead of answering "already a member".
+        A join is a decision: repeated (by the client, or by a later activity attempt after a
+        committed one), a membership with exactly the invite's role is the state it reaches, so
+        it answers that state and uses nothing; a membership with another role is a 409.
         """
         async with self._pool.acquire() as conn, conn.transaction():
             invite = await conn.fetchrow(Q.invite_lock_by_code, code)
@@ -251,7 +250,7 @@ class TeamRepo:
             await _lock_active_shared_team(conn, team_id)
             current = await conn.fetch(Q.team_subject_relations, str(team_id), str(subject_id))
             if current:
-                if retrying and [RELATION_ROLES[r["relation"]] for r in current] == [role]:
+                if [RELATION_ROLES[r["relation"]] for r in current] == [role]:
                     return Joined(teamId=team_id, role=role)
                 raise Conflict("You are already a member of this team", code="already-member")
             if invite["expired"]:

@@ -628,8 +628,9 @@ async def test_the_worker_learns_of_a_cancel_on_its_next_heartbeat(
     for call in (complete, fail, abort):
         status, body = await call(crew.executor, task_id)
         assert status == 409, body
-    status, body = await cancel(crew.owner, task_id)
-    assert status == 409 and body["code"] == "task-finished", body
+    # cancelling again is the decision already made: 200, the first reason kept
+    status, body = await cancel(crew.owner, task_id, reason="another reason")
+    assert (status, body["status"], body["cancelReason"]) == (200, "cancelled", "the brief changed")
     assert (await task_row(db_pool, task_id))["cancel_reason"] == "the brief changed"
 
 
@@ -790,3 +791,25 @@ async def test_a_lease_that_runs_out_while_no_worker_runs_is_dated_on_schedule(
         assert (attempt["finished_at"] - beat["last_heartbeat_at"]).total_seconds() == 1
     finally:
         await second.kill()
+
+
+async def test_a_claim_retried_with_its_key_answers_the_attempt_it_was_granted(
+    crew: Crew, db_pool: Any
+) -> None:
+    task_id = await create(crew)
+    key = {"Idempotency-Key": f"claim-{uuid.uuid4()}"}
+    path = f"/tasks/{task_id}/claim"
+    status, first = await crew.executor.call("POST", path, json={}, headers=key)
+    assert status == 200, first
+    status, again = await crew.executor.call("POST", path, json={}, headers=key)
+    assert status == 200, again
+    assert (again["attemptN"], again["attempt"]["id"]) == (
+        first["attemptN"],
+        first["attempt"]["id"],
+    )
+    # without the key, or with it and another body, it is a second claim: the task is taken
+    status, problem = await crew.executor.call("POST", path, json={})
+    assert (status, problem["code"]) == (409, "task-not-queued")
+    status, problem = await crew.executor.call("POST", path, json={"leaseTtlSec": 60}, headers=key)
+    assert (status, problem["code"]) == (409, "task-not-queued")
+    assert len(await attempt_rows(db_pool, task_id)) == 1

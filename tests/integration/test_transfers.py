@@ -168,7 +168,7 @@ async def test_accept_moves_the_diary_and_swaps_its_team_binding(
     assert status == 200 and [t["status"] for t in history["items"]] == ["accepted"]
 
 
-async def test_second_accept_or_late_reject_is_409_and_changes_nothing(
+async def test_a_repeated_accept_answers_200_a_late_reject_409_and_nothing_changes(
     giver: Actor, receiver: Actor, destination: str, db_pool: Any
 ) -> None:
     diary = await new_diary(giver, "private")
@@ -177,10 +177,15 @@ async def test_second_accept_or_late_reject_is_409_and_changes_nothing(
     assert status == 200, accepted
     before = await transfer_rows(db_pool, diary["id"])
 
-    for decision in ("accept", "reject"):
-        status, problem = await decide(receiver, transfer, decision)
-        assert status == 409, problem
-        assert problem["code"] == "diary-transfer-already-resolved"
+    status, again = await decide(receiver, transfer, "accept")  # a retry: the state reached
+    assert (status, again["status"], again["resolvedAt"]) == (
+        200,
+        "accepted",
+        accepted["resolvedAt"],
+    )
+    status, problem = await decide(receiver, transfer, "reject")  # the opposite decision
+    assert status == 409, problem
+    assert problem["code"] == "diary-transfer-already-resolved"
 
     assert await transfer_rows(db_pool, diary["id"]) == before
     assert await diary_team(db_pool, diary["id"]) == uuid.UUID(destination)
@@ -193,8 +198,9 @@ async def test_concurrent_accepts_resolve_once(
     diary = await new_diary(giver, "private")
     transfer = await proposed(giver, diary["id"], destination)
     results = await asyncio.gather(*(decide(receiver, transfer, "accept") for _ in range(3)))
-    statuses = sorted(status for status, _ in results)
-    assert statuses == [200, 409, 409], results
+    assert [(status, body["status"]) for status, body in results] == [(200, "accepted")] * 3
+    assert len({body["resolvedAt"] for _, body in results}) == 1  # one decision, recorded once
+    assert [row["status"] for row in await transfer_rows(db_pool, diary["id"])] == ["accepted"]
     assert await team_bindings(db_pool, diary["id"]) == {f"Team:{destination}"}
 
 
@@ -218,6 +224,8 @@ async def test_reject_keeps_the_diary_with_its_team(
     assert status == 200
     status, _ = await receiver.call("GET", f"/diaries/{diary['id']}")
     assert status == 404
+    status, again = await decide(receiver, transfer, "reject")  # a retry: the state reached
+    assert (status, again["status"]) == (200, "rejected"), again
     status, problem = await decide(receiver, transfer, "accept")
     assert status == 409 and problem["code"] == "diary-transfer-already-resolved"
 
