@@ -1,24 +1,33 @@
-"""Committed workflow histories: recorded once by a test, replayed by today's code forever after.
+"""Committed workflow histories: recorded from real runs, replayed by today's code forever after
+(`tests/replay`).
 
 A history that no longer replays means the workflow changed what it does for runs already in
-flight: version the change (`workflow.patched`) instead of editing the history."""
+flight: version the change (`workflow.patched`) instead of editing the history. Before adding a
+patch, keep the history recorded by the code before it under a name of its own (see
+`tests/replay/test_replay.py`, `PRE_PATCH`); `make record-histories` only rewrites the files the
+workflow tests name with `keep`.
+
+Tests never write here on their own: `keep` writes only when `CAIRN_RECORD_HISTORIES` names a
+directory (`make record-histories` names this one)."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
-from temporalio.client import WorkflowHistory
+from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from workers.registry import WORKFLOWS
 
 HISTORIES = Path(__file__).parent / "replay" / "histories"
+RECORD_ENV = "CAIRN_RECORD_HISTORIES"
 
 
 def load_history(recorded: Path) -> WorkflowHistory:
-    assert recorded.exists(), f"run the workflow's tests once to record {recorded.name}"
     return WorkflowHistory.from_json(recorded.stem, json.loads(recorded.read_text()))
 
 
@@ -27,3 +36,20 @@ async def replay(recorded: Path) -> None:
     await Replayer(
         workflows=list(WORKFLOWS), data_converter=pydantic_data_converter
     ).replay_workflow(load_history(recorded))
+
+
+def record_dir() -> Path | None:
+    """Where `keep` writes (None: nowhere, the default of every test run)."""
+    target = os.environ.get(RECORD_ENV)
+    return Path(target) if target else None
+
+
+async def keep(handle: WorkflowHandle[Any, Any], name: str) -> None:
+    """Under `make record-histories`, write the history of `handle`'s latest run as `<name>.json`
+    (a test calls it once the run has ended the way its name says); otherwise nothing."""
+    target = record_dir()
+    if target is None:
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    history = await handle.fetch_history()
+    (target / f"{name}.json").write_text(history.to_json())
