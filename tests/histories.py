@@ -13,18 +13,20 @@ directory (`make record-histories` names this one)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
+from tree_guard import record_dir
 
 from workers.registry import WORKFLOWS
 
 HISTORIES = Path(__file__).parent / "replay" / "histories"
-RECORD_ENV = "CAIRN_RECORD_HISTORIES"
+# how the SDK records a `workflow.patched` decision in history
+PATCH = "core_patch"
+PATCH_DATA = "patch-data"
 
 
 def load_history(recorded: Path) -> WorkflowHistory:
@@ -38,10 +40,20 @@ async def replay(recorded: Path) -> None:
     ).replay_workflow(load_history(recorded))
 
 
-def record_dir() -> Path | None:
-    """Where `keep` writes (None: nowhere, the default of every test run)."""
-    target = os.environ.get(RECORD_ENV)
-    return Path(target) if target else None
+def workflow_type_of(history: WorkflowHistory) -> str:
+    started = history.events[0].workflow_execution_started_event_attributes
+    return str(started.workflow_type.name)
+
+
+def patches_of(history: WorkflowHistory) -> set[str]:
+    """The ids of the `workflow.patched` markers a run recorded: the patches it took."""
+    ids: set[str] = set()
+    for event in history.events:
+        marker = event.marker_recorded_event_attributes
+        if event.HasField("marker_recorded_event_attributes") and marker.marker_name == PATCH:
+            for payload in marker.details[PATCH_DATA].payloads:
+                ids.add(json.loads(payload.data)["id"])
+    return ids
 
 
 async def keep(handle: WorkflowHandle[Any, Any], name: str) -> None:

@@ -221,5 +221,3 @@ async def test_seeding_with_an_unknown_member_fails_and_writes_nothing(
     problem = problem_from_failure(failed.value)
     assert problem is not None and problem.instance_code == "unknown-subject"
     assert await pool.fetchval("SELECT count(*) FROM teams WHERE id = $1", team_id) == 0
-
-
