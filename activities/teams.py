@@ -16,8 +16,8 @@ from temporalio import activity
 from schemas.kernel.permissions import Subject
 from schemas.teams import (
     FoundingAcceptance,
-    FoundingSeed,
     FoundingFinish,
+    FoundingSeed,
     Group,
     GroupCreate,
     GroupMemberChange,
