@@ -29,6 +29,7 @@ from schemas.memory import (
     EntryChange,
     EntryDraft,
     EntryEmbedding,
+    EntryInserted,
     EntryUpdateInput,
 )
 from schemas.queues import embedding_queue_for
@@ -171,12 +172,16 @@ async def _diary(rig: Rig) -> uuid.UUID:
 
 
 async def _create(rig: Rig) -> tuple[uuid.UUID, str]:
-    diary_id = await _diary(rig)
+    draft, inserted = await _create_draft(rig, "remember this")
+    return draft.entry_id, inserted.cid
+
+
+async def _create_draft(rig: Rig, content: str) -> tuple[EntryDraft, EntryInserted]:
     entry_id = uuid.uuid4()
     draft = EntryDraft(
         entry_id=entry_id,
-        diary_id=diary_id,
-        content="remember this",
+        diary_id=await _diary(rig),
+        content=content,
         created_by=uuid.uuid4(),
         embed_locally=rig.local,
     )
@@ -184,7 +189,7 @@ async def _create(rig: Rig) -> tuple[uuid.UUID, str]:
         EntryCreateWorkflow.run, draft, id=entry_create_workflow_id(entry_id), task_queue=rig.queue
     )
     rig.started.append(entry_embedding_workflow_id(entry_id, inserted.cid))
-    return entry_id, inserted.cid
+    return draft, inserted
 
 
 async def test_entry_is_stored_without_vector_and_a_retry_is_left_running(rig: Rig) -> None:
@@ -261,18 +266,8 @@ async def test_on_the_embedding_queue_the_embedding_is_a_local_activity(rig: Rig
 
 async def test_an_update_that_changes_the_text_embeds_it_again(rig: Rig) -> None:
     rig.embedder.failures = 0
-    diary_id = await _diary(rig)
-    entry_id = uuid.uuid4()
-    draft = EntryDraft(
-        entry_id=entry_id,
-        diary_id=diary_id,
-        content="first words",
-        created_by=uuid.uuid4(),
-        embed_locally=rig.local,
-    )
-    created = await rig.env.client.execute_workflow(
-        EntryCreateWorkflow.run, draft, id=entry_create_workflow_id(entry_id), task_queue=rig.queue
-    )
+    draft, created = await _create_draft(rig, "first words")
+    entry_id = draft.entry_id
     calls = rig.embedder.calls
     change = EntryChange(entry_id=entry_id, content="second words")
     handle = await rig.env.client.start_workflow(
