@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 from tree_guard import TreeState, record_dir, tree_state, written_paths
 
 from infra.db import migrate
@@ -31,7 +32,10 @@ TEMPLATE_DB = "cairn_template"
 def pytest_configure(config: pytest.Config) -> None:
     """Give every session its own base temp dir. pytest's default keeps the three newest under
     one shared folder and deletes older ones, which removes a running session's Postgres data
-    when several sessions run at once (developers and CI on one machine)."""
+    when several sessions run at once (developers and CI on one machine). Hypothesis keeps its
+    files (`.hypothesis/` in the working directory by default) in the temp dir too: tests write
+    nothing into the repository's tree."""
+    set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "cairn-hypothesis")
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
         base = tempfile.mkdtemp(prefix="cairn-pytest-")
         os.chmod(base, 0o755)  # the embedded Postgres runs as its own user and must traverse it
