@@ -9,9 +9,7 @@ top is tested in tests/integration/test_task_lifecycle.py.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
@@ -26,6 +24,7 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
+from waiting import wait_until
 
 from api.task_flows import TaskClosed, start_task_workflow, task_update
 from infra.db import create_pool
@@ -201,10 +200,7 @@ class Run:
 
     async def until(self, check: Callable[[], Awaitable[bool]], limit_s: float = 15) -> None:
         """Timers fire on the server; their projection lands a moment later."""
-        deadline = time.monotonic() + limit_s
-        while not await check():
-            assert time.monotonic() < deadline, "the projection did not land"
-            await asyncio.sleep(0.05)
+        await wait_until(check, limit_s, what="the projection to land")
 
     async def until_status(self, status: str) -> Any:
         async def reached() -> bool:
