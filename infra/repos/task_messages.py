@@ -54,8 +54,7 @@ async def append_messages(
 ) -> Appended | AppendRefused:
     """Append `messages` (`{kind, payload}` each, in order) to the attempt, if `claimant_id`
     holds it, the attempt's runtime policy allows it (`policy_allows`) and it is claimed or
-    running (`message_refusal`); else
-    say why nothing was written."""
+    running (`message_refusal`); else say why nothing was written."""
     try:
         batch = json.dumps(messages, allow_nan=False, ensure_ascii=False)
     except ValueError:
