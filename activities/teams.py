@@ -17,6 +17,7 @@ from schemas.kernel.permissions import Subject
 from schemas.teams import (
     FoundingAcceptance,
     FoundingFinish,
+    FoundingSeed,
     Group,
     GroupCreate,
     GroupMemberChange,
@@ -61,11 +62,12 @@ class TeamActivities:
         return TeamRef(team_id=inp.team_id)
 
     @activity.defn(name="teams.seed_founding")
-    async def seed_founding(self, inp: TeamCreate) -> TeamRef:
+    async def seed_founding(self, inp: FoundingSeed) -> TeamRef:
+        team = inp.team
         await self._repo.seed_founding(
-            inp.team_id, inp.name, inp.creator, inp.seats, inp.workflow_id or ""
+            team.team_id, team.name, team.creator, team.seats, team.workflow_id or "", inp.accepted
         )
-        return TeamRef(team_id=inp.team_id)
+        return TeamRef(team_id=team.team_id)
 
     @activity.defn(name="teams.accept_founding")
     async def accept_founding(self, inp: FoundingAcceptance) -> None:

@@ -319,6 +319,14 @@ class FoundingAcceptance(Payload):
     subject_id: UUID
 
 
+class FoundingSeed(Payload):
+    """The founding team's rows: every seat's acceptance `pending`, except the seats in
+    `accepted` (the creator's, for founding runs started before `creator-accepts`)."""
+
+    team: TeamCreate
+    accepted: list[UUID] = Field(default_factory=list)
+
+
 class FoundingFinish(Payload):
     team_id: UUID
     outcome: FoundingOutcome

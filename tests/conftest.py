@@ -5,6 +5,7 @@
 - `temporal_address`: the Temporal dev server (updates, signals, queries, restarts).
 - `s3`: rclone serving S3 over a temporary directory.
 The time-skipping server for timers lives in tests/workflows/conftest.py.
+A session that leaves the repository's tree changed fails (tests/tree_guard.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
+from tree_guard import TreeState, record_dir, tree_state, written_paths
 
 from infra.db import migrate
 from infra.devstack import Postgres, RcloneS3, TemporalDevServer, free_port
@@ -29,7 +32,10 @@ TEMPLATE_DB = "cairn_template"
 def pytest_configure(config: pytest.Config) -> None:
     """Give every session its own base temp dir. pytest's default keeps the three newest under
     one shared folder and deletes older ones, which removes a running session's Postgres data
-    when several sessions run at once (developers and CI on one machine)."""
+    when several sessions run at once (developers and CI on one machine). Hypothesis keeps its
+    files (`.hypothesis/` in the working directory by default) in the temp dir too: tests write
+    nothing into the repository's tree."""
+    set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "cairn-hypothesis")
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
         base = tempfile.mkdtemp(prefix="cairn-pytest-")
         os.chmod(base, 0o755)  # the embedded Postgres runs as its own user and must traverse it
@@ -41,6 +47,34 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     base = config.stash.get(_OWN_BASETEMP, None)
     if base is not None:
         shutil.rmtree(base, ignore_errors=True)
+
+
+REPO = Path(__file__).resolve().parent.parent
+_TREE_BEFORE = pytest.StashKey[TreeState | None]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The repository's tree as the session found it (tests/tree_guard.py); not taken when
+    `make record-histories` asks the tests to write their histories into it."""
+    recording = record_dir() is not None
+    session.config.stash[_TREE_BEFORE] = None if recording else tree_state(REPO)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail the session if any test wrote into the repository's tree."""
+    before = session.config.stash.get(_TREE_BEFORE, None)
+    after = tree_state(REPO) if before is not None else None
+    if before is None or after is None:
+        return
+    written = written_paths(before, after)
+    if written:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                "tests wrote into the repository's tree (use tmp_path): " + ", ".join(written),
+                red=True,
+            )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 _OWN_BASETEMP = pytest.StashKey[str]()

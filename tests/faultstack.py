@@ -3,11 +3,9 @@ components the test may stop, restart or kill without disturbing other test modu
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,10 +79,3 @@ async def http_session(base_url: str) -> AsyncIterator[aiohttp.ClientSession]:
         base_url=base_url, cookie_jar=aiohttp.DummyCookieJar()
     ) as session:
         yield session
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], limit_s: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while not await check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.2)

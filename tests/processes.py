@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 from typing import Any
+
+from waiting import wait_until
+
+__all__ = ["alive", "service_env", "wait_until"]
 
 
 def service_env(settings: Any, port: int) -> dict[str, str]:
@@ -25,13 +27,6 @@ def service_env(settings: Any, port: int) -> dict[str, str]:
         SERVICE_RATE_LIMIT_ENABLED="false",
     )
     return env
-
-
-async def wait_until(check: Any, limit_s: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.1)
 
 
 def alive(pid: int) -> bool:

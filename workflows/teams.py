@@ -1,7 +1,9 @@
 """Team workflows: founding (SPEC 3.2) and the short request workflows behind every team write.
 
 `TeamFounding` (id `teams/<id>/founding`) seeds the founding team and its acceptance rows, then
-waits up to `TEAM_FOUNDING_WAIT` (24 h) for every founding member's `FOUNDING_ACCEPT_EVENT`.
+waits up to `TEAM_FOUNDING_WAIT` (24 h) for every founding member's `FOUNDING_ACCEPT_EVENT`, the
+creator's included (SPEC 3.2; runs started before `CREATOR_ACCEPTS_PATCH` took the creator's as
+given).
 When all have accepted the team becomes `active` and each founding member gets its role (owner
 unless the creator named another); when the wait runs out it is `archived` and nobody gets
 anything. The API starts it with Update-with-Start on `FOUNDING_SEEDED`, so `POST /teams` answers
@@ -32,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         FoundingAccepted,
         FoundingFinish,
         FoundingOutcome,
+        FoundingSeed,
         FoundingState,
         Group,
         GroupCreate,
@@ -72,14 +75,22 @@ def team_founding_workflow_id(team_id: UUID) -> str:
     return f"teams/{team_id}/founding"
 
 
+# Runs started before this patch seeded the creator's acceptance as given and never wait for it;
+# runs after it seed it `pending` and wait for the creator's own accept-founding (SPEC 3.2).
+CREATOR_ACCEPTS_PATCH = "creator-accepts"
+
+
 @workflow.defn(name="TeamFounding")
 class TeamFoundingWorkflow:
     @workflow.init
     def __init__(self, inp: TeamCreate) -> None:
         self._team_id = inp.team_id
         self._seats = {seat.subject_id for seat in inp.seats}
-        # the creator's acceptance is its request to found the team
-        self._pending = self._seats - {inp.creator.subject_id}
+        # before the patch, the creator's acceptance was its request to found the team
+        self._accepted_at_seeding = (
+            [] if workflow.patched(CREATOR_ACCEPTS_PATCH) else [inp.creator.subject_id]
+        )
+        self._pending = self._seats - set(self._accepted_at_seeding)
         self._status: TeamStatus | None = None  # None until the rows exist
         self._closing = False
         self._seed_failure: FailureError | None = None
@@ -87,7 +98,10 @@ class TeamFoundingWorkflow:
     @workflow.run
     async def run(self, inp: TeamCreate) -> FoundingState:
         try:
-            await run_step(TeamActivities.seed_founding, inp)
+            await run_step(
+                TeamActivities.seed_founding,
+                FoundingSeed(team=inp, accepted=self._accepted_at_seeding),
+            )
         except STEP_FAILURES as failure:
             self._seed_failure = failure  # the Update that started us reports it
             await workflow.wait_condition(workflow.all_handlers_finished)

@@ -17,7 +17,8 @@ Who may do what (SPEC 5 "Task authorization rules"; the permission engine decide
 - grants: scope `task:manage` (`task:read` to list them); the owning team's owners or managers,
   or an explicit task manager (Task `cancel`; else 403 `task-manage-forbidden`).
 - append messages: scope `task:execute`; being the attempt's claimant (else 403
-  `not-claimant`), and the attempt running (else 409 `attempt-not-started` / `attempt-terminal`).
+  `not-claimant`), and the attempt claimed or running: from the claim on, before the first
+  heartbeat (else 409 `attempt-terminal`).
 
 Choices where the spec is terse:
 - Reading a task by id, like listing, is open to every member of the owning team including a
@@ -724,8 +725,9 @@ def _search(task: Task) -> list[SearchAttributePair[Any]]:
 async def append_task_messages(
     request: web.Request, parsed: Parsed[AppendMessagesRequest, None, AttemptPath]
 ) -> MessagesAppended:
-    """Append one message or a batch (≤ 200) to a running attempt; the server numbers them
-    (`seq`, gapless per attempt). Only the attempt's claimant may write."""
+    """Append one message or a batch (≤ 200) to a claimed or running attempt (from the claim
+    on, before the first heartbeat); the server numbers them (`seq`, gapless per attempt).
+    Only the attempt's claimant may write."""
     path = parsed.path
     body = parsed.body
     principal = require_principal(request)

@@ -312,9 +312,10 @@ async def create_team(
 ) -> web.StreamResponse:
     """Create a team: active at once (201), or founding (202) when `foundingMembers` are named.
 
-    A founding team waits up to 24 h for every founding member's `accept-founding`; then it is
-    active and each founding member holds its role (owner unless another is given), or it is
-    archived. The creator is an owner and has accepted by creating it.
+    A founding team waits up to 24 h for every founding member's `accept-founding`, the
+    creator's included (its acceptance row is seeded `pending` like the others'); then it is
+    active and each founding member holds its role (owner unless another is given, the creator
+    an owner), or it is archived.
     """
     body = parsed.body
     principal = require_principal(request)

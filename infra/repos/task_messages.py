@@ -23,7 +23,7 @@ import asyncpg
 
 from infra.db import Q
 from schemas.errors import ValidationFailed
-from schemas.kernel.attempts import ReportRefusal, report_refusal
+from schemas.kernel.attempts import ReportRefusal, message_refusal
 
 Refusal = Literal["no-attempt", "profile-scope-denied"] | ReportRefusal
 # Whether the runtime policy frozen on the attempt (None: no profile) lets the caller append.
@@ -53,8 +53,8 @@ async def append_messages(
     policy_allows: PolicyCheck | None = None,
 ) -> Appended | AppendRefused:
     """Append `messages` (`{kind, payload}` each, in order) to the attempt, if `claimant_id`
-    holds it, the attempt's runtime policy allows it (`policy_allows`) and it is running; else
-    say why nothing was written."""
+    holds it, the attempt's runtime policy allows it (`policy_allows`) and it is claimed or
+    running (`message_refusal`); else say why nothing was written."""
     try:
         batch = json.dumps(messages, allow_nan=False, ensure_ascii=False)
     except ValueError:
@@ -85,5 +85,5 @@ def _refusal(
     claimant = attempt["claimed_by_agent_id"] == claimant_id
     if claimant and policy_allows is not None and not policy_allows(policy):
         return AppendRefused("profile-scope-denied", attempt["status"], policy)
-    refusal = report_refusal(attempt["status"], attempt["claimed_by_agent_id"], claimant_id)
+    refusal = message_refusal(attempt["status"], attempt["claimed_by_agent_id"], claimant_id)
     return None if refusal is None else AppendRefused(refusal, attempt["status"])

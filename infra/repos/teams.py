@@ -91,10 +91,17 @@ class TeamRepo:
             await tuples.write_tuples(conn, [seat_tuple(team_id, creator)])
 
     async def seed_founding(
-        self, team_id: uuid.UUID, name: str, creator: Seat, seats: Sequence[Seat], workflow_id: str
+        self,
+        team_id: uuid.UUID,
+        name: str,
+        creator: Seat,
+        seats: Sequence[Seat],
+        workflow_id: str,
+        accepted: Sequence[uuid.UUID] = (),
     ) -> None:
-        """The founding team and one acceptance row per seat; the creator's is accepted already
-        (creating the team is its consent). No role tuples yet: they come with activation."""
+        """The founding team and one acceptance row per seat, `pending` unless in `accepted`:
+        the creator accepts like every founding member (SPEC 3.2). No role tuples yet: they
+        come with activation."""
         async with self._pool.acquire() as conn, conn.transaction():
             await _require_subjects_exist(conn, seats)
             await conn.execute(
@@ -113,10 +120,7 @@ class TeamRepo:
                 [seat.subject_id for seat in seats],
                 [seat.subject_ns for seat in seats],
                 [seat.role for seat in seats],
-                [
-                    "accepted" if seat.subject_id == creator.subject_id else "pending"
-                    for seat in seats
-                ],
+                ["accepted" if seat.subject_id in accepted else "pending" for seat in seats],
             )
 
     async def accept_founding(self, team_id: uuid.UUID, subject_id: uuid.UUID) -> None:

@@ -1,9 +1,11 @@
 """Who may report on an attempt: its current claimant, once it has started (SPEC 3.1, 2.6).
 
-Complete, fail, abort, an output upload and a streamed message all obey the same rule, decided
-here once and asked by the task workflow's validators, the attempt, message and artifact
-routes, and the repositories that re-check it under the attempt's row lock. The order is the
-spec's: who asks first (403), then the attempt's state (409).
+Complete, fail, abort and an output upload obey the same rule, decided here once and asked by
+the task workflow's validators, the attempt and artifact routes, and the repositories that
+re-check it under the attempt's row lock. A streamed message is an observation, not a report:
+its claimant may post from the claim on, before the first heartbeat (`message_refusal`;
+DECISIONS "Trust at the edges"). The order is the spec's: who asks first (403), then the
+attempt's state (409).
 
 Pure: statuses and ids in, the reason for a refusal (or None) out; `schemas.task_attempts`
 turns a reason into its problem.
@@ -38,3 +40,14 @@ def report_refusal(status: str, claimant: UUID | None, caller: UUID | None) -> R
     if not is_claimant(claimant, caller):
         return "not-claimant"
     return state_refusal(status)
+
+
+def message_refusal(
+    status: str, claimant: UUID | None, caller: UUID | None
+) -> ReportRefusal | None:
+    """Why `caller` may not post a message to an attempt in `status` held by `claimant`: like a
+    report, except that a `claimed` attempt takes messages too (an executor logs while it
+    starts up, before its first heartbeat)."""
+    if not is_claimant(claimant, caller):
+        return "not-claimant"
+    return None if status == "claimed" else state_refusal(status)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,13 +26,17 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+# Screenshots go outside the repository's tree (tests never write there: tests/tree_guard.py):
+# to `CAIRN_TEST_ARTIFACTS` when set (CI keeps them), else to the machine's temp dir.
+ARTIFACTS = Path(
+    os.environ.get("CAIRN_TEST_ARTIFACTS") or Path(tempfile.gettempdir()) / "cairn-test-artifacts"
+)
 
 
 @contextlib.asynccontextmanager
 async def chromium(artifacts: Path) -> AsyncIterator[Browser]:
     """Chromium with a fresh temporary profile (launch() makes one per run); screenshots of the
-    tests that use it go to `artifacts` (ignored by git)."""
+    tests that use it go to `artifacts` (under `ARTIFACTS`)."""
     await asyncio.to_thread(artifacts.mkdir, parents=True, exist_ok=True)
     print(f"\nscreenshots: {artifacts}")
     async with async_playwright() as playwright:

@@ -8,7 +8,8 @@ driven with Playwright, loads each app
 
 It asserts what a person sees: the queue's counts, a message arriving live, a zone drawn on the
 map refused for its flagged entry, saved anyway, and the pack then existing over REST.
-Screenshots are kept in tests/artifacts/apps/ (ignored by git)."""
+Screenshots are kept in `apps/` of `browser_support.ARTIFACTS` (`CAIRN_TEST_ARTIFACTS`, else
+the temp dir), outside the repository."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from actors import Actors, anonymous, new_diary
-from faultstack import FaultStack, eventually, fault_settings, fault_stack, http_session
+from faultstack import FaultStack, fault_settings, fault_stack, http_session
+from waiting import wait_until
 
 from infra.db import migrate
 from infra.devstack import Postgres
@@ -63,7 +64,7 @@ async def test_a_postgres_restart_answers_503_with_retry_after_then_recovers(
             assert status in (200, 503)
             return status == 200
 
-        await eventually(answers, limit_s=30)
+        await wait_until(answers, limit_s=30)
         for method, path in reads:
             status, body = await agent.call(method, path)
             assert status == 200, (path, body)

@@ -8,11 +8,13 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from actors import Actor, Actors
 from faultstack import FaultStack, fault_settings, fault_stack, http_session
+from waiting import db_clock_past, wait_until
 
 from infra.devstack import TemporalDevServer, free_port
 from schemas.kernel.cids import json_cid
@@ -100,7 +102,9 @@ async def test_attempts_resume_and_leases_run_out_on_schedule_across_a_temporal_
             problem = await response.json(content_type=None)
             assert response.status == 503, problem
             assert int(response.headers["Retry-After"]) >= 1
-        await asyncio.sleep(LEASE_SEC + 1)  # the short lease runs out while the server is down
+        # the short lease runs out while the server is down (the behaviour under test)
+        lapsed = lapsing_beat + timedelta(seconds=LEASE_SEC)
+        await wait_until(lambda: db_clock_past(db_pool, lapsed))
         assert (await attempt(db_pool, lapsing))["status"] == "running"  # nothing could time it
         await asyncio.to_thread(own_temporal.start)
 

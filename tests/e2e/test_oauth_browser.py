@@ -6,8 +6,8 @@ handler opens the authorization URL in Debian's headless Chromium (driven with P
 where the person lands on the console's login, types their email and password, arrives at the
 consent page, reads who is asking and where the answer goes, and clicks Approve (or Deny). The
 browser then goes to the host's redirect URI, a small HTTP server of this test, whose query
-string the client's callback handler returns. Screenshots are kept in tests/artifacts/oauth/
-(ignored by git)."""
+string the client's callback handler returns. Screenshots are kept in `oauth/` of
+`browser_support.ARTIFACTS`, outside the repository."""
 
 from __future__ import annotations
 

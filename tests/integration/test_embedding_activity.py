@@ -10,6 +10,7 @@ runs started before the entry workflows moved to the embedding queue)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
@@ -25,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.client import Client
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.worker import Worker
+    from waiting import wait_until
 
     from activities.embedding import EmbeddingActivities, MicroBatcher
     from infra.embeddings import OnnxEmbedder
@@ -89,14 +91,35 @@ async def test_concurrent_calls_form_one_run_with_the_vectors_of_single_calls(
     assert activities.stats.texts == WRITERS
 
 
+class GatedEmbedder:
+    """The real model behind a gate: a run announces itself (`started`) and waits for
+    `release`, so a test knows a run is under way, and queues calls beside it, without timing."""
+
+    def __init__(self, model: OnnxEmbedder) -> None:
+        self._model = model
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.started.set()
+        self.release.wait(timeout=60)  # a bound on a hang; the test releases at once
+        return self._model.embed(texts)
+
+
 async def test_calls_arriving_during_a_run_join_the_next_run(
     embedder: OnnxEmbedder, one_by_one: NDArray[np.float32]
 ) -> None:
-    batcher = MicroBatcher(embedder)
-    first = asyncio.create_task(batcher.embed(TEXTS[:1]))
-    await asyncio.sleep(0.006)  # past the window: the first run is under way
-    later = await asyncio.gather(*(batcher.embed([text]) for text in TEXTS[1:]))
-    assert_same_vectors([(await first)[0], *(rows[0] for rows in later)], one_by_one)
+    gate = GatedEmbedder(embedder)
+    batcher = MicroBatcher(gate)
+    try:
+        first = asyncio.create_task(batcher.embed(TEXTS[:1]))
+        await wait_until(gate.started.is_set, what="the first run to be under way")
+        later = [asyncio.create_task(batcher.embed([text])) for text in TEXTS[1:]]
+        await wait_until(lambda: batcher.stats.calls == WRITERS, what="every later call queued")
+    finally:
+        gate.release.set()
+    rows = await asyncio.gather(first, *later)
+    assert_same_vectors([r[0] for r in rows], one_by_one)
     assert batcher.stats.runs == 2
     assert batcher.stats.largest_run_calls == WRITERS - 1
 
@@ -146,14 +169,22 @@ async def test_a_failed_run_fails_every_caller_of_that_run() -> None:
 async def test_a_cancelled_caller_does_not_disturb_the_others(
     embedder: OnnxEmbedder, one_by_one: NDArray[np.float32]
 ) -> None:
-    batcher = MicroBatcher(embedder)
-    doomed = asyncio.create_task(batcher.embed(["never mind"]))
-    kept = [asyncio.create_task(batcher.embed([text])) for text in TEXTS]
-    await asyncio.sleep(0)
-    doomed.cancel()
+    gate = GatedEmbedder(embedder)
+    batcher = MicroBatcher(gate)
+    try:  # a run under way holds the model, so the calls below all wait for the next run
+        blocker = asyncio.create_task(batcher.embed(["hold the model"]))
+        await wait_until(gate.started.is_set, what="the first run to be under way")
+        doomed = asyncio.create_task(batcher.embed(["never mind"]))
+        kept = [asyncio.create_task(batcher.embed([text])) for text in TEXTS]
+        await wait_until(lambda: batcher.stats.calls == WRITERS + 2, what="every call queued")
+        doomed.cancel()
+    finally:
+        gate.release.set()
     results = await asyncio.gather(*kept)
+    await blocker
     assert_same_vectors([rows[0] for rows in results], one_by_one)
-    assert batcher.stats.texts == WRITERS  # the cancelled text was left out of the run
+    # the blocker's run, then the kept texts: the cancelled one was left out of that run
+    assert batcher.stats.texts == 1 + WRITERS
 
 
 # --- through Temporal: the activity on the embedding task queue -------------------------------

@@ -16,9 +16,11 @@ from urllib.parse import urlsplit
 import aiohttp
 import nacl.signing
 import pytest
+from histories import keep, patches_of
 
 from schemas.kernel.crypto import new_recovery_challenge
 from workers.admin import issue_bootstrap_voucher
+from workflows.recovery import VERIFY_BEFORE_CONSUME_PATCH, recovery_verify_workflow_id
 
 FIVE_MINUTES_MS = 5 * 60 * 1000
 
@@ -165,6 +167,11 @@ async def test_challenge_just_inside_five_minutes_is_accepted(stack, http) -> No
         http, challenge, mac, sign(fresh.signing_key, challenge), fresh.public_key
     )
     assert status == 200, body
+    nonce = challenge.split(":")[4]
+    verified = stack.temporal.get_workflow_handle(recovery_verify_workflow_id(nonce))
+    # the nonce is checked, the signature verified, and only then the nonce consumed
+    assert patches_of(await verified.fetch_history()) >= {VERIFY_BEFORE_CONSUME_PATCH}
+    await keep(verified, "recovery_verify")
 
 
 async def test_challenge_from_the_future_is_refused(stack, http, agent) -> None:

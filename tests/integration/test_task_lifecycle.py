@@ -18,12 +18,13 @@ import signal
 import sys
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import nacl.signing
 import pytest
 from actors import Actor, join_team
+from waiting import db_clock_past, wait_until
 
 from api.task_flows import start_task_workflow
 from schemas.kernel.cids import json_cid
@@ -367,7 +368,8 @@ async def test_the_first_heartbeat_starts_the_attempt_and_later_ones_renew_the_l
     assert attempt["started_at"] == attempt["last_heartbeat_at"]
     first_expiry = row["claim_expires_at"]
     assert (first_expiry - attempt["started_at"]).total_seconds() == 120
-    await asyncio.sleep(0.05)
+    # the renewal must be dated after the first heartbeat: the clock has to have passed it
+    await wait_until(lambda: datetime.now(UTC) > attempt["last_heartbeat_at"])
     sent = datetime.now(UTC)
     status, body = await heartbeat(crew.executor, task_id, leaseTtlSec=600)
     assert status == 200, body
@@ -782,7 +784,9 @@ async def test_a_lease_that_runs_out_while_no_worker_runs_is_dated_on_schedule(
     assert (await heartbeat(crew.executor, task_id))[0] == 200
     beat = (await attempt_rows(db_pool, task_id))[0]
     await first.kill()
-    await asyncio.sleep(3)  # the lease runs out with no worker at all
+    # the lease runs out with no worker at all (the behaviour under test: time passes)
+    lapsed = beat["last_heartbeat_at"] + timedelta(seconds=1)
+    await wait_until(lambda: db_clock_past(db_pool, lapsed))
     assert (await attempt_rows(db_pool, task_id))[0]["status"] == "running"
     second = WorkerProcess(stack, queue)
     await second.start()

@@ -193,13 +193,24 @@ async def test_only_the_claimant_appends(crew: Crew, db_pool: Any) -> None:
     assert status == 201
 
 
-async def test_a_claimed_attempt_takes_no_messages_before_it_starts(
+async def test_the_claimant_posts_from_the_claim_on_before_the_first_heartbeat(
     crew: Crew, db_pool: Any
 ) -> None:
+    """DECISIONS "Trust at the edges": an executor logs while it starts up; a report (complete,
+    fail, an output) still waits for the first heartbeat."""
     task_id = await claimed(crew)
-    status, body = await post(crew.executor, task_id, {"kind": "log", "payload": "early"})
-    assert status == 409 and body["code"] == "attempt-not-started", body
+    message = {"kind": "log", "payload": "early"}
+    for who in (crew.owner, crew.member):
+        status, body = await post(who, task_id, message)
+        assert status == 403 and body["code"] == "not-claimant", body
     assert await stored(db_pool, task_id) == []
+    status, body = await post(crew.executor, task_id, message)
+    assert status == 201 and body["firstSeq"] == 1, body
+    attempt = await db_pool.fetchval(
+        "SELECT status FROM task_attempts WHERE task_id = $1", uuid.UUID(task_id)
+    )
+    assert attempt == "claimed"  # posting is no heartbeat: the attempt has not started
+    assert await stored(db_pool, task_id) == [(1, "log", "early")]
 
 
 async def test_a_terminal_attempt_takes_no_messages(crew: Crew, db_pool: Any) -> None:

@@ -250,8 +250,8 @@ async def test_founding_becomes_active_when_every_member_accepts(actors, db_pool
     team_id = team["id"]
     assert team["status"] == "founding" and team["workflowId"] == f"teams/{team_id}/founding"
     seats = {a["subjectId"]: (a["role"], a["status"]) for a in team["foundingAcceptances"]}
-    assert seats == {
-        str(creator.subject_id): ("owner", "accepted"),
+    assert seats == {  # SPEC 3.2: a row for the creator too, pending like the others
+        str(creator.subject_id): ("owner", "pending"),
         str(cofounder.subject_id): ("owner", "pending"),
         str(human.subject_id): ("member", "pending"),
     }
@@ -272,11 +272,7 @@ async def test_founding_becomes_active_when_every_member_accepts(actors, db_pool
     status, problem = await outsider.call("POST", f"/teams/{team_id}/accept-founding")
     assert status == 404, problem
 
-    # accepting is idempotent; the creator accepted by creating
-    assert await creator.call("POST", f"/teams/{team_id}/accept-founding") == (
-        200,
-        {"accepted": True, "teamStatus": "founding"},
-    )
+    # accepting is idempotent; every founder but the creator accepting is not enough
     for _ in range(2):
         assert await cofounder.call("POST", f"/teams/{team_id}/accept-founding") == (
             200,
@@ -284,12 +280,19 @@ async def test_founding_becomes_active_when_every_member_accepts(actors, db_pool
         )
     assert await human.call("POST", f"/teams/{team_id}/accept-founding") == (
         200,
-        {"accepted": True, "teamStatus": "active"},
+        {"accepted": True, "teamStatus": "founding"},
     )
-    assert await human.call("POST", f"/teams/{team_id}/accept-founding") == (
-        200,
-        {"accepted": True, "teamStatus": "active"},
-    )
+    status, got = await creator.call("GET", f"/teams/{team_id}")
+    assert status == 200 and got["status"] == "founding", got
+    assert {a["subjectId"]: a["status"] for a in got["foundingAcceptances"]}[
+        str(creator.subject_id)
+    ] == "pending"
+    # the creator's own acceptance is the last one needed
+    for _ in range(2):
+        assert await creator.call("POST", f"/teams/{team_id}/accept-founding") == (
+            200,
+            {"accepted": True, "teamStatus": "active"},
+        )
     assert await tuples_of(db_pool, "Team", team_id) == {
         f"owners@Agent:{creator.subject_id}",
         f"owners@Agent:{cofounder.subject_id}",

@@ -7,7 +7,12 @@ import uuid
 import pytest
 
 from schemas.errors import Conflict, Forbidden
-from schemas.kernel.attempts import is_claimant, report_refusal, state_refusal
+from schemas.kernel.attempts import (
+    is_claimant,
+    message_refusal,
+    report_refusal,
+    state_refusal,
+)
 from schemas.task_attempts import (
     ATTEMPT_FINISHED_CODE,
     NOT_CLAIMANT_CODE,
@@ -43,6 +48,18 @@ def test_a_claimed_attempt_has_not_started() -> None:
 @pytest.mark.parametrize("status", sorted(TERMINAL_ATTEMPT_STATUSES))
 def test_an_ended_attempt_takes_no_report(status: str) -> None:
     assert report_refusal(status, AGENT, AGENT) == "finished"
+    assert message_refusal(status, AGENT, AGENT) == "finished"
+
+
+def test_the_claimant_posts_messages_from_the_claim_on() -> None:
+    assert message_refusal("claimed", AGENT, AGENT) is None
+    assert message_refusal("running", AGENT, AGENT) is None
+
+
+def test_no_one_else_posts_messages_before_or_after_the_first_heartbeat() -> None:
+    for status in ("claimed", "running"):
+        assert message_refusal(status, AGENT, OTHER) == "not-claimant"
+        assert message_refusal(status, AGENT, None) == "not-claimant"
 
 
 def test_each_refusal_has_its_problem() -> None:

@@ -3,14 +3,13 @@ the local byte limit, and the SIGTERM-then-SIGKILL ladder reaching the child's o
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 from processes import alive
+from waiting import wait_until
 
 from client.executor import (
     Executor,
@@ -94,28 +93,29 @@ async def test_malformed_lines_fail_the_attempt(tmp_path: Path, line: str, code:
 
 async def test_stop_kills_a_child_that_ignores_sigterm_and_its_children(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
+    term_file = tmp_path / "sigterm"
     command = script(
         tmp_path,
         f"""
         import signal, subprocess, sys, time
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # the SIGTERM is noted and ignored
+        signal.signal(signal.SIGTERM, lambda *_: open({str(term_file)!r}, "w").close())
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         open({str(pid_file)!r}, "w").write(str(child.pid))
         print('{{"kind": "progress", "payload": "started"}}', flush=True)
         time.sleep(60)
         """,
     )
-    executor = Executor(command, workdir=tmp_path, grace_sec=0.5)
+    # a grace long enough for the noted SIGTERM to land even on a loaded machine
+    executor = Executor(command, workdir=tmp_path, grace_sec=2)
     await executor.start({})
     first = await anext(aiter(executor.events()))
     assert first == ExecutorMessage(kind="progress", payload="started")
-    started = time.monotonic()
     returncode = await executor.stop()
-    assert returncode == -9  # SIGTERM ignored, so SIGKILL after the grace period
-    assert 0.4 < time.monotonic() - started < 5
+    # the ladder, not its timing: SIGTERM first (received, ignored), then SIGKILL
+    assert term_file.exists() and returncode == -9
     grandchild = int(pid_file.read_text())
-    await asyncio.sleep(0.2)
-    assert not alive(grandchild)
+    await wait_until(lambda: not alive(grandchild), what="the grandchild to be gone")
 
 
 async def test_stop_lets_a_polite_child_exit_on_sigterm(tmp_path: Path) -> None:
@@ -123,6 +123,5 @@ async def test_stop_lets_a_polite_child_exit_on_sigterm(tmp_path: Path) -> None:
     executor = Executor(command, workdir=tmp_path, grace_sec=10)
     await executor.start({})
     await anext(aiter(executor.events()))
-    started = time.monotonic()
+    # it ends by the SIGTERM (-15), not by a SIGKILL after the 10 s grace
     assert await executor.stop() == -15
-    assert time.monotonic() - started < 5

@@ -13,16 +13,22 @@ from datetime import datetime, timedelta
 
 import asyncpg
 import pytest
+from histories import keep
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from infra.db import create_pool
+from infra.devstack import venv_binary
 from infra.repos.agent_keys import AgentKeyRepo
 from schemas.agent_keys import AgentKeyCreate, AgentKeyExpire, metadata_v2
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
 from workflows.agent_keys import (
+    AgentKeyCreateWorkflow,
     AgentKeyExpiryWorkflow,
+    expiry_workflow_id,
 )
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
@@ -84,15 +90,56 @@ async def test_the_expiry_timer_records_expired_after_thirty_days(
     key = key_for(await new_agent(pool), now + timedelta(days=30))
     await AgentKeyRepo(pool).insert(key)
     # The server skips timers for runs a client waits on: the key's expiry run, on its own.
-    result = await client.execute_workflow(
+    handle = await client.start_workflow(
         AgentKeyExpiryWorkflow.run,
         AgentKeyExpire(key_id=key.key_id, expires_at=key.expires_at),
         id=f"test-expiry/{key.key_id}",
         task_queue=queue,
     )
+    result = await handle.result()
     assert result.expired is True
     assert await time_skipping_env.get_current_time() - now >= timedelta(days=30)
     assert await status_of(pool, key.key_id) == "expired"
+    await keep(handle, "agent_key_expired")
+
+
+async def test_a_create_starts_the_keys_expiry_run(database_url: str) -> None:
+    """On a test server of its own: an abandoned child keeps a shared one's clock from skipping
+    for later tests, even after it is terminated (as in test_entry_workflow.py)."""
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=str(venv_binary("temporal-test-server")),
+    )
+    pool = await create_pool(database_url, read_only=False)
+    queue = f"wf-{uuid.uuid4().hex[:8]}"
+    try:
+        async with Worker(
+            env.client,
+            task_queue=queue,
+            workflows=list(WORKFLOWS),
+            activities=activities(ActivityDeps(pool, SECRET)),
+            interceptors=[DomainErrorInterceptor()],
+        ):
+            now = await env.get_current_time()
+            key = key_for(await new_agent(pool), now + timedelta(days=30))
+            with env.auto_time_skipping_disabled():  # else the child's 30 days pass at once
+                create = await env.client.start_workflow(
+                    AgentKeyCreateWorkflow.run,
+                    key,
+                    id=f"test-create/{key.key_id}",
+                    task_queue=queue,
+                )
+                assert (await create.result()).id == key.key_id
+            assert await status_of(pool, key.key_id) == "active"
+            expiry = env.client.get_workflow_handle(expiry_workflow_id(key.key_id))
+            described = await expiry.describe()
+            assert described.workflow_type == "AgentKeyExpiry"
+            assert described.status == WorkflowExecutionStatus.RUNNING  # asleep for 30 days
+            await keep(create, "agent_key_create")
+            await expiry.terminate("test over")
+    finally:
+        await pool.close()
+        await env.shutdown()
 
 
 async def test_a_key_revoked_before_its_expiry_stays_revoked(

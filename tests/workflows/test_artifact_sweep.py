@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from histories import keep
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -134,16 +135,23 @@ async def staged(e: Env, staged_at: datetime, *, bound: bool = False) -> str:
     return cid
 
 
-async def sweep(e: Env, batch_max: int = limits.ARTIFACT_SWEEP_BATCH_MAX) -> ArtifactSweepResult:
+async def sweep(
+    e: Env, batch_max: int = limits.ARTIFACT_SWEEP_BATCH_MAX, keep_as: str | None = None
+) -> ArtifactSweepResult:
     """One run, with Temporal's clock held: waiting on a result would otherwise let the test
-    server skip ahead (years, with no timer pending), and every staged row would look old."""
+    server skip ahead (years, with no timer pending), and every staged row would look old. Its
+    history is kept as `keep_as` under `make record-histories`."""
     with e.env.auto_time_skipping_disabled():
-        return await e.env.client.execute_workflow(
+        handle = await e.env.client.start_workflow(
             ArtifactSweepWorkflow.run,
             ArtifactSweepInput(grace_sec=limits.ARTIFACT_ORPHAN_GRACE_SEC, batch_max=batch_max),
             id=f"{SWEEP_WORKFLOW_ID}/{uuid.uuid4()}",
             task_queue=e.queue,
         )
+        result = await handle.result()
+    if keep_as is not None:
+        await keep(handle, keep_as)
+    return result
 
 
 async def kept(e: Env, cid: str) -> tuple[bool, bool]:
@@ -165,7 +173,7 @@ async def test_an_unbound_staged_artifact_is_swept_after_48_hours(sweep_env: Env
     await e.env.sleep(GRACE + timedelta(minutes=1))
     fresh = await staged(e, await e.env.get_current_time() - timedelta(hours=1))
 
-    swept = await sweep(e)
+    swept = await sweep(e, keep_as="artifact_sweep")
     assert swept == ArtifactSweepResult(staged_deleted=1, blobs_deleted=1)
     assert await kept(e, orphan) == (False, False)
     assert await e.pool.fetchval("SELECT 1 FROM artifact_blobs WHERE cid = $1", orphan) is None

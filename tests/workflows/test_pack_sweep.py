@@ -15,6 +15,7 @@ from datetime import timedelta
 
 import asyncpg
 import pytest
+from histories import keep
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -145,15 +146,22 @@ async def _align_expiry(e: Env, table: str, row_id: uuid.UUID) -> None:
     await e.pool.execute(query, row_id, now + LIFETIME)
 
 
-async def sweep(e: Env, batch_max: int = limits.PACK_SWEEP_BATCH_MAX) -> PackSweepResult:
-    """One run with Temporal's clock held (waiting on a result would let it skip ahead)."""
+async def sweep(
+    e: Env, batch_max: int = limits.PACK_SWEEP_BATCH_MAX, keep_as: str | None = None
+) -> PackSweepResult:
+    """One run with Temporal's clock held (waiting on a result would let it skip ahead); its
+    history kept as `keep_as` under `make record-histories`."""
     with e.env.auto_time_skipping_disabled():
-        return await e.env.client.execute_workflow(
+        handle = await e.env.client.start_workflow(
             PackSweepWorkflow.run,
             PackSweepInput(batch_max=batch_max),
             id=f"{SWEEP_WORKFLOW_ID}/{uuid.uuid4()}",
             task_queue=e.queue,
         )
+        result = await handle.result()
+    if keep_as is not None:
+        await keep(handle, keep_as)
+    return result
 
 
 async def exists(e: Env, table: str, row_id: uuid.UUID) -> bool:
@@ -180,7 +188,7 @@ async def test_expired_unpinned_packs_and_renderings_go_after_7_days(sweep_env: 
     assert await sweep(e) == PackSweepResult(packs_deleted=0, rendered_deleted=0)
 
     await e.env.sleep(timedelta(minutes=2))
-    swept = await sweep(e)
+    swept = await sweep(e, keep_as="pack_sweep")
     assert swept == PackSweepResult(packs_deleted=1, rendered_deleted=1)
     assert not await exists(e, "context_packs", doomed)
     assert not await exists(e, "rendered_packs", doomed_render)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import base64
 import uuid
-from pathlib import Path
 
 import nacl.signing
 import pytest
-from histories import HISTORIES, replay
+from histories import keep
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -24,13 +23,6 @@ from workflows.registration import RegistrationWorkflow, registration_workflow_i
 from workflows.vouchers import VoucherIssueWorkflow, voucher_workflow_id
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
-
-# Recorded once each, committed, replayed forever after: v1 is before the personal team step
-# (`workflow.patched("personal-team")`), v2 with it, v3 with the steps as local activities
-# (`workflow.patched("local-steps")`).
-HISTORY_V1 = HISTORIES / "registration.json"
-HISTORY_V2 = HISTORIES / "registration_personal_team.json"
-HISTORY = HISTORIES / "registration_local_steps.json"
 
 
 def registration(voucher: str) -> RegistrationInput:
@@ -99,8 +91,7 @@ async def test_registration_binds_agent_and_redeems_voucher(time_skipping_env, w
         if event.HasField("activity_task_scheduled_event_attributes")
     ]
     assert scheduled == [], "every step is a local activity"
-    if not HISTORY.exists():  # recorded once; committed; replayed below forever after
-        HISTORY.write_text(history.to_json())
+    await keep(handle, "registration_local_steps")
 
 
 async def test_second_registration_with_same_voucher_is_rejected_and_compensated(
@@ -128,8 +119,3 @@ async def test_second_registration_with_same_voucher_is_rejected_and_compensated
             "SELECT count(*) FROM identities WHERE id = $1", second.identity_id
         )
     assert left == 0
-
-
-@pytest.mark.parametrize("recorded", [HISTORY_V1, HISTORY_V2, HISTORY], ids=lambda p: p.stem)
-async def test_committed_registration_history_replays(recorded: Path) -> None:
-    await replay(recorded)

@@ -10,6 +10,7 @@ from typing import Any
 
 import nacl.signing
 import pytest
+from histories import keep
 from temporalio.client import (
     WithStartWorkflowOperation,
     WorkflowHistory,
@@ -147,6 +148,7 @@ async def test_no_signature_for_300_s_expires_and_a_late_signature_is_409(
     assert stored is not None
     assert stored.status == "expired" and stored.signature is None and stored.valid is None
     assert (await handle.query(SigningRequestWorkflow.result)).status == "expired"
+    await keep(handle, "signing_expired")
 
     # A signature after the deadline: what the API answers, and the row stays expired.
     late = agent.sign(signing_payload(envelope.message, envelope.nonce))
@@ -220,3 +222,4 @@ async def test_a_signature_just_before_the_deadline_completes(
     assert (await handle.result()).status == "completed"
     stored = await get_signing_request(pool, envelope.request_id)
     assert stored is not None and stored.status == "completed" and stored.valid is True
+    await keep(handle, "signing_completed")

@@ -9,9 +9,7 @@ top is tested in tests/integration/test_task_lifecycle.py.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
@@ -19,12 +17,14 @@ from typing import Any
 
 import asyncpg
 import pytest
+from histories import keep
 from temporalio.api.enums.v1 import EventType, IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
+from waiting import wait_until
 
 from api.task_flows import TaskClosed, start_task_workflow, task_update
 from infra.db import create_pool
@@ -200,10 +200,7 @@ class Run:
 
     async def until(self, check: Callable[[], Awaitable[bool]], limit_s: float = 15) -> None:
         """Timers fire on the server; their projection lands a moment later."""
-        deadline = time.monotonic() + limit_s
-        while not await check():
-            assert time.monotonic() < deadline, "the projection did not land"
-            await asyncio.sleep(0.05)
+        await wait_until(check, limit_s, what="the projection to land")
 
     async def until_status(self, status: str) -> Any:
         async def reached() -> bool:
@@ -370,6 +367,7 @@ async def test_no_first_heartbeat_within_300_s_times_the_attempt_out(run: Run) -
     assert (await run.handle.result()).status == "failed"
     with pytest.raises(TaskClosed):
         await run.heartbeat()
+    await keep(run.handle, "task_dispatch_timeout")
 
 
 async def test_the_dispatch_timeout_follows_the_task(run: Run) -> None:
@@ -431,6 +429,8 @@ async def test_liveness_signals_keep_a_running_attempt_alive(run: Run) -> None:
     (attempt,) = await run.attempts()
     assert attempt["timeout_reason"] == "lease_expired"
     assert seconds(attempt["finished_at"], last) == HEARTBEAT
+    assert (await run.handle.result()).status == "failed"
+    await keep(run.handle, "task_lease_expired_after_liveness_signals")
 
 
 async def test_a_liveness_signal_that_no_longer_matches_changes_nothing(run: Run) -> None:
@@ -483,6 +483,8 @@ async def test_no_result_within_7200_s_times_out_despite_heartbeats(run: Run) ->
     (attempt,) = await run.attempts()
     assert attempt["timeout_reason"] == "running_total_exceeded"
     assert seconds(attempt["finished_at"], started) == DEADLINE
+    assert (await run.handle.result()).status == "failed"
+    await keep(run.handle, "task_running_deadline")
 
 
 async def test_a_never_claimed_task_expires(run: Run) -> None:
@@ -494,6 +496,7 @@ async def test_a_never_claimed_task_expires(run: Run) -> None:
     row = await run.until_status("expired")
     assert row["completed_at"] is not None and await run.attempts() == []
     assert (await run.handle.result()).status == "expired"
+    await keep(run.handle, "task_expired")
 
 
 async def test_a_task_at_work_is_not_expired_but_does_not_return_to_the_queue(run: Run) -> None:
@@ -523,6 +526,8 @@ async def test_attempts_are_retried_up_to_max_attempts(run: Run) -> None:
         (3, "timed_out"),
     ]
     assert (await run.task())["attempt_count"] == 3
+    assert (await run.handle.result()).status == "failed"
+    await keep(run.handle, "task_retries_exhausted")
 
 
 # --- a worker replaced in the middle of an attempt -----------------------------------------------
@@ -573,6 +578,10 @@ async def test_history_stays_bounded_by_continuing_as_new(run: Run) -> None:
     ).fetch_history()
     assert len(first.events) <= limits.TASK_WORKFLOW_HISTORY_MAX_EVENTS + 20
     assert first.events[-1].event_type == (EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW)
+    await keep(
+        run.env.client.get_workflow_handle(task_workflow_id(run.task_id), run_id=first_run),
+        "task_continued_as_new",
+    )
     # the new run holds the same attempt, lease and trace, and finishes the task
     state = await run.state()
     assert state.task.status == "running" and state.attempt is not None
@@ -588,6 +597,7 @@ async def test_history_stays_bounded_by_continuing_as_new(run: Run) -> None:
     assert settled.status == "completed"
     assert (await run.handle.result()).status == "completed"
     assert (await run.attempts())[0]["last_heartbeat_at"] > last
+    await keep(run.handle, "task_after_continue_as_new")
 
 
 # --- the other transitions on the workflow itself ------------------------------------------------
@@ -619,6 +629,8 @@ async def test_fail_abort_and_cancel_transitions(run: Run) -> None:
     assert row["cancel_reason"] == "stop" and row["cancelled_by_human_id"] is not None
     assert [a["status"] for a in await run.attempts()] == ["failed", "aborted", "cancelled"]
     assert await run.claimants() == [str(run.agent)]  # kept after a cancel
+    assert (await run.handle.result()).status == "cancelled"
+    await keep(run.handle, "task_fail_abort_cancel")
 
 
 async def test_a_whole_lifecycle_replays(run: Run) -> None:
@@ -631,6 +643,7 @@ async def test_a_whole_lifecycle_replays(run: Run) -> None:
     await run.handle.result()
     history = await run.handle.fetch_history()
     await Replayer(workflows=[TaskWorkflow]).replay_workflow(history)
+    await keep(run.handle, "task_completed")
 
 
 async def test_running_timeout_sec_60_times_out_at_60_s_not_7200(run: Run) -> None:

@@ -1,6 +1,7 @@
 """The team founding workflow on the time-skipping server with the real activities (Postgres):
 the 24 h wait of SPEC 3.2 both ways (archived without every acceptance, active as soon as the
-last member accepts, long before the timer), and acceptance validation."""
+last member accepts, long before the timer), the creator's own acceptance required like every
+founding member's, and acceptance validation."""
 
 from __future__ import annotations
 
@@ -8,11 +9,10 @@ import secrets
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-from histories import HISTORIES, replay
+from histories import keep
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -34,11 +34,6 @@ from workers.registry import WORKFLOWS, ActivityDeps, activities
 from workflows.teams import TeamFoundingWorkflow, team_founding_workflow_id
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
-
-# Recorded once each, committed, replayed forever after: before the steps became local
-# activities (`LOCAL_STEPS_PATCH`), and after.
-HISTORY_V1 = HISTORIES / "team_founding.json"
-HISTORY = HISTORIES / "team_founding_local_steps.json"
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +128,7 @@ async def test_founding_without_every_acceptance_is_archived_after_24_hours(
     assert await accept(handle, cofounder.subject_id) == FoundingAccepted(
         accepted=True, teamStatus="founding"
     )
+    assert (await accept(handle, creator.subject_id)).teamStatus == "founding"
     result = await handle.result()  # the server skips the day
     assert result.status == "archived"
     assert limits.TEAM_FOUNDING_WAIT <= await run_time(handle) < limits.TEAM_FOUNDING_WAIT * 1.01
@@ -143,6 +139,7 @@ async def test_founding_without_every_acceptance_is_archived_after_24_hours(
         cofounder.subject_id: "accepted",
         member.subject_id: "pending",
     }
+    await keep(handle, "team_founding_archived")
 
 
 async def test_founding_is_active_as_soon_as_the_last_member_accepts(
@@ -153,6 +150,7 @@ async def test_founding_is_active_as_soon_as_the_last_member_accepts(
     creator, cofounder, member = inp.seats
     assert (await accept(handle, member.subject_id)).teamStatus == "founding"
     assert (await accept(handle, member.subject_id)).teamStatus == "founding"  # idempotent
+    assert (await accept(handle, creator.subject_id)).teamStatus == "founding"
     assert await accept(handle, cofounder.subject_id) == FoundingAccepted(
         accepted=True, teamStatus="active"
     )
@@ -166,8 +164,29 @@ async def test_founding_is_active_as_soon_as_the_last_member_accepts(
         f"members@{member.subject_id}",
     }
     assert set(seats.values()) == {"accepted"}
-    if not HISTORY.exists():  # recorded once; committed; replayed below forever after
-        HISTORY.write_text((await handle.fetch_history()).to_json())
+    await keep(handle, "team_founding_creator_accepts")
+
+
+async def test_the_creator_is_seeded_pending_and_its_acceptance_is_required(
+    time_skipping_env: WorkflowEnvironment, worker: tuple[str, Any]
+) -> None:
+    """SPEC 3.2: rows are seeded for the creator too; every other founder's acceptance alone
+    leaves the team founding, and the creator's own acceptance is the last one needed."""
+    queue, pool = worker
+    handle, inp = await start_founding(time_skipping_env, queue, pool, members=2)
+    creator, cofounder, member = inp.seats
+    _, _, seats = await team_state(pool, inp)
+    assert seats == {seat.subject_id: "pending" for seat in inp.seats}
+    for founder in (cofounder, member):
+        assert (await accept(handle, founder.subject_id)).teamStatus == "founding"
+    status, tuples, seats = await team_state(pool, inp)
+    assert status == "founding" and tuples == set() and seats[creator.subject_id] == "pending"
+    assert await accept(handle, creator.subject_id) == FoundingAccepted(
+        accepted=True, teamStatus="active"
+    )
+    assert (await handle.result()).status == "active"
+    status, _, seats = await team_state(pool, inp)
+    assert status == "active" and seats[creator.subject_id] == "accepted"
 
 
 async def test_only_founding_members_may_accept(
@@ -179,7 +198,8 @@ async def test_only_founding_members_may_accept(
         await accept(handle, uuid.uuid4())
     problem = problem_from_failure(rejected.value)
     assert problem is not None and problem.status == 404
-    await accept(handle, inp.seats[1].subject_id)
+    for seat in inp.seats:
+        await accept(handle, seat.subject_id)
     assert (await handle.result()).status == "active"
 
 
@@ -201,8 +221,3 @@ async def test_seeding_with_an_unknown_member_fails_and_writes_nothing(
     problem = problem_from_failure(failed.value)
     assert problem is not None and problem.instance_code == "unknown-subject"
     assert await pool.fetchval("SELECT count(*) FROM teams WHERE id = $1", team_id) == 0
-
-
-@pytest.mark.parametrize("recorded", [HISTORY_V1, HISTORY], ids=lambda p: p.stem)
-async def test_committed_founding_history_replays(recorded: Path) -> None:
-    await replay(recorded)

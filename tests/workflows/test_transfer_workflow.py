@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from histories import keep
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
@@ -128,6 +129,7 @@ async def test_seven_days_without_a_decision_expire_and_leave_the_diary(
     team, bindings, row = await where(pool, inp)
     assert team == inp.source_team_id and bindings == {str(inp.source_team_id)}
     assert row["status"] == "expired" and row["resolved_at"] is not None
+    await keep(handle, "transfer_expired")
 
     # the run is over: a late decision cannot reach it, and nothing changes
     with pytest.raises(RPCError) as late:
@@ -157,6 +159,7 @@ async def test_six_days_in_an_accept_still_moves_the_diary(
     team, bindings, row = await where(pool, inp)
     assert team == inp.destination_team_id and bindings == {str(inp.destination_team_id)}
     assert row["status"] == "accepted"
+    await keep(handle, "transfer_accepted")
 
 
 async def test_a_second_decision_is_refused_before_anything_is_written(

@@ -49,14 +49,17 @@ class TeamsCreate(Arguments):
     founding_members: list[FoundingMemberArg] = Field(
         default_factory=list,
         max_length=50,
-        description="Co-founders who must each accept (within 24 hours) before the team is active",
+        description=(
+            "Co-founders who must each accept within 24 hours, as must you"
+            " (accept-founding), before the team is active"
+        ),
     )
 
 
 @tool(output=Team, render=lambda r: f"Team {r['name']} is {r['status']}")
 async def teams_create(call: Call, args: TeamsCreate) -> Team:
-    """Found a new team. With founding members it stays `founding` until every one accepts;
-    alone, it is active at once."""
+    """Found a new team. With founding members it stays `founding` until every one, you
+    included, accepts (`POST /teams/{id}/accept-founding`); alone, it is active at once."""
     members = [
         FoundingMember(subjectId=m.subject_id, subjectNs=m.subject_ns, role=m.role)
         for m in args.founding_members
