@@ -77,11 +77,22 @@ class ToolDef:
     read_only: bool
     destructive: bool
     idempotent: bool
+    toolset: str
     render: Render | None = None
     meta: dict[str, Any] | None = None
 
 
 CATALOGUE: list[ToolDef] = []
+# the toolset of each catalogue module (toolserver.toolsets); the apps' tools name their own
+MODULE_TOOLSETS = {
+    "diaries": "memory",
+    "entries": "memory",
+    "packs": "packs",
+    "tasks": "tasks",
+    "teams": "teams",
+    "identity": "identity",
+    "crypto": "crypto",
+}
 
 
 def tool(
@@ -93,6 +104,7 @@ def tool(
     render: Render | None = None,
     name: str | None = None,
     meta: dict[str, Any] | None = None,
+    toolset: str | None = None,
 ) -> Callable[[Handler], Handler]:
     """Declare a tool; its name is the handler's, its description the handler's docstring,
     its arguments the annotation of the handler's second parameter."""
@@ -110,6 +122,7 @@ def tool(
                 read_only=read_only,
                 destructive=destructive,
                 idempotent=read_only or idempotent,
+                toolset=toolset or MODULE_TOOLSETS[handler.__module__.rsplit(".", 1)[-1]],
                 render=render,
                 meta=meta,
             )
@@ -185,8 +198,114 @@ async def invoke(
 
 
 def input_schema(arguments: type[Arguments]) -> dict[str, Any]:
-    schema: dict[str, Any] = _untitled(arguments.model_json_schema(by_alias=True))
+    """What a model is shown of a tool's arguments: pydantic's schema without what it does not
+    need to call correctly (titles, `null` alternatives of optional arguments, defaults that
+    mean "not given", the closedness flag), and a subschema used twice stated once in `$defs`.
+    The arguments model still judges every call (closed, nulls accepted)."""
+    schema: dict[str, Any] = _shared(
+        _compact(_untitled(arguments.model_json_schema(by_alias=True)))
+    )
     return schema
+
+
+def _says_nothing(default: Any) -> bool:
+    """A default that says no more than leaving the argument out (0 says something)."""
+    return default is None or default is False or default == [] or default == {}
+
+
+def _compact(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_compact(value) for value in schema]
+    if not isinstance(schema, dict):
+        return schema
+    node = dict(schema)
+    options = node.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        # optional: omitting the argument is how a caller says "none"
+        (kept,) = [option for option in options if option != {"type": "null"}]
+        del node["anyOf"]
+        node = {**kept, **node}
+    if isinstance(node.get("additionalProperties"), bool):
+        del node["additionalProperties"]
+    if "default" in node and _says_nothing(node["default"]):
+        del node["default"]
+    return {
+        key: value if key in ("enum", "required", "default") else _compact(value)
+        for key, value in node.items()
+    }
+
+
+def _shared(schema: dict[str, Any]) -> dict[str, Any]:
+    """A property subschema written out more than once (e.g. `tags` and `exclude_tags`) is
+    stated once under `$defs`, named after its first property, and referenced."""
+    counts: dict[str, int] = {}
+    names: dict[str, str] = {}
+    for name, sub in _properties(schema):
+        key = json.dumps(_without_notes(sub), sort_keys=True)
+        if len(key) > SHARED_MIN_CHARS:
+            counts[key] = counts.get(key, 0) + 1
+            names.setdefault(key, name)
+    shared = {key: names[key] for key, count in counts.items() if count > 1}
+    if not shared:
+        return schema
+    defs = dict(schema.get("$defs", {}))
+    for key, name in shared.items():
+        defs.setdefault(name, json.loads(key))
+
+    def replace(node: Any) -> Any:
+        if isinstance(node, list):
+            return [replace(value) for value in node]
+        if not isinstance(node, dict):
+            return node
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                out[key] = {name: _referenced(sub, shared) for name, sub in value.items()}
+                out[key] = {name: replace(sub) for name, sub in out[key].items()}
+            elif key != "$defs":
+                out[key] = replace(value)
+        return out
+
+    result: dict[str, Any] = replace(schema)
+    result["$defs"] = {name: replace(sub) for name, sub in defs.items()}
+    return result
+
+
+SHARED_MIN_CHARS = 48
+_NOTE_KEYS = ("description", "default")
+
+
+def _without_notes(schema: Any) -> Any:
+    if not isinstance(schema, dict):
+        return schema
+    return {key: value for key, value in schema.items() if key not in _NOTE_KEYS}
+
+
+def _referenced(schema: Any, shared: dict[str, str]) -> Any:
+    if not isinstance(schema, dict):
+        return schema
+    name = shared.get(json.dumps(_without_notes(schema), sort_keys=True))
+    if name is None:
+        return schema
+    notes = {key: schema[key] for key in _NOTE_KEYS if key in schema}
+    return {"$ref": f"#/$defs/{name}", **notes}
+
+
+def _properties(schema: Any) -> list[tuple[str, Any]]:
+    """Every (name, subschema) of every `properties` in a schema, `$defs` included."""
+    found: list[tuple[str, Any]] = []
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "properties" and isinstance(value, dict):
+                for name, sub in value.items():
+                    found.append((name, sub))
+                    found += _properties(sub)
+            else:
+                found += _properties(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            found += _properties(value)
+    return found
 
 
 def _untitled(schema: Any) -> Any:

@@ -66,7 +66,13 @@ def _queue_text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@tool(output=TasksAppView, read_only=True, render=_queue_text, meta=_opens(TASKS_APP_URI))
+@tool(
+    output=TasksAppView,
+    read_only=True,
+    render=_queue_text,
+    meta=_opens(TASKS_APP_URI),
+    toolset="tasks",
+)
 async def tasks_app_open(call: Call, args: TasksAppOpen) -> TasksAppView:
     """Open the read-only task queue view of a team: its tasks by status, newest first. In
     hosts without apps it answers with the same data as text."""
@@ -139,7 +145,13 @@ def _map_text(result: dict[str, Any]) -> str:
     )
 
 
-@tool(output=EntriesMapView, read_only=True, render=_map_text, meta=_opens(ENTRIES_MAP_URI))
+@tool(
+    output=EntriesMapView,
+    read_only=True,
+    render=_map_text,
+    meta=_opens(ENTRIES_MAP_URI),
+    toolset="memory",
+)
 async def entries_map_open(call: Call, args: EntriesMapOpen) -> EntriesMapView:
     """Open the map of a diary: its entries, tags and injection-flagged entries at a glance.
     In hosts without apps it answers with the newest entries and the tag histogram as text."""
@@ -181,7 +193,13 @@ def _counts_text(result: dict[str, Any]) -> str:
     return f"{result['total']} tasks: {counts or 'none'}"
 
 
-@tool(output=TaskCounts, read_only=True, render=_counts_text, meta=_app_only(TASKS_APP_URI))
+@tool(
+    output=TaskCounts,
+    read_only=True,
+    render=_counts_text,
+    meta=_app_only(TASKS_APP_URI),
+    toolset="tasks",
+)
 async def tasks_app_counts(call: Call, args: TaskCountsArgs) -> TaskCounts:
     """Count a team's tasks by status (the task queue view's header), filtered by type and
     project."""
@@ -201,7 +219,13 @@ def _points_text(result: dict[str, Any]) -> str:
     )
 
 
-@tool(output=EntryMap, read_only=True, render=_points_text, meta=_app_only(ENTRIES_MAP_URI))
+@tool(
+    output=EntryMap,
+    read_only=True,
+    render=_points_text,
+    meta=_app_only(ENTRIES_MAP_URI),
+    toolset="memory",
+)
 async def entries_map_points(call: Call, args: MapPointsArgs) -> dict[str, Any]:
     """The diary map's points: the newest 10 000 entries laid out in 2D from their
     embeddings, with type, tags, token estimate and injection flag, column-wise."""
