@@ -200,17 +200,52 @@ async def invoke(
 def input_schema(arguments: type[Arguments]) -> dict[str, Any]:
     """What a model is shown of a tool's arguments: pydantic's schema without what it does not
     need to call correctly (titles, `null` alternatives of optional arguments, defaults that
-    mean "not given", the closedness flag), and a subschema used twice stated once in `$defs`.
-    The arguments model still judges every call (closed, nulls accepted)."""
-    schema: dict[str, Any] = _shared(
-        _compact(_untitled(arguments.model_json_schema(by_alias=True)))
-    )
+    mean "not given", the closedness flag, a `string` type its enum or format implies, limits
+    of short texts), a nested model used once written in place, and a subschema used twice
+    stated once in `$defs`. The arguments model still judges every call (closed, nulls
+    accepted, every limit)."""
+    raw = _untitled(arguments.model_json_schema(by_alias=True))
+    schema: dict[str, Any] = _shared(_inlined(_compact(raw)))
     return schema
 
 
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A nested model pydantic put under `$defs` but used once is written where it is used."""
+    defs: dict[str, Any] = schema.get("$defs", {})
+    text = json.dumps(schema)
+    once = {
+        name
+        for name in defs
+        if text.count(f'"#/$defs/{name}"') == 1
+        and f'"#/$defs/{name}"' not in json.dumps(defs[name])
+    }
+    if not once:
+        return schema
+
+    def expand(node: Any) -> Any:
+        if isinstance(node, list):
+            return [expand(value) for value in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.removeprefix("#/$defs/") in once:
+            rest = {key: value for key, value in node.items() if key != "$ref"}
+            return {**expand(defs[ref.removeprefix("#/$defs/")]), **rest}
+        return {key: expand(value) for key, value in node.items() if key != "$defs"}
+
+    result: dict[str, Any] = expand(schema)
+    kept = {name: expand(sub) for name, sub in defs.items() if name not in once}
+    if kept:
+        result["$defs"] = kept
+    return result
+
+
 def _says_nothing(default: Any) -> bool:
-    """A default that says no more than leaving the argument out (0 says something)."""
-    return default is None or default is False or default == [] or default == {}
+    """A default that says no more than leaving the argument out (none, off, empty, 0)."""
+    return default is None or default is False or default == 0 or default in ([], {})
+
+
+SHORT_TEXT_CHARS = 1000
 
 
 def _compact(schema: Any) -> Any:
@@ -227,6 +262,17 @@ def _compact(schema: Any) -> Any:
         node = {**kept, **node}
     if isinstance(node.get("additionalProperties"), bool):
         del node["additionalProperties"]
+    if node.get("type") == "string":
+        # a name, title, tag or query is short by nature; a long text keeps its limit
+        if node.get("minLength") == 1:
+            del node["minLength"]
+        if node.get("maxLength", SHORT_TEXT_CHARS + 1) <= SHORT_TEXT_CHARS:
+            del node["maxLength"]
+        if "enum" in node or node.get("format") in ("uuid", "date-time"):
+            # the values, or the format, say it is a string
+            del node["type"]
+    if node.get("type") in ("integer", "number") and node.get("minimum") in (0, 1):
+        del node["minimum"]  # a count, page size, rank or score is not negative
     if "default" in node and _says_nothing(node["default"]):
         del node["default"]
     return {
@@ -271,7 +317,7 @@ def _shared(schema: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-SHARED_MIN_CHARS = 48
+SHARED_MIN_CHARS = 64
 _NOTE_KEYS = ("description", "default")
 
 

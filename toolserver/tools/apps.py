@@ -51,10 +51,10 @@ class TasksAppView(BaseModel):
 
 
 class TasksAppOpen(Arguments):
-    team_id: UUID = Field(description="The team whose queue to show")
+    team_id: UUID
     status: TaskStatus | None = None
     task_type: str | None = Field(default=None, max_length=64)
-    project_id: str | None = Field(default=None, description="A project id, or `none`")
+    project_id: str | None = Field(default=None, description="Or `none` for General")
 
 
 def _queue_text(result: dict[str, Any]) -> str:
@@ -74,8 +74,7 @@ def _queue_text(result: dict[str, Any]) -> str:
     toolset="tasks",
 )
 async def tasks_app_open(call: Call, args: TasksAppOpen) -> TasksAppView:
-    """Open the read-only task queue view of a team: its tasks by status, newest first. In
-    hosts without apps it answers with the same data as text."""
+    """Open a team's task queue view."""
     page = await call.api.list_tasks(
         args.team_id,
         status=args.status,
@@ -132,7 +131,7 @@ class EntriesMapView(BaseModel):
 
 
 class EntriesMapOpen(Arguments):
-    diary_id: UUID = Field(description="The diary to map")
+    diary_id: UUID
     entry_type: EntryType | None = None
 
 
@@ -153,8 +152,7 @@ def _map_text(result: dict[str, Any]) -> str:
     toolset="memory",
 )
 async def entries_map_open(call: Call, args: EntriesMapOpen) -> EntriesMapView:
-    """Open the map of a diary: its entries, tags and injection-flagged entries at a glance.
-    In hosts without apps it answers with the newest entries and the tag histogram as text."""
+    """Open a diary's map of entries."""
     diary = await call.api.get_diary(args.diary_id)
     page = await call.api.list_entries(args.diary_id, limit=MAP_SAMPLE, entry_type=args.entry_type)
     tags = await call.api.diary_tags(args.diary_id, entry_type=args.entry_type)
@@ -185,7 +183,7 @@ async def entries_map_open(call: Call, args: EntriesMapOpen) -> EntriesMapView:
 class TaskCountsArgs(Arguments):
     team_id: UUID = Field(description="The team whose queue to count")
     task_type: str | None = Field(default=None, max_length=64)
-    project_id: str | None = Field(default=None, description="A project id, or `none`")
+    project_id: str | None = Field(default=None, description="Or `none` for General")
 
 
 def _counts_text(result: dict[str, Any]) -> str:
