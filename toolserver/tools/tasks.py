@@ -34,7 +34,7 @@ from toolserver.registry import Arguments, Call, NoArguments, Refusal, tool
 TaskId = UUID
 TeamId = UUID
 AttemptN = Annotated[int, Field(ge=1)]
-Base64 = Annotated[str, Field()]
+Base64 = str  # the standard alphabet
 ContentType = Annotated[str, Field(max_length=limits.ARTIFACT_CONTENT_TYPE_MAX_CHARS)]
 ContentEncoding = Annotated[str, Field(max_length=limits.ARTIFACT_CONTENT_ENCODING_MAX_CHARS)]
 
