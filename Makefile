@@ -14,6 +14,8 @@ PACKAGES := schemas workflows activities api workers infra client toolserver
 # The REST compatibility guard's checker (Optic, pinned with its lockfile; tests/test_openapi_compat.py)
 GUARD := tests/openapi-guard
 OPTIC := $(GUARD)/node_modules/.bin/optic
+CONFORMANCE_DIR := tests/mcp-conformance
+CONFORMANCE := $(CONFORMANCE_DIR)/node_modules/.bin/conformance
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON)"; exit 1; }
@@ -33,7 +35,7 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/cairn dev
 
-test: $(STAMP) $(OPTIC)
+test: $(STAMP) $(OPTIC) $(CONFORMANCE)
 	$(BIN)/pytest -q -p no:cacheprovider
 
 # Schemathesis over /openapi.json for longer than `make test` does (examples per operation), then
@@ -54,13 +56,21 @@ record-histories: $(STAMP)
 	CAIRN_RECORD_HISTORIES=$(CURDIR)/tests/replay/histories $(BIN)/pytest -q -p no:cacheprovider \
 		tests/workflows tests/integration/test_recovery.py
 
+NEED_NPM = command -v npm >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; } || \
+	{ echo "need node and npm (Debian: apt-get install nodejs npm)"; exit 1; }
+
 # Node and npm from Debian when missing (CI and fresh machines run as root), then the exact tree
 # of the lockfile; no install scripts (the checker needs none, and they would phone home).
 $(OPTIC): $(GUARD)/package.json $(GUARD)/package-lock.json
-	@command -v npm >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; } || \
-		{ echo "need node and npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	@$(NEED_NPM)
 	cd $(GUARD) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# The official MCP conformance suite, pinned the same way (tests/e2e/test_mcp_conformance.py).
+$(CONFORMANCE): $(CONFORMANCE_DIR)/package.json $(CONFORMANCE_DIR)/package-lock.json
+	@$(NEED_NPM)
+	cd $(CONFORMANCE_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # Record the current OpenAPI document as the compatibility baseline (after an additive change,
@@ -97,4 +107,4 @@ openapi: $(STAMP)
 	@$(BIN)/cairn openapi
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(GUARD)/node_modules
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(GUARD)/node_modules $(CONFORMANCE_DIR)/node_modules

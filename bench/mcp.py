@@ -14,10 +14,16 @@ agents, seeds one diary with entries, then measures:
 2. N concurrent clients (one agent each), closed loops for `--duration` seconds per variant,
    in alternating windows: REST searches/s against MCP entries_search calls/s;
 3. token exchanges the MCP server made (`/healthz` counter) against the number of distinct
-   clients it saw: the target is one exchange per client per token lifetime.
+   clients it saw: the target is one exchange per client per token lifetime;
+4. the catalogue's size (issue 25): the bytes of the whole `tools/list` answer and what a model
+   reads of it (each tool's name, description and input schema as compact JSON, app-only
+   tools left out), for the whole catalogue and per toolset (`?toolsets=`), next to the same
+   measure of the baseline commit (`--baseline`, main before issue 25: 41.6 KB and 128 KB),
+   taken in this run from a git worktree of it.
 
 Targets (issue 14): MCP p50 ≤ REST p50 + 5 ms; tools/list p50 ≤ 20 ms; MCP throughput ≥ 0.7 of
-REST; exchanges == clients. Prints JSON and writes bench/results/mcp.json.
+REST; exchanges == clients. Issue 25: catalogue ≤ 20 KB, memory toolset ≤ 5 KB. Prints JSON
+and writes bench/results/mcp.json.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ import asyncio
 import base64
 import json
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -45,6 +53,34 @@ sys.path.insert(0, str(_HERE.parent))
 from bench._stack import BenchStack, CpuMeter, _Child, run_and_report  # noqa: E402
 
 OUTPUT = Path(__file__).resolve().parent / "results" / "mcp.json"
+ROOT = _HERE.parent
+BASELINE = "d6ab204"  # main before issue 25
+TOOLSETS = ("memory", "packs", "tasks", "teams", "identity", "crypto")
+# the same two measures, in-process, for any checkout (run with that checkout as the cwd)
+SIZES_SCRIPT = """
+import asyncio, json
+from mcp_types import ListToolsResult
+from toolserver.app import build_server
+from toolserver.backend import Backend
+from toolserver.config import ToolServerConfig
+
+async def main():
+    server = build_server(Backend(ToolServerConfig(api_url="http://127.0.0.1:9")))
+    tools = ListToolsResult(tools=await server.list_tools())
+    result = tools.model_dump(mode="json", by_alias=True, exclude_none=True)
+    wire = json.dumps({"jsonrpc": "2.0", "id": 1, "result": result}, separators=(",", ":"))
+    print(json.dumps({"tools_list_bytes": len(wire.encode()), **model_view(result["tools"])}))
+
+def model_view(tools):
+    shown = [t for t in tools if (t.get("_meta") or {}).get("ui", {}).get("visibility") != ["app"]]
+    views = [{"name": t["name"], "description": t.get("description", ""),
+              "inputSchema": t["inputSchema"]} for t in shown]
+    size = sum(len(json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode())
+               for v in views)
+    return {"model_bytes": size, "model_tools": len(views), "tools": len(tools)}
+
+asyncio.run(main())
+"""
 QUERY = "how do deploys run database migrations"
 TOPICS = [
     "The deploy pipeline runs database migrations before the API starts serving",
@@ -296,6 +332,76 @@ async def wait_for(url: str, child: _Child, limit_s: float = 60) -> None:
             await asyncio.sleep(0.1)
 
 
+def model_bytes(tools: list[dict[str, Any]]) -> int:
+    """What a model reads of a `tools/list` answer (app-only tools are kept from it)."""
+    views = [
+        {
+            "name": t["name"],
+            "description": t.get("description", ""),
+            "inputSchema": t["inputSchema"],
+        }
+        for t in tools
+        if (t.get("_meta") or {}).get("ui", {}).get("visibility") != ["app"]
+    ]
+    return sum(
+        len(json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode()) for v in views
+    )
+
+
+async def listed(http: aiohttp.ClientSession, url: str, agent: Agent) -> tuple[int, list[Any]]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    async with http.post(url, json=body, headers=agent.mcp) as response:
+        raw = await response.read()
+    return len(raw), json.loads(raw)["result"]["tools"]
+
+
+async def catalogue(http: aiohttp.ClientSession, url: str, agent: Agent) -> dict[str, Any]:
+    """The served catalogue over HTTP: whole, and per toolset."""
+    size, tools = await listed(http, url, agent)
+    toolsets = {}
+    for name in TOOLSETS:
+        part_size, part = await listed(http, f"{url}?toolsets={name}", agent)
+        toolsets[name] = {"model_bytes": model_bytes(part), "tools_list_bytes": part_size}
+    return {
+        "tools_list_bytes": size,
+        "model_bytes": model_bytes(tools),
+        "tools": len(tools),
+        "toolsets": toolsets,
+    }
+
+
+def checkout_sizes(folder: Path) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", SIZES_SCRIPT],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    sizes: dict[str, Any] = json.loads(done.stdout)
+    return sizes
+
+
+def baseline_sizes(revision: str) -> dict[str, Any]:
+    """The same measures on `revision`, from a temporary git worktree of it."""
+    with tempfile.TemporaryDirectory(prefix="cairn-mcp-baseline-") as tmp:
+        folder = Path(tmp) / "tree"
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(folder), revision],
+            check=True,
+            timeout=120,
+        )
+        try:
+            return {"revision": revision, **checkout_sizes(folder)}
+        finally:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(folder)],
+                check=False,
+                timeout=120,
+            )
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from infra.devstack import free_port
 
@@ -350,6 +456,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             rest_load, mcp_load = loads["rest"], loads["mcp"]
             async with http.get(root + "/healthz") as response:
                 exchanges = (await response.json(content_type=None))["tokenExchanges"]
+            log("catalogue sizes, served and in-process, and the baseline's")
+            served = await catalogue(http, url, one)
+        sizes = {
+            "served": served,
+            "in_process": checkout_sizes(ROOT),
+            "baseline": baseline_sizes(args.baseline),
+        }
 
         overhead = round(via_mcp["p50_ms"] - rest["p50_ms"], 2)
         ratio = round(mcp_load["ops_per_s"] / rest_load["ops_per_s"], 3)
@@ -381,12 +494,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "mcp_over_rest": ratio,
             },
             "token_exchanges": {"clients": args.clients, "exchanges": exchanges},
+            "catalogue": sizes,
         }
         result["targets"] = {
             "mcp_p50_within_rest_plus_5ms": overhead <= 5,
             "tools_list_p50_within_20ms": tools_list["p50_ms"] <= 20,
             "throughput_ratio_at_least_0_7": ratio >= 0.7,
             "one_exchange_per_client": exchanges == args.clients,
+            "catalogue_within_20kb": served["model_bytes"] <= 20_000,
+            "memory_toolset_within_5kb": served["toolsets"]["memory"]["model_bytes"] <= 5_000,
         }
         return result
 
@@ -400,6 +516,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=30.0)
     parser.add_argument("--windows", type=int, default=6)
     parser.add_argument("--output", type=Path, default=OUTPUT)
+    parser.add_argument("--baseline", default=BASELINE, help="the commit to compare sizes with")
     args = parser.parse_args()
     if args.quick:
         args.runs, args.entries, args.duration, args.windows = 60, 40, 6.0, 2

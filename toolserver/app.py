@@ -13,11 +13,10 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 import uvicorn
-from mcp.server.context import ServerRequestContext
+from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -39,6 +38,7 @@ from toolserver.oauth import (
     resource_metadata_url,
 )
 from toolserver.registry import CATALOGUE, sdk_tool
+from toolserver.toolsets import CatalogueView
 
 log = logging.getLogger("cairn.mcp")
 SERVER_NAME = "cairn"
@@ -50,23 +50,16 @@ INSTRUCTIONS = (
 # an artifact travels as base64 inside a JSON-RPC message: 4/3 of its bytes, plus the envelope
 MAX_REQUEST_BYTES = limits.ARTIFACT_MAX_BYTES * 4 // 3 + 64 * 1024
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-
-
-class CachedToolList:
-    """Server middleware: `tools/list` answered from the wire form of its first answer (one per
-    protocol version). The catalogue is fixed at start-up, and building and checking the
-    ~80 KB listing again on every request was most of its time."""
-
-    def __init__(self) -> None:
-        self._wire: dict[str, Any] = {}
-
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
-        if ctx.method != "tools/list" or (ctx.params or {}).get("cursor"):
-            return await call_next(ctx)
-        version = ctx.protocol_version
-        if version not in self._wire:
-            self._wire[version] = await call_next(ctx)
-        return self._wire[version]
+# Freshness of list results on 2026-07-28 requests (`ttlMs`/`cacheScope`; older protocol
+# versions never see them). Everything listed is fixed at start-up; the tools a caller sees
+# depend on its credential's scopes, so that list is private to it.
+LIST_TTL_MS = 5 * 60 * 1000
+CACHE_HINTS: dict[CacheableMethod, CacheHint] = {
+    "tools/list": CacheHint(ttl_ms=LIST_TTL_MS, scope="private"),
+    "prompts/list": CacheHint(ttl_ms=LIST_TTL_MS, scope="public"),
+    "resources/list": CacheHint(ttl_ms=LIST_TTL_MS, scope="public"),
+    "resources/templates/list": CacheHint(ttl_ms=LIST_TTL_MS, scope="public"),
+}
 
 
 def build_server(backend: Backend) -> MCPServer:
@@ -86,7 +79,8 @@ def build_server(backend: Backend) -> MCPServer:
         tools=[sdk_tool(definition, backend) for definition in CATALOGUE],
         lifespan=lifespan,
         log_level="WARNING",
-        middleware=[CachedToolList()],
+        middleware=[CatalogueView()],
+        cache_hints=CACHE_HINTS,
         extensions=[resources.apps_extension()],
     )
     prompts.register(server)

@@ -15,7 +15,7 @@ import aiohttp
 from jsonschema import Draft202012Validator
 
 from client.connector import ConnectorApi
-from client.rest import CairnClient, ClientCredentials, TokenCache
+from client.rest import ApiError, CairnClient, ClientCredentials, TokenCache
 from schemas.task_api import TaskSchema
 from toolserver.config import ToolServerConfig
 
@@ -73,7 +73,8 @@ class Backend:
         self.config = config
         self.tokens = TokenCache()
         self.task_types = TaskTypeRegistry(ttl=config.task_schema_ttl_sec)
-        self._checked_keys: dict[str, float] = {}
+        # (credential digest, team) -> (when whoami answered, the scopes it told)
+        self._known: dict[str, tuple[float, frozenset[str] | None]] = {}
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -118,39 +119,45 @@ class Backend:
             default_team=team,
         )
 
-    async def authenticate(self, credential: Credential) -> None:
-        """Raise `ApiError` (401) when the credential does not authenticate at the API.
+    async def authenticate(
+        self, credential: Credential, *, team: str | None = None
+    ) -> frozenset[str] | None:
+        """Raise `ApiError` (401) when the credential does not authenticate at the API; else
+        its scopes (None when the API does not tell them: whoami answered 403).
 
-        Client credentials: the token exchange (cached, so usually no call). Agent keys: a
-        whoami call, remembered for a minute by the key's SHA-256 (never the secret); a 403
-        (no `agent:profile` scope, or a team key without its team header) still proves the key.
-        The REST API stays the judge of every later call: a key revoked within the minute still
-        passes here, but only into messages without data (initialize, `tools/list`, prompts);
-        its first tool call gets the API's 401 as its error result, and `forget` drops it.
+        Client credentials: the token exchange (cached, so usually no call). Then, for every
+        kind, a whoami call (with the request's team header) remembered for a minute by the
+        credential's SHA-256 (never the secret): it proves an agent key and tells the scopes
+        that narrow the toolsets (toolserver.toolsets). A 403 (no `agent:profile` scope, or a
+        team key without its team header) still proves the key. The REST API stays the judge
+        of every later call: a key revoked within the minute still passes here, but only into
+        messages without data (initialize, `tools/list`, prompts); its first tool call gets
+        the API's 401 as its error result, and `forget` drops it.
         """
-        if isinstance(credential, HumanToken):
-            return  # checked by the auth gate's bearer backend
-        api = self.client(credential)
         if isinstance(credential, ClientCredentials):
-            await api.access_token()
-            return
-        checked = self._checked_keys.get(credential.digest)
-        if checked is not None and time.monotonic() - checked < self.config.agent_key_check_ttl_sec:
-            return
+            await self.client(credential).access_token()
+        key = f"{_digest(credential)} {team or ''}"
+        known = self._known.get(key)
+        if known is not None and time.monotonic() - known[0] < self.config.agent_key_check_ttl_sec:
+            return known[1]
+        scopes: frozenset[str] | None
         try:
-            await api.whoami()
-        except Exception as error:
-            if getattr(error, "status", None) != 403:
+            scopes = frozenset((await self.client(credential, team=team).whoami()).scopes)
+        except ApiError as error:
+            if error.status != 403:
                 raise
-        if len(self._checked_keys) > 10_000:
-            self._checked_keys.clear()
-        self._checked_keys[credential.digest] = time.monotonic()
+            scopes = None
+        if len(self._known) > 10_000:
+            self._known.clear()
+        self._known[key] = (time.monotonic(), scopes)
+        return scopes
 
     def forget(self, credential: Credential) -> None:
         """The API refused this credential (401): a revoked or expired agent key is checked
         again, and refused, at the next request instead of after the remembered minute."""
-        if isinstance(credential, AgentKey):
-            self._checked_keys.pop(credential.digest, None)
+        prefix = _digest(credential) + " "
+        for key in [key for key in self._known if key.startswith(prefix)]:
+            self._known.pop(key, None)
 
     def connector_api(self, secret: str) -> ConnectorApi:
         """The back channel of the browser OAuth connector, on the shared session."""
@@ -164,3 +171,11 @@ class Backend:
         return (
             f"{base}/namespaces/{quote(namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"
         )
+
+
+def _digest(credential: Credential) -> str:
+    """A credential's cache key: a SHA-256, never the secret itself."""
+    if isinstance(credential, AgentKey):
+        return credential.digest
+    secret = credential.api_token if isinstance(credential, HumanToken) else credential.cache_key
+    return hashlib.sha256(secret.encode()).hexdigest()

@@ -21,7 +21,7 @@ class ToolServerConfig:
     temporal_namespace: str = "default"
     challenge_token: str = field(default="", repr=False)
     challenge_path: str = "/.well-known/openai-apps-challenge"
-    # a validated agent key is trusted this long before the next whoami check
+    # a credential's whoami (an agent key's proof, every credential's scopes) holds this long
     agent_key_check_ttl_sec: float = 60.0
     # the browser OAuth connector for humans (spec 5.5): on when the connector secret is set
     # (`cairn mcp` derives it from the server secret, as the API does)

@@ -61,10 +61,35 @@ def breaking_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
                     f"{name}: removed without a deprecated release naming a replacement"
                 )
             continue
-        problems += [
-            f"{name}: {p}" for p in _schema_breaks(before["inputSchema"], after["inputSchema"])
-        ]
+        old_schema = _canonical(before["inputSchema"], before["inputSchema"])
+        new_schema = _canonical(after["inputSchema"], after["inputSchema"])
+        problems += [f"{name}: {p}" for p in _schema_breaks(old_schema, new_schema)]
     return problems
+
+
+def _canonical(schema: Any, root: dict[str, Any]) -> Any:
+    """A schema as a caller's arguments meet it: `$ref`s written out, notes and the closedness
+    flag left aside (the server refuses unknown arguments either way), and an optional
+    argument's `null` alternative folded in (the server takes null as not given)."""
+    if isinstance(schema, list):
+        return [_canonical(value, root) for value in schema]
+    if not isinstance(schema, dict):
+        return schema
+    node = dict(schema)
+    options = node.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        del node["anyOf"]
+        (kept,) = [option for option in options if option != {"type": "null"}]
+        node = {**kept, **node}
+    ref = node.pop("$ref", None)
+    if isinstance(ref, str):
+        found = root.get("$defs", {}).get(ref.removeprefix("#/$defs/"), {})
+        return _canonical({**found, **node}, root)
+    return {
+        key: value if key in ("enum", "required") else _canonical(value, root)
+        for key, value in node.items()
+        if key not in NOTES and key not in ("additionalProperties", "$defs")
+    }
 
 
 def _schema_breaks(old: dict[str, Any], new: dict[str, Any], at: str = "") -> list[str]:
@@ -73,58 +98,45 @@ def _schema_breaks(old: dict[str, Any], new: dict[str, Any], at: str = "") -> li
     for name in old_props:
         if name not in new_props:
             problems.append(f"argument {at}{name} removed")
-        else:
-            problems += _narrowed(old_props[name], new_props[name], f"{at}{name}", old, new)
+        elif not _widened(old_props[name], new_props[name], f"{at}{name}", problems):
+            problems.append(f"argument {at}{name} changed its schema")
     newly_required = set(new.get("required", [])) - set(old.get("required", []))
     problems += [f"argument {at}{name} became required" for name in sorted(newly_required)]
     return problems
 
 
-def _narrowed(
-    old: Any, new: Any, at: str, old_root: dict[str, Any], new_root: dict[str, Any]
-) -> list[str]:
-    old, new = _resolve(old, old_root), _resolve(new, new_root)
-    if _strip(old) == _strip(new):
-        return []
-    if isinstance(old, dict) and isinstance(new, dict):
-        if "properties" in old and "properties" in new:
-            return _schema_breaks(old, new, at + ".")
-        if "enum" in old and "enum" in new and set(old["enum"]) <= set(new["enum"]):
-            rest = {k: v for k, v in _strip(old).items() if k != "enum"}
-            if rest == {k: v for k, v in _strip(new).items() if k != "enum"}:
-                return []
-        if _only_bounds_widened(_strip(old), _strip(new)):
-            return []
-    return [f"argument {at} changed its schema"]
+UPPER = ("maximum", "maxLength", "maxItems")
+LOWER = ("minimum", "minLength", "minItems")
+# constraints whose absence accepts more
+DROPPABLE = ("type", "format", "pattern", "enum")
 
 
-def _only_bounds_widened(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    upper = ("maximum", "maxLength", "maxItems")
-    lower = ("minimum", "minLength", "minItems")
+def _widened(old: Any, new: Any, at: str, problems: list[str]) -> bool:
+    """Whether every value `old` accepts, `new` accepts too (nested objects report their own
+    problems into `problems`)."""
+    if old == new:
+        return True
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return False
+    if "properties" in old and "properties" in new:
+        problems += _schema_breaks(old, new, at + ".")
+        rest_old = {k: v for k, v in old.items() if k not in ("properties", "required")}
+        rest_new = {k: v for k, v in new.items() if k not in ("properties", "required")}
+        return _widened(rest_old, rest_new, at, problems)
     for key in set(old) | set(new):
         a, b = old.get(key), new.get(key)
-        if a == b:
+        if a == b or (b is None and key in UPPER + LOWER + DROPPABLE):
             continue
-        if key in upper and (b is None or (a is not None and b >= a)):
+        if a is None:
+            return False  # a constraint that was not there
+        if (key in UPPER and b >= a) or (key in LOWER and b <= a):
             continue
-        if key in lower and (b is None or (a is not None and b <= a)):
+        if key == "enum" and b is not None and set(a) <= set(b):
+            continue
+        if key == "items" and _widened(a, b, at + "[]", problems):
             continue
         return False
     return True
-
-
-def _resolve(schema: Any, root: dict[str, Any]) -> Any:
-    if isinstance(schema, dict) and isinstance(schema.get("$ref"), str):
-        return root.get("$defs", {}).get(schema["$ref"].removeprefix("#/$defs/"), schema)
-    return schema
-
-
-def _strip(schema: Any) -> Any:
-    if isinstance(schema, dict):
-        return {k: _strip(v) for k, v in schema.items() if k not in NOTES}
-    if isinstance(schema, list):
-        return [_strip(v) for v in schema]
-    return schema
 
 
 def main(argv: list[str]) -> None:

@@ -15,6 +15,10 @@ this request that does not name its own team (a tool's explicit `team_id` argume
 which team that call addresses). A team-bound agent key needs it (spec 5.4: equal to its
 binding); the REST API judges it. A value that is not a uuid is refused here with 400.
 
+Optionally `?toolsets=` / `X-Service-Toolsets` and `?readonly=` / `X-Service-Read-Only`: what
+the connection sees (toolserver.toolsets), narrowed by the scopes whoami tells. An unknown
+toolset is refused here with 400, before any call to the API.
+
 Any other bearer (in particular a REST access token) is refused: the MCP server never passes a
 token through that was issued for another audience. With the connector on, a 401 names the
 protected-resource metadata (RFC 9728), so an MCP host can start the browser flow. Secrets never
@@ -32,7 +36,7 @@ from typing import Any
 
 import aiohttp
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
-from starlette.datastructures import Headers
+from starlette.datastructures import Headers, QueryParams
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -41,6 +45,7 @@ from client.rest import AGENT_KEY_PREFIX, TEAM_HEADER, ApiError, ClientCredentia
 from toolserver.backend import AgentKey, Backend, Credential, HumanToken
 from toolserver.oauth import ConnectorAccess
 from toolserver.registry import CREDENTIAL_KEY, TEAM_KEY
+from toolserver.toolsets import SELECTION_KEY, BadSelection, select
 
 log = logging.getLogger("cairn.mcp")
 REALM = 'Bearer realm="cairn-mcp"'
@@ -143,11 +148,18 @@ class AuthGate:
         headers = Headers(scope=scope)
         try:
             presented = read_credential(headers, connector=self.bearer is not None)
-            team = read_team(headers)  # before any call to the API: a malformed one costs none
-            credential = await self._authenticate(presented, scope)
+            # before any call to the API: a malformed header costs none
+            team = read_team(headers)
+            query = QueryParams(scope.get("query_string", b""))
+            select(query, headers, None)
+            credential, scopes = await self._authenticate(presented, scope, team)
         except Malformed as malformed:
             log.info("MCP request refused: malformed %s", TEAM_HEADER)
             await _refusal(400, "invalid_request", malformed.description)(scope, receive, send)
+            return
+        except BadSelection as bad:
+            log.info("MCP request refused: bad toolset selection")
+            await _refusal(400, "invalid_request", str(bad))(scope, receive, send)
             return
         except Unauthorized as refused:
             log.info("MCP request refused: %s", refused.error)
@@ -165,15 +177,16 @@ class AuthGate:
         state = scope.setdefault("state", {})
         state[CREDENTIAL_KEY] = credential
         state[TEAM_KEY] = team
+        state[SELECTION_KEY] = select(query, headers, scopes)
         await self.app(scope, receive, send)
 
     async def _authenticate(
-        self, credential: Credential | ConnectorBearer, scope: Scope
-    ) -> Credential:
+        self, credential: Credential | ConnectorBearer, scope: Scope, team: str | None
+    ) -> tuple[Credential, frozenset[str] | None]:
+        """The credential the request acts with, and its scopes (None: not known)."""
         if isinstance(credential, ConnectorBearer):
-            return await self._connector(credential, scope)
-        await self._check(credential)
-        return credential
+            credential = await self._connector(credential, scope)
+        return credential, await self._check(credential, team)
 
     async def _connector(self, bearer: ConnectorBearer, scope: Scope) -> HumanToken:
         """The SDK's bearer backend: a token the API vouches for, for this very resource."""
@@ -193,9 +206,9 @@ class AuthGate:
             raise Unauthorized("invalid_token", "The bearer was not issued for this MCP server")
         return HumanToken(bearer=bearer.token, api_token=access.api_token)
 
-    async def _check(self, credential: Credential) -> None:
+    async def _check(self, credential: Credential, team: str | None) -> frozenset[str] | None:
         try:
-            await self.backend.authenticate(credential)
+            return await self.backend.authenticate(credential, team=team)
         except ApiError as error:
             if error.status >= 500:
                 raise aiohttp.ClientError(f"API answered {error.status}") from error

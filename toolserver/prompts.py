@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.prompts.base import Message, UserMessage
+from mcp_types import Completion
 from pydantic import Field
 
 SIGN_STEPS = """Sign this message with your Ed25519 identity key through Cairn's asynchronous \
@@ -27,6 +30,13 @@ fingerprint, and the nonce)."""
 
 
 def register(server: MCPServer) -> None:
+    @server.completion()  # type: ignore[untyped-decorator, no-untyped-call]
+    async def complete(ref: Any, argument: Any, context: Any) -> Completion | None:
+        """Completions for prompt arguments (the `completions` capability). `sign_message`'s
+        one argument is the caller's own free text: there is nothing to suggest, so every
+        completion answers an empty list rather than a guess."""
+        return None
+
     @server.prompt(
         name="sign_message",
         title="Sign a message",

@@ -78,11 +78,22 @@ class ToolDef:
     read_only: bool
     destructive: bool
     idempotent: bool
+    toolset: str
     render: Render | None = None
     meta: dict[str, Any] | None = None
 
 
 CATALOGUE: list[ToolDef] = []
+# the toolset of each catalogue module (toolserver.toolsets); the apps' tools name their own
+MODULE_TOOLSETS = {
+    "diaries": "memory",
+    "entries": "memory",
+    "packs": "packs",
+    "tasks": "tasks",
+    "teams": "teams",
+    "identity": "identity",
+    "crypto": "crypto",
+}
 
 
 def tool(
@@ -94,6 +105,7 @@ def tool(
     render: Render | None = None,
     name: str | None = None,
     meta: dict[str, Any] | None = None,
+    toolset: str | None = None,
 ) -> Callable[[Handler], Handler]:
     """Declare a tool; its name is the handler's, its description the handler's docstring,
     its arguments the annotation of the handler's second parameter."""
@@ -111,6 +123,7 @@ def tool(
                 read_only=read_only,
                 destructive=destructive,
                 idempotent=read_only or idempotent,
+                toolset=toolset or MODULE_TOOLSETS[handler.__module__.rsplit(".", 1)[-1]],
                 render=render,
                 meta=meta,
             )
@@ -187,8 +200,160 @@ async def invoke(
 
 
 def input_schema(arguments: type[Arguments]) -> dict[str, Any]:
-    schema: dict[str, Any] = _untitled(arguments.model_json_schema(by_alias=True))
+    """What a model is shown of a tool's arguments: pydantic's schema without what it does not
+    need to call correctly (titles, `null` alternatives of optional arguments, defaults that
+    mean "not given", the closedness flag, a `string` type its enum or format implies, limits
+    of short texts), a nested model used once written in place, and a subschema used twice
+    stated once in `$defs`. The arguments model still judges every call (closed, nulls
+    accepted, every limit)."""
+    raw = _untitled(arguments.model_json_schema(by_alias=True))
+    schema: dict[str, Any] = _shared(_inlined(_compact(raw)))
     return schema
+
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A nested model pydantic put under `$defs` but used once is written where it is used."""
+    defs: dict[str, Any] = schema.get("$defs", {})
+    text = json.dumps(schema)
+    once = {
+        name
+        for name in defs
+        if text.count(f'"#/$defs/{name}"') == 1
+        and f'"#/$defs/{name}"' not in json.dumps(defs[name])
+    }
+    if not once:
+        return schema
+
+    def expand(node: Any) -> Any:
+        if isinstance(node, list):
+            return [expand(value) for value in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.removeprefix("#/$defs/") in once:
+            rest = {key: value for key, value in node.items() if key != "$ref"}
+            return {**expand(defs[ref.removeprefix("#/$defs/")]), **rest}
+        return {key: expand(value) for key, value in node.items() if key != "$defs"}
+
+    result: dict[str, Any] = expand(schema)
+    kept = {name: expand(sub) for name, sub in defs.items() if name not in once}
+    if kept:
+        result["$defs"] = kept
+    return result
+
+
+def _says_nothing(default: Any) -> bool:
+    """A default that says no more than leaving the argument out (none, off, empty, 0)."""
+    return default is None or default is False or default == 0 or default in ([], {})
+
+
+SHORT_TEXT_CHARS = 1000
+
+
+def _compact(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_compact(value) for value in schema]
+    if not isinstance(schema, dict):
+        return schema
+    node = dict(schema)
+    options = node.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        # optional: omitting the argument is how a caller says "none"
+        (kept,) = [option for option in options if option != {"type": "null"}]
+        del node["anyOf"]
+        node = {**kept, **node}
+    if isinstance(node.get("additionalProperties"), bool):
+        del node["additionalProperties"]
+    if node.get("type") == "string":
+        # a name, title, tag or query is short by nature; a long text keeps its limit
+        if node.get("minLength") == 1:
+            del node["minLength"]
+        if node.get("maxLength", SHORT_TEXT_CHARS + 1) <= SHORT_TEXT_CHARS:
+            del node["maxLength"]
+        if "enum" in node or node.get("format") in ("uuid", "date-time"):
+            # the values, or the format, say it is a string
+            del node["type"]
+    if node.get("type") in ("integer", "number") and node.get("minimum") in (0, 1):
+        del node["minimum"]  # a count, page size, rank or score is not negative
+    if "default" in node and _says_nothing(node["default"]):
+        del node["default"]
+    return {
+        key: value if key in ("enum", "required", "default") else _compact(value)
+        for key, value in node.items()
+    }
+
+
+def _shared(schema: dict[str, Any]) -> dict[str, Any]:
+    """A property subschema written out more than once (e.g. `tags` and `exclude_tags`) is
+    stated once under `$defs`, named after its first property, and referenced."""
+    counts: dict[str, int] = {}
+    names: dict[str, str] = {}
+    for name, sub in _properties(schema):
+        key = json.dumps(_without_notes(sub), sort_keys=True)
+        if len(key) > SHARED_MIN_CHARS:
+            counts[key] = counts.get(key, 0) + 1
+            names.setdefault(key, name)
+    shared = {key: names[key] for key, count in counts.items() if count > 1}
+    if not shared:
+        return schema
+    defs = dict(schema.get("$defs", {}))
+    for key, name in shared.items():
+        defs.setdefault(name, json.loads(key))
+
+    def replace(node: Any) -> Any:
+        if isinstance(node, list):
+            return [replace(value) for value in node]
+        if not isinstance(node, dict):
+            return node
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                out[key] = {name: _referenced(sub, shared) for name, sub in value.items()}
+                out[key] = {name: replace(sub) for name, sub in out[key].items()}
+            elif key != "$defs":
+                out[key] = replace(value)
+        return out
+
+    result: dict[str, Any] = replace(schema)
+    result["$defs"] = {name: replace(sub) for name, sub in defs.items()}
+    return result
+
+
+SHARED_MIN_CHARS = 64
+_NOTE_KEYS = ("description", "default")
+
+
+def _without_notes(schema: Any) -> Any:
+    if not isinstance(schema, dict):
+        return schema
+    return {key: value for key, value in schema.items() if key not in _NOTE_KEYS}
+
+
+def _referenced(schema: Any, shared: dict[str, str]) -> Any:
+    if not isinstance(schema, dict):
+        return schema
+    name = shared.get(json.dumps(_without_notes(schema), sort_keys=True))
+    if name is None:
+        return schema
+    notes = {key: schema[key] for key in _NOTE_KEYS if key in schema}
+    return {"$ref": f"#/$defs/{name}", **notes}
+
+
+def _properties(schema: Any) -> list[tuple[str, Any]]:
+    """Every (name, subschema) of every `properties` in a schema, `$defs` included."""
+    found: list[tuple[str, Any]] = []
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "properties" and isinstance(value, dict):
+                for name, sub in value.items():
+                    found.append((name, sub))
+                    found += _properties(sub)
+            else:
+                found += _properties(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            found += _properties(value)
+    return found
 
 
 def _untitled(schema: Any) -> Any:

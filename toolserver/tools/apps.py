@@ -51,10 +51,10 @@ class TasksAppView(BaseModel):
 
 
 class TasksAppOpen(Arguments):
-    team_id: UUID = Field(description="The team whose queue to show")
+    team_id: UUID
     status: TaskStatus | None = None
     task_type: str | None = Field(default=None, max_length=64)
-    project_id: str | None = Field(default=None, description="A project id, or `none`")
+    project_id: str | None = Field(default=None, description="Or `none` for General")
 
 
 def _queue_text(result: dict[str, Any]) -> str:
@@ -66,10 +66,15 @@ def _queue_text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@tool(output=TasksAppView, read_only=True, render=_queue_text, meta=_opens(TASKS_APP_URI))
+@tool(
+    output=TasksAppView,
+    read_only=True,
+    render=_queue_text,
+    meta=_opens(TASKS_APP_URI),
+    toolset="tasks",
+)
 async def tasks_app_open(call: Call, args: TasksAppOpen) -> TasksAppView:
-    """Open the read-only task queue view of a team: its tasks by status, newest first. In
-    hosts without apps it answers with the same data as text."""
+    """Open a team's task queue view."""
     page = await call.api.list_tasks(
         args.team_id,
         status=args.status,
@@ -126,7 +131,7 @@ class EntriesMapView(BaseModel):
 
 
 class EntriesMapOpen(Arguments):
-    diary_id: UUID = Field(description="The diary to map")
+    diary_id: UUID
     entry_type: EntryType | None = None
 
 
@@ -139,10 +144,15 @@ def _map_text(result: dict[str, Any]) -> str:
     )
 
 
-@tool(output=EntriesMapView, read_only=True, render=_map_text, meta=_opens(ENTRIES_MAP_URI))
+@tool(
+    output=EntriesMapView,
+    read_only=True,
+    render=_map_text,
+    meta=_opens(ENTRIES_MAP_URI),
+    toolset="memory",
+)
 async def entries_map_open(call: Call, args: EntriesMapOpen) -> EntriesMapView:
-    """Open the map of a diary: its entries, tags and injection-flagged entries at a glance.
-    In hosts without apps it answers with the newest entries and the tag histogram as text."""
+    """Open a diary's map of entries."""
     diary = await call.api.get_diary(args.diary_id)
     page = await call.api.list_entries(args.diary_id, limit=MAP_SAMPLE, entry_type=args.entry_type)
     tags = await call.api.diary_tags(args.diary_id, entry_type=args.entry_type)
@@ -173,7 +183,7 @@ async def entries_map_open(call: Call, args: EntriesMapOpen) -> EntriesMapView:
 class TaskCountsArgs(Arguments):
     team_id: UUID = Field(description="The team whose queue to count")
     task_type: str | None = Field(default=None, max_length=64)
-    project_id: str | None = Field(default=None, description="A project id, or `none`")
+    project_id: str | None = Field(default=None, description="Or `none` for General")
 
 
 def _counts_text(result: dict[str, Any]) -> str:
@@ -181,7 +191,13 @@ def _counts_text(result: dict[str, Any]) -> str:
     return f"{result['total']} tasks: {counts or 'none'}"
 
 
-@tool(output=TaskCounts, read_only=True, render=_counts_text, meta=_app_only(TASKS_APP_URI))
+@tool(
+    output=TaskCounts,
+    read_only=True,
+    render=_counts_text,
+    meta=_app_only(TASKS_APP_URI),
+    toolset="tasks",
+)
 async def tasks_app_counts(call: Call, args: TaskCountsArgs) -> TaskCounts:
     """Count a team's tasks by status (the task queue view's header), filtered by type and
     project."""
@@ -201,7 +217,13 @@ def _points_text(result: dict[str, Any]) -> str:
     )
 
 
-@tool(output=EntryMap, read_only=True, render=_points_text, meta=_app_only(ENTRIES_MAP_URI))
+@tool(
+    output=EntryMap,
+    read_only=True,
+    render=_points_text,
+    meta=_app_only(ENTRIES_MAP_URI),
+    toolset="memory",
+)
 async def entries_map_points(call: Call, args: MapPointsArgs) -> dict[str, Any]:
     """The diary map's points: the newest 10 000 entries laid out in 2D from their
     embeddings, with type, tags, token estimate and injection flag, column-wise."""

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from schemas.signing import SigningRequestView, SignOutcome, VerifyRequest, VerifyResult
 from toolserver.registry import Arguments, Call, tool
 
-Signature = Field(min_length=1, max_length=100, description="Base64 Ed25519 signature")
+Signature = Field(min_length=1, max_length=100)
 
 
 class PreparedSignature(BaseModel):
@@ -49,7 +49,7 @@ def _prepared(view: SigningRequestView) -> PreparedSignature:
 
 
 class PrepareSignature(Arguments):
-    message: str = Field(min_length=1, max_length=100_000, description="The text to sign")
+    message: str = Field(min_length=1, max_length=100_000)
 
 
 def _prepare_text(result: dict[str, Any]) -> str:
@@ -61,30 +61,28 @@ def _prepare_text(result: dict[str, Any]) -> str:
 
 @tool(output=PreparedSignature, render=_prepare_text)
 async def crypto_prepare_signature(call: Call, args: PrepareSignature) -> PreparedSignature:
-    """Start signing a message: returns the request id and the exact signingInput to sign
-    locally (the message, a period, a server nonce). It expires after 300 seconds."""
+    """Start signing a message: returns id and signingInput to sign (300 s)."""
     return _prepared(await call.api.create_signing_request(args.message))
 
 
 class SubmitSignature(Arguments):
-    id: UUID = Field(description="The signing request's id from crypto_prepare_signature")
+    id: UUID
     signature: str = Signature
 
 
 @tool(output=SignOutcome, render=lambda r: f"Signature {'valid' if r['valid'] else 'INVALID'}")
 async def crypto_submit_signature(call: Call, args: SubmitSignature) -> SignOutcome:
-    """Submit your base64 Ed25519 signature of a signing request's signingInput; the server
-    verifies it against your registered public key."""
+    """Submit your base64 Ed25519 signature of signingInput."""
     return await call.api.submit_signature(args.id, args.signature)
 
 
 class SigningRequestRef(Arguments):
-    id: UUID = Field(description="The signing request's id")
+    id: UUID
 
 
 @tool(output=SigningStatus, read_only=True, render=lambda r: f"Signing request {r['status']}")
 async def crypto_signing_status(call: Call, args: SigningRequestRef) -> SigningStatus:
-    """Check a signing request: pending, completed (with valid true/false) or expired."""
+    """A signing request's status and validity."""
     view = await call.api.get_signing_request(args.id)
     return SigningStatus(
         id=view.request_id,
@@ -101,22 +99,17 @@ async def crypto_signing_status(call: Call, args: SigningRequestRef) -> SigningS
 class CryptoVerify(Arguments):
     message: str = Field(min_length=1, max_length=100_000)
     signature: str = Signature
-    public_key: str | None = Field(
-        default=None, description="The signer's key, ed25519:<base64> (or give fingerprint)"
-    )
-    fingerprint: str | None = Field(
-        default=None, description="A registered agent's fingerprint (or give public_key)"
-    )
+    public_key: str | None = Field(default=None, description="ed25519:<base64> (or fingerprint)")
+    fingerprint: str | None = Field(default=None, description="Or public_key")
     nonce: UUID | None = Field(
         default=None,
-        description="A signing request's nonce: then the signed bytes are message + '.' + nonce",
+        description="Signed bytes are message + '.' + nonce",
     )
 
 
 @tool(output=VerifyResult, read_only=True, render=lambda r: f"valid: {r['valid']}")
 async def crypto_verify(call: Call, args: CryptoVerify) -> VerifyResult:
-    """Check whether a signature over a message was made by a given agent (by public key or
-    fingerprint)."""
+    """Verify an agent's signature over a message."""
     body = VerifyRequest(
         message=args.message,
         signature=args.signature,

@@ -27,7 +27,7 @@ from schemas.memory import (
 )
 from toolserver.registry import Arguments, Call, tool
 
-EntryId = Annotated[UUID, Field(description="The entry's id")]
+EntryId = UUID
 Tag = Annotated[str, Field(min_length=1, max_length=limits.ENTRY_TAG_MAX_CHARS)]
 Tags = Annotated[list[Tag], Field(max_length=limits.ENTRY_TAGS_MAX)]
 Importance = Annotated[int, Field(ge=limits.ENTRY_IMPORTANCE_MIN, le=limits.ENTRY_IMPORTANCE_MAX)]
@@ -49,27 +49,20 @@ def _page_text(result: dict[str, Any]) -> str:
 
 
 class EntriesCreate(Arguments):
-    diary_id: UUID = Field(description="The diary to write to (you need write access)")
+    diary_id: UUID
     content: Content
     title: Title | None = None
     tags: Tags = Field(default_factory=list)
     importance: Importance = limits.ENTRY_IMPORTANCE_DEFAULT
-    entry_type: EntryType = Field(
-        default="semantic",
-        description="episodic (what happened), semantic (a fact), procedural (how to), "
-        "reflection (a lesson)",
-    )
+    entry_type: EntryType = "semantic"
     signing_request_id: UUID | None = Field(
-        default=None,
-        description="Signed diaries only: a completed signing request whose message is the "
-        "entry CID",
+        default=None, description="Signed diaries: a completed request over the entry CID"
     )
 
 
 @tool(output=Entry, render=_entry_text)
 async def entries_create(call: Call, args: EntriesCreate) -> Entry:
-    """Write a memory entry into a diary; it is embedded for search and scanned for prompt
-    injection. Use it to remember facts, events, procedures and lessons."""
+    """Write a memory entry into a diary."""
     body = EntryCreateRequest(
         content=args.content,
         title=args.title,
@@ -87,23 +80,22 @@ class EntryRef(Arguments):
 
 @tool(output=Entry, read_only=True, render=_entry_text)
 async def entries_get(call: Call, args: EntryRef) -> Entry:
-    """Read one entry in full: content, tags, importance, CID, signature and injection flag."""
+    """Read one entry in full."""
     return await call.api.get_entry(args.entry_id)
 
 
 class EntriesList(Arguments):
     diary_id: UUID
     limit: int = Field(default=limits.ENTRIES_PAGE.default, ge=1, le=limits.ENTRIES_PAGE.max)
-    offset: int = Field(default=0, ge=0, description="Skip this many (page with limit)")
-    tags: Tags | None = Field(default=None, description="Only entries carrying all of these")
-    exclude_tags: Tags | None = Field(default=None, description="Leave out entries with any")
+    offset: int = Field(default=0, ge=0)
+    tags: Tags | None = None
+    exclude_tags: Tags | None = None
     entry_type: EntryType | None = None
 
 
 @tool(output=EntryList, read_only=True, render=_page_text)
 async def entries_list(call: Call, args: EntriesList) -> EntryList:
-    """Page through a diary's entries, newest first, optionally filtered by tags or type. For
-    finding entries by meaning use entries_search instead."""
+    """Page through a diary's entries, newest first."""
     return await call.api.list_entries(
         args.diary_id,
         limit=args.limit,
@@ -118,15 +110,14 @@ class EntriesUpdate(Arguments):
     entry_id: EntryId
     content: Content | None = None
     title: Title | None = None
-    tags: Tags | None = Field(default=None, description="Replaces the entry's tags")
+    tags: Tags | None = None
     importance: Importance | None = None
     entry_type: EntryType | None = None
 
 
 @tool(output=Entry, idempotent=True, render=_entry_text)
 async def entries_update(call: Call, args: EntriesUpdate) -> Entry:
-    """Change an unsigned entry's content, title, tags, importance or type (only the fields
-    you give). Signed entries are immutable."""
+    """Change an unsigned entry."""
     body = EntryUpdateRequest(
         content=args.content,
         title=args.title,
@@ -139,21 +130,17 @@ async def entries_update(call: Call, args: EntriesUpdate) -> Entry:
 
 @tool(output=Done, destructive=True, idempotent=True, render=lambda r: "Entry deleted")
 async def entries_delete(call: Call, args: EntryRef) -> Done:
-    """Delete an unsigned entry for good (its relations go with it)."""
+    """Delete an unsigned entry and its relations."""
     return await call.api.delete_entry(args.entry_id)
 
 
 class EntriesSearch(Arguments):
     query: str = Field(min_length=1, max_length=limits.SEARCH_QUERY_MAX_CHARS)
-    diary_id: UUID | None = Field(
-        default=None, description="Search one diary; omit to search every diary you can read"
-    )
-    tags: Tags | None = Field(default=None, description="Only entries carrying all of these")
+    diary_id: UUID | None = None
+    tags: Tags | None = None
     exclude_tags: Tags | None = None
     entry_types: list[EntryType] | None = Field(default=None, max_length=4)
-    exclude_superseded: bool = Field(
-        default=False, description="Leave out entries that a newer entry supersedes"
-    )
+    exclude_superseded: bool = Field(default=False)
     created_after: AwareDatetime | None = None
     created_before: AwareDatetime | None = None
     limit: int = Field(default=limits.SEARCH_PAGE.default, ge=1, le=limits.SEARCH_PAGE.max)
@@ -180,9 +167,7 @@ def _search_text(result: dict[str, Any]) -> str:
 
 @tool(output=SearchResult, read_only=True, render=_search_text)
 async def entries_search(call: Call, args: EntriesSearch) -> dict[str, Any]:
-    """Find entries by meaning and keywords (hybrid vector + full-text search), best first.
-    Omit diary_id to search across every diary you can read; the result says which scope
-    was searched."""
+    """Hybrid search; omit diary_id to search all readable diaries."""
     body = SearchRequest(
         query=args.query,
         diaryId=args.diary_id,
@@ -206,18 +191,16 @@ async def entries_search(call: Call, args: EntriesSearch) -> dict[str, Any]:
 
 
 class RelationsCreate(Arguments):
-    source_id: UUID = Field(description="The entry the relation starts from")
-    target_id: UUID = Field(description="The entry it points to")
-    relation: RelationType = Field(
-        description="supersedes, elaborates, contradicts, supports, caused_by or references"
-    )
+    source_id: UUID
+    target_id: UUID
+    relation: RelationType
     status: Literal["proposed", "accepted"] = "proposed"
     confidence: float | None = Field(default=None, ge=0, le=1)
 
 
 @tool(output=Relation, render=lambda r: f"{r['sourceId']} {r['relation']} {r['targetId']}")
 async def relations_create(call: Call, args: RelationsCreate) -> Relation:
-    """Link two entries with a typed relation (e.g. a newer entry supersedes an older one)."""
+    """Link two entries with a typed relation."""
     metadata = RelationMetadata(confidence=args.confidence) if args.confidence is not None else None
     body = RelationCreateRequest(
         targetId=args.target_id, relation=args.relation, status=args.status, metadata=metadata
@@ -236,7 +219,7 @@ class RelationsList(Arguments):
 
 @tool(output=RelationList, read_only=True, render=lambda r: f"{r['total']} relations")
 async def relations_list(call: Call, args: RelationsList) -> RelationList:
-    """List the relations an entry takes part in, as source, target or both."""
+    """List an entry's relations."""
     return await call.api.list_relations(
         args.entry_id,
         relation=args.relation,
@@ -249,13 +232,12 @@ async def relations_list(call: Call, args: RelationsList) -> RelationList:
 
 class RelationsUpdate(Arguments):
     relation_id: UUID
-    status: RelationStatus = Field(description="accept or reject a proposed relation")
+    status: RelationStatus
 
 
 @tool(output=Relation, idempotent=True, render=lambda r: f"Relation is {r['status']}")
 async def relations_update(call: Call, args: RelationsUpdate) -> Relation:
-    """Accept or reject a proposed relation, e.g. one an agent suggested between two of
-    your entries."""
+    """Accept or reject a proposed relation."""
     return await call.api.update_relation(
         args.relation_id, RelationUpdateRequest(status=args.status)
     )
@@ -274,6 +256,6 @@ class RelationDeleted(BaseModel):
     output=RelationDeleted, destructive=True, idempotent=True, render=lambda r: "Relation deleted"
 )
 async def relations_delete(call: Call, args: RelationRef) -> RelationDeleted:
-    """Remove a relation between two entries when it no longer holds; the entries stay."""
+    """Delete a relation; the entries stay."""
     await call.api.delete_relation(args.relation_id)
     return RelationDeleted(success=True, relationId=args.relation_id)

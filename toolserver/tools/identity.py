@@ -32,8 +32,7 @@ def _whoami_text(result: dict[str, Any]) -> str:
 
 @tool(output=ServiceWhoami, read_only=True, render=_whoami_text)
 async def service_whoami(call: Call, args: NoArguments) -> ServiceWhoami:
-    """Tell who you are authenticated as: your subject id, identity id, OAuth2 client id,
-    public key and fingerprint. Call it first to learn your own ids."""
+    """Your ids, public key and fingerprint."""
     me = await call.api.whoami()
     subject = me.agentId or me.humanId
     assert subject is not None
@@ -63,6 +62,5 @@ class AgentLookup(Arguments):
 
 @tool(output=AgentProfile, read_only=True, render=lambda r: f"Agent {r.get('fingerprint')}")
 async def agent_lookup(call: Call, args: AgentLookup) -> AgentProfile:
-    """Look up another agent's public key and ids by its fingerprint, e.g. before granting it
-    access or verifying its signature."""
+    """An agent's public key and ids by fingerprint."""
     return await call.api.agent(args.fingerprint)

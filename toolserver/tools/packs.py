@@ -34,16 +34,14 @@ from toolserver.registry import Arguments, Call, Refusal, tool
 INJECTION_FLAGGED = "pack-injection-flagged"  # the REST problem code of a refused selection
 SERVER_RENDER = "server:pack-to-docs-v1"
 
-PackId = Annotated[UUID, Field(description="The pack's id (see packs_list)")]
-RenderedId = Annotated[UUID, Field(description="The rendered pack's id (see rendered_packs_list)")]
-DiaryId = Annotated[UUID, Field(description="The diary's id (see diaries_list)")]
-Limit = Annotated[
-    int, Field(ge=1, le=limits.PACKS_PAGE.max, description="Page size; page on with offset")
-]
-Offset = Annotated[int, Field(ge=0, description="How many items to skip")]
+PackId = UUID
+RenderedId = UUID
+DiaryId = UUID
+Limit = Annotated[int, Field(ge=1, le=limits.PACKS_PAGE.max)]
+Offset = Annotated[int, Field(ge=0)]
 Expiry = Annotated[
     AwareDatetime,
-    Field(description="When it may be deleted (future, with a time zone); needed to unpin"),
+    Field(description="Future; needed to unpin"),
 ]
 
 
@@ -68,40 +66,28 @@ def _rendered(r: dict[str, Any]) -> str:
 
 class PacksGet(Arguments):
     pack_id: PackId
-    include_entries: bool = Field(
-        default=False, description="Also return the pack's entries with rank and compression"
-    )
+    include_entries: bool = Field(default=False)
 
 
 @tool(output=ContextPack, read_only=True, render=lambda r: f"Pack {r['packCid']} ({r['id']})")
 async def packs_get(call: Call, args: PacksGet) -> ContextPack:
-    """Read one context pack: its CID, parameters, token budget, pin and expiry, and with
-    include_entries the selected entries and their compression levels."""
+    """Read a context pack (with include_entries, its entries)."""
     return await call.api.get_pack(args.pack_id, entries=args.include_entries)
 
 
 class PacksList(Arguments):
-    diary_id: UUID | None = Field(
-        default=None, description="List this diary's packs (give this or team_id)"
-    )
-    team_id: UUID | None = Field(
-        default=None, description="List every pack of this team's diaries (give this or diary_id)"
-    )
-    contains_entry: UUID | None = Field(
-        default=None, description="With team_id: only packs holding this entry"
-    )
-    include_rendered: bool = Field(
-        default=False, description="With team_id: add each pack's renderings"
-    )
-    include_entries: bool = Field(default=False, description="Add each pack's entries")
+    diary_id: UUID | None = None
+    team_id: UUID | None = None
+    contains_entry: UUID | None = Field(default=None, description="With team_id only")
+    include_rendered: bool = Field(default=False)
+    include_entries: bool = Field(default=False)
     limit: Limit = limits.PACKS_PAGE.default
     offset: Offset = 0
 
 
 @tool(output=PackList, read_only=True, render=_page("packs"))
 async def packs_list(call: Call, args: PacksList) -> PackList:
-    """List context packs newest first, one page at a time: those of one diary (diary_id) or
-    the catalogue of a team (team_id, optionally only packs containing an entry)."""
+    """List packs of a diary or of a team (give one)."""
     if (args.diary_id is None) == (args.team_id is None):
         raise Refusal(400, "packs-list-scope", "Give exactly one of diary_id or team_id")
     if args.diary_id is not None:
@@ -126,12 +112,10 @@ async def packs_list(call: Call, args: PacksList) -> PackList:
 
 
 class PackChoice(BaseModel):
-    """One selected entry and its rank."""
-
     model_config = ConfigDict(extra="forbid")
 
-    entry_id: UUID = Field(description="An entry of the pack's diary")
-    rank: int = Field(ge=1, description="1 is the most important; ranks are distinct")
+    entry_id: UUID
+    rank: int = Field(ge=1, description="1 = most important; distinct")
 
 
 class PacksPreview(Arguments):
@@ -139,27 +123,20 @@ class PacksPreview(Arguments):
     entries: list[PackChoice] = Field(
         min_length=limits.PACK_ENTRIES_MIN,
         max_length=limits.PACK_ENTRIES_MAX,
-        description="The entries to pack, each with a distinct rank",
     )
     token_budget: int | None = Field(
         default=None,
         ge=limits.PACK_TOKEN_BUDGET_MIN,
         le=limits.PACK_TOKEN_BUDGET_MAX,
-        description="Compress lower-ranked entries until the pack fits this many tokens",
     )
-    params: dict[str, Any] = Field(
-        default_factory=dict, description="Free-form parameters recorded in the pack's CID"
-    )
-    supersedes_pack_id: UUID | None = Field(
-        default=None, description="An older pack of the same diary this one replaces"
-    )
+    params: dict[str, Any] = Field(default_factory=dict)
+    supersedes_pack_id: UUID | None = None
 
 
 class PacksCreate(PacksPreview):
-    pinned: bool = Field(default=False, description="Keep the pack until unpinned")
+    pinned: bool = Field(default=False)
     force: bool = Field(
         default=False,
-        description="Create it even though some entries are flagged for prompt injection",
     )
 
 
@@ -176,16 +153,13 @@ def _request(args: PacksPreview, *, pinned: bool = False, force: bool = False) -
 
 @tool(output=PackCompiled, read_only=True, render=_compiled)
 async def packs_preview(call: Call, args: PacksPreview) -> PackCompiled:
-    """Compile a selection of entries exactly as packs_create would (compression, tokens,
-    CID) without storing anything: use it to tune the selection or token budget."""
+    """Preview packs_create without storing."""
     return await call.api.preview_pack(args.diary_id, _request(args))
 
 
 @tool(output=PackCompiled, idempotent=True, render=_compiled)
 async def packs_create(call: Call, args: PacksCreate) -> PackCompiled:
-    """Store a selection of a diary's entries as a content-addressed context pack. Entries
-    flagged for prompt injection are refused and listed (look at them first); force: true
-    creates the pack anyway. The same selection again returns the existing pack."""
+    """Store entries as a context pack; injection-flagged ones are refused unless force."""
     try:
         return await call.api.create_pack(
             args.diary_id, _request(args, pinned=args.pinned, force=args.force)
@@ -205,15 +179,13 @@ async def packs_create(call: Call, args: PacksCreate) -> PackCompiled:
 
 class PacksUpdate(Arguments):
     pack_id: PackId
-    pinned: bool | None = Field(
-        default=None, description="true keeps the pack (clears its expiry); false needs expires_at"
-    )
+    pinned: bool | None = None
     expires_at: Expiry | None = None
 
 
 @tool(output=ContextPack, idempotent=True, render=lambda r: f"Pack {r['id']} updated")
 async def packs_update(call: Call, args: PacksUpdate) -> ContextPack:
-    """Pin a pack so it is kept, or unpin it / move its expiry with a future expires_at."""
+    """Pin a pack, or unpin it with a future expires_at."""
     given = {"pinned": args.pinned, "expiresAt": args.expires_at}
     body = PackUpdateRequest(**{k: v for k, v in given.items() if v is not None})
     return await call.api.update_pack(args.pack_id, body)
@@ -225,7 +197,6 @@ class PacksProvenance(Arguments):
         default=limits.PACK_PROVENANCE_DEPTH_DEFAULT,
         ge=0,
         le=limits.PACK_PROVENANCE_DEPTH_MAX,
-        description="How many superseded ancestors to follow",
     )
 
 
@@ -235,14 +206,13 @@ class PacksProvenance(Arguments):
     render=lambda r: f"{len(r['nodes'])} nodes, {len(r['edges'])} edges",
 )
 async def packs_provenance(call: Call, args: PacksProvenance) -> ProvenanceGraph:
-    """The Merkle DAG behind a pack: the packs it supersedes (up to depth hops) and the entry
-    CIDs each includes, as nodes and edges. Use it to trace where a pack's content came from."""
+    """A pack's supersession DAG with entry CIDs."""
     return await call.api.pack_provenance(args.pack_id, depth=args.depth)
 
 
 class PacksDiff(Arguments):
     pack_id: PackId
-    other_pack_id: UUID = Field(description="The pack to compare with (same diary)")
+    other_pack_id: UUID
 
 
 def _diff_text(r: dict[str, Any]) -> str:
@@ -252,8 +222,7 @@ def _diff_text(r: dict[str, Any]) -> str:
 
 @tool(output=PackDiff, read_only=True, render=_diff_text)
 async def packs_diff(call: Call, args: PacksDiff) -> PackDiff:
-    """Compare two packs of one diary: entries added, removed, reordered and those whose
-    compression level changed, with counts."""
+    """Compare two packs of one diary."""
     return await call.api.diff_packs(args.pack_id, args.other_pack_id)
 
 
@@ -271,9 +240,9 @@ class PacksRender(Arguments):
     rendered_markdown: str | None = Field(
         default=None,
         max_length=limits.RENDERED_MARKDOWN_MAX_CHARS,
-        description="The Markdown you rendered (only with your own render_method)",
+        description="Only with your own render_method",
     )
-    pinned: bool = Field(default=False, description="Keep the rendering until unpinned")
+    pinned: bool = Field(default=False)
     description: str | None = Field(
         default=None, max_length=limits.RENDERED_PACK_DESCRIPTION_MAX_CHARS
     )
@@ -290,30 +259,24 @@ def _render_request(args: PacksRender) -> RenderRequest:
 
 @tool(output=RenderedPack, read_only=True, render=_rendered)
 async def packs_render_preview(call: Call, args: PacksRender) -> RenderedPack:
-    """Render a pack to Markdown as packs_render would, without storing it: use it to read
-    the pack as a prompt-ready document."""
+    """Render a pack to Markdown without storing it."""
     return await call.api.preview_render(args.pack_id, _render_request(args))
 
 
 @tool(output=RenderedPack, idempotent=True, render=_rendered)
 async def packs_render(call: Call, args: PacksRender) -> RenderedPack:
-    """Store a pack's Markdown rendering (immutable, content-addressed), rendered by the
-    server or supplied by you. The same rendering again returns the existing one."""
+    """Store a pack's Markdown rendering."""
     return await call.api.render_pack(args.pack_id, _render_request(args))
 
 
 class RenderedPacksGet(Arguments):
-    rendered_id: UUID | None = Field(
-        default=None, description="The rendered pack's id (give this or pack_id)"
-    )
-    pack_id: UUID | None = Field(
-        default=None, description="A pack: its latest rendering (give this or rendered_id)"
-    )
+    rendered_id: UUID | None = None
+    pack_id: UUID | None = None
 
 
 @tool(output=RenderedPack, read_only=True, render=_rendered)
 async def rendered_packs_get(call: Call, args: RenderedPacksGet) -> RenderedPack:
-    """Read a rendered pack with its Markdown, by its id or as a pack's latest rendering."""
+    """Read a rendered pack (by id, or a pack's latest)."""
     if (args.rendered_id is None) == (args.pack_id is None):
         raise Refusal(400, "rendered-pack-ref", "Give exactly one of rendered_id or pack_id")
     if args.rendered_id is not None:
@@ -324,12 +287,11 @@ async def rendered_packs_get(call: Call, args: RenderedPacksGet) -> RenderedPack
 
 class RenderedPacksList(Arguments):
     diary_id: DiaryId
-    source_pack_id: UUID | None = Field(default=None, description="Only renderings of this pack")
+    source_pack_id: UUID | None = None
     render_method: str | None = Field(
         default=None,
         min_length=1,
         max_length=limits.RENDER_METHOD_MAX_CHARS,
-        description="Only renderings made this way",
     )
     limit: Limit = limits.PACKS_PAGE.default
     offset: Offset = 0
@@ -337,8 +299,7 @@ class RenderedPacksList(Arguments):
 
 @tool(output=RenderedPackList, read_only=True, render=_page("rendered packs"))
 async def rendered_packs_list(call: Call, args: RenderedPacksList) -> RenderedPackList:
-    """List a diary's rendered packs newest first (without their Markdown), one page at a
-    time; rendered_packs_get reads one in full."""
+    """List a diary's rendered packs, newest first."""
     return await call.api.list_rendered_packs(
         args.diary_id,
         limit=args.limit,
@@ -350,23 +311,20 @@ async def rendered_packs_list(call: Call, args: RenderedPacksList) -> RenderedPa
 
 class RenderedPacksUpdate(Arguments):
     rendered_id: RenderedId
-    pinned: bool | None = Field(
-        default=None, description="true keeps it (clears its expiry); false needs expires_at"
-    )
+    pinned: bool | None = None
     expires_at: Expiry | None = None
     description: str | None = Field(
         default=None, max_length=limits.RENDERED_PACK_DESCRIPTION_MAX_CHARS
     )
     verified_task_id: UUID | None = Field(
         default=None,
-        description="A completed judge_pack task that judged this rendering (set once)",
+        description="A completed judge_pack task (set once)",
     )
 
 
 @tool(output=RenderedPack, idempotent=True, render=lambda r: f"Rendered pack {r['id']} updated")
 async def rendered_packs_update(call: Call, args: RenderedPacksUpdate) -> RenderedPack:
-    """Pin or unpin a rendered pack (unpinning needs a future expires_at), describe it, or
-    record the judge_pack task that verified it. Its Markdown never changes."""
+    """Pin, unpin, describe or mark verified a rendered pack."""
     given = {
         "pinned": args.pinned,
         "expiresAt": args.expires_at,

@@ -31,10 +31,10 @@ from schemas.tasks import (
 )
 from toolserver.registry import Arguments, Call, NoArguments, Refusal, tool
 
-TaskId = Annotated[UUID, Field(description="The task's id")]
-TeamId = Annotated[UUID, Field(description="The task's owning team")]
-AttemptN = Annotated[int, Field(ge=1, description="The attempt number (1 for the first)")]
-Base64 = Annotated[str, Field(description="The bytes, base64-encoded (standard alphabet)")]
+TaskId = UUID
+TeamId = UUID
+AttemptN = Annotated[int, Field(ge=1)]
+Base64 = str  # the standard alphabet
 ContentType = Annotated[str, Field(max_length=limits.ARTIFACT_CONTENT_TYPE_MAX_CHARS)]
 ContentEncoding = Annotated[str, Field(max_length=limits.ARTIFACT_CONTENT_ENCODING_MAX_CHARS)]
 
@@ -50,8 +50,7 @@ def _task_text(result: dict[str, Any]) -> str:
     render=lambda r: "Task types: " + ", ".join(t["taskType"] for t in r["items"]),
 )
 async def tasks_schemas(call: Call, args: NoArguments) -> TaskSchemaList:
-    """List the registered task types with their input JSON Schemas, schema CIDs and output
-    kinds. Read it before tasks_create to build a valid input."""
+    """The registered task types and their input schemas."""
     return await call.api.task_schemas()
 
 
@@ -61,7 +60,7 @@ async def tasks_schemas(call: Call, args: NoArguments) -> TaskSchemaList:
 class ArtifactArg(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    cid: str = Field(description="A CID staged with tasks_artifacts_stage")
+    cid: str
     content_type: ContentType | None = None
     kind: str | None = Field(default=None, max_length=limits.ARTIFACT_KIND_MAX_CHARS)
     title: str | None = Field(default=None, max_length=limits.ARTIFACT_TITLE_MAX_CHARS)
@@ -72,7 +71,7 @@ class ReferenceArg(BaseModel):
 
     role: ReferenceRole
     artifact: ArtifactArg | None = None
-    task_id: UUID | None = Field(default=None, description="A task this reference points at")
+    task_id: UUID | None = None
 
     def rest(self) -> TaskReference:
         artifact = None
@@ -91,9 +90,7 @@ class ClaimConditionArg(BaseModel):
 
     kind: Literal["task_status", "task_accepted"]
     task_id: UUID
-    statuses: list[TaskStatus] | None = Field(
-        default=None, description="task_status only: claimable once the task is in one of these"
-    )
+    statuses: list[TaskStatus] | None = Field(default=None, description="task_status only")
 
 
 def _claim_condition(arg: ClaimConditionArg | None) -> Any:
@@ -105,12 +102,12 @@ def _claim_condition(arg: ClaimConditionArg | None) -> Any:
 
 
 class TasksCreate(Arguments):
-    task_type: str = Field(min_length=1, max_length=64, description="A type from tasks_schemas")
+    task_type: str = Field(min_length=1, max_length=64)
     team_id: TeamId
-    diary_id: UUID = Field(description="The provenance diary (must be readable by you)")
-    input: dict[str, Any] = Field(description="The task input, valid against the type's schema")
+    diary_id: UUID
+    input: dict[str, Any]
     title: str | None = Field(default=None, min_length=1, max_length=limits.TASK_TITLE_MAX_CHARS)
-    project_id: UUID | None = Field(default=None, description="Omit for General work")
+    project_id: UUID | None = None
     references: list[ReferenceArg] = Field(
         default_factory=list, max_length=limits.TASK_REFERENCES_MAX
     )
@@ -131,7 +128,6 @@ class TasksCreate(Arguments):
         default=None,
         min_length=1,
         max_length=200,
-        description="Retrying with the same key returns the same task instead of a second one",
     )
 
 
@@ -171,8 +167,7 @@ def _create_request(**fields: Any) -> CreateTaskRequest:
 
 @tool(output=Task, render=_task_text)
 async def tasks_create(call: Call, args: TasksCreate) -> Task:
-    """Propose a task to a team's queue for an agent to claim. The input is checked against
-    the type's schema (tasks_schemas) before anything is sent."""
+    """Propose a task to a team's queue."""
     await check_locally(call, args.task_type, args.input, len(args.references))
     body = _create_request(
         taskType=args.task_type,
@@ -194,22 +189,20 @@ async def tasks_create(call: Call, args: TasksCreate) -> Task:
 
 
 class TasksContinue(Arguments):
-    task_id: UUID = Field(description="The completed freeform task to continue")
+    task_id: UUID
     team_id: TeamId
-    brief: str = Field(min_length=1, description="What the continuation should do next")
+    brief: str = Field(min_length=1)
     mode: Literal["extend", "fork"] = Field(
         default="extend",
-        description="extend: carry on the same line of work; fork: branch off from its result",
     )
     title: str | None = Field(default=None, min_length=1, max_length=limits.TASK_TITLE_MAX_CHARS)
-    attempt_n: int | None = Field(default=None, ge=1, description="Default: its accepted attempt")
+    attempt_n: int | None = Field(default=None, ge=1, description="Default: the accepted attempt")
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 @tool(output=Task, render=_task_text)
 async def tasks_continue(call: Call, args: TasksContinue) -> Task:
-    """Continue a completed freeform task with a new brief: creates a freeform task that
-    resumes from it (input.continueFrom) and is claimable once the source is completed."""
+    """Continue a completed freeform task."""
     source = await call.api.get_task(args.task_id, team_id=args.team_id)
     if source.taskType != "freeform" or source.status != "completed":
         raise Refusal(
@@ -241,27 +234,25 @@ async def tasks_continue(call: Call, args: TasksContinue) -> Task:
 
 class TaskRef(Arguments):
     id: TaskId
-    team_id: TeamId | None = Field(default=None, description="The owning team (optional)")
+    team_id: TeamId | None = None
 
 
 @tool(output=Task, read_only=True, render=_task_text)
 async def tasks_get(call: Call, args: TaskRef) -> Task:
-    """Read one task: type, input, status, claimant, timeouts and cancellation."""
+    """Read one task."""
     return await call.api.get_task(args.id, team_id=args.team_id)
 
 
 class TasksList(Arguments):
-    team_id: UUID = Field(description="The team whose queue to list")
+    team_id: UUID
     status: TaskStatus | None = None
     task_type: str | None = Field(default=None, max_length=64)
-    project_id: str | None = Field(default=None, description="A project id, or `none` for General")
+    project_id: str | None = Field(default=None, description="Or `none` for General")
     correlation_id: UUID | None = None
     diary_id: UUID | None = None
-    claimable: bool | None = Field(
-        default=None, description="Only queued tasks you could claim now"
-    )
+    claimable: bool | None = None
     limit: int = Field(default=limits.TASKS_PAGE.default, ge=1, le=limits.TASKS_PAGE.max)
-    cursor: str | None = Field(default=None, max_length=512, description="nextCursor of a page")
+    cursor: str | None = Field(default=None, max_length=512)
 
 
 def _tasks_text(result: dict[str, Any]) -> str:
@@ -271,8 +262,7 @@ def _tasks_text(result: dict[str, Any]) -> str:
 
 @tool(output=TaskList, read_only=True, render=_tasks_text)
 async def tasks_list(call: Call, args: TasksList) -> TaskList:
-    """Page through a team's task queue, newest first, filtered by status, type, project,
-    correlation or diary."""
+    """Page through a team's task queue, newest first."""
     return await call.api.list_tasks(
         args.team_id,
         status=args.status,
@@ -289,19 +279,18 @@ async def tasks_list(call: Call, args: TasksList) -> TaskList:
 class TasksCancel(Arguments):
     id: TaskId
     team_id: TeamId
-    reason: str = Field(min_length=1, max_length=512, description="Why it is cancelled")
+    reason: str = Field(min_length=1, max_length=512)
 
 
 @tool(output=Task, destructive=True, idempotent=True, render=_task_text)
 async def tasks_cancel(call: Call, args: TasksCancel) -> Task:
-    """Cancel a task that has not finished; a running worker sees it on its next heartbeat.
-    Needs scope task:manage and owner/manager rights on the team (or a manager grant)."""
+    """Cancel an unfinished task (needs task:manage)."""
     return await call.api.cancel_task(args.id, args.team_id, args.reason)
 
 
 @tool(output=TaskAttemptList, read_only=True, render=lambda r: f"{len(r['items'])} attempts")
 async def tasks_attempts_list(call: Call, args: TaskRef) -> TaskAttemptList:
-    """List a task's attempts with their status, claimant, output and output CID."""
+    """List a task's attempts and their outputs."""
     return await call.api.list_attempts(args.id, team_id=args.team_id)
 
 
@@ -309,7 +298,7 @@ class MessagesList(Arguments):
     task_id: TaskId
     attempt_n: AttemptN
     team_id: TeamId | None = None
-    after_seq: int = Field(default=0, ge=0, description="Only messages after this seq")
+    after_seq: int = Field(default=0, ge=0)
     limit: int = Field(
         default=limits.TASK_MESSAGES_PAGE.default, ge=1, le=limits.TASK_MESSAGES_PAGE.max
     )
@@ -317,8 +306,7 @@ class MessagesList(Arguments):
 
 @tool(output=TaskMessageList, read_only=True, render=lambda r: f"{len(r['items'])} messages")
 async def tasks_messages_list(call: Call, args: MessagesList) -> TaskMessageList:
-    """Read an attempt's streamed messages (logs, progress, tool calls) in order; pass
-    lastSeq as after_seq to get the next page or to follow it live."""
+    """An attempt's messages; pass lastSeq as after_seq to follow."""
     return await call.api.list_messages(
         args.task_id,
         args.attempt_n,
@@ -352,8 +340,7 @@ class ArtifactsStage(Arguments):
 
 @tool(output=StagedArtifact, idempotent=True, render=lambda r: f"Staged {r['cid']}")
 async def tasks_artifacts_stage(call: Call, args: ArtifactsStage) -> StagedArtifact:
-    """Stage input bytes for a task you are about to create; reference the returned CID in
-    tasks_create's references (role context)."""
+    """Stage input bytes for tasks_create; returns a CID."""
     return await call.api.stage_artifact(
         args.team_id,
         _decode(args.content_base64),
@@ -371,7 +358,7 @@ class ArtifactsList(Arguments):
 
 @tool(output=TaskArtifactList, read_only=True, render=lambda r: f"{len(r['artifacts'])} artifacts")
 async def tasks_artifacts_list(call: Call, args: ArtifactsList) -> TaskArtifactList:
-    """List a task's artifacts (inputs and every attempt's outputs) with CIDs and sizes."""
+    """List a task's artifacts."""
     return await call.api.list_artifacts(
         args.task_id, args.team_id, limit=args.limit, cursor=args.cursor
     )
@@ -390,7 +377,7 @@ class ArtifactsUpload(Arguments):
 
 @tool(output=TaskArtifact, idempotent=True, render=lambda r: f"Uploaded {r['title']} ({r['cid']})")
 async def tasks_artifacts_upload(call: Call, args: ArtifactsUpload) -> TaskArtifact:
-    """Attach an output file to the attempt you are running (claimant only)."""
+    """Attach an output file to your running attempt."""
     return await call.api.upload_artifact(
         args.task_id,
         args.attempt_n,
@@ -424,7 +411,7 @@ class DownloadedArtifact(BaseModel):
     render=lambda r: f"{r['sizeBytes']} bytes of {r['contentType']}",
 )
 async def tasks_artifacts_download(call: Call, args: ArtifactsDownload) -> DownloadedArtifact:
-    """Fetch an artifact's bytes (base64) by CID, from the task or from one attempt."""
+    """An artifact's bytes (base64) by CID."""
     got = await call.api.download_artifact(
         args.task_id, args.team_id, args.cid, attempt_n=args.attempt_n
     )
@@ -445,7 +432,7 @@ class ConsoleLink(BaseModel):
 
 @tool(output=ConsoleLink, read_only=True, render=lambda r: f"Temporal UI: {r['url']}")
 async def tasks_console_link(call: Call, args: TaskRef) -> ConsoleLink:
-    """Get the Temporal UI link of a task's workflow, to show an operator its full history."""
+    """The Temporal UI link of a task's workflow."""
     task = await call.api.get_task(args.id, team_id=args.team_id)
     return ConsoleLink(
         taskId=task.id, workflowId=task.workflowId, url=call.backend.temporal_link(task.workflowId)

@@ -1,0 +1,154 @@
+"""What a connection sees (toolserver.toolsets), end to end with the official client: toolsets
+by query and header, narrowed by the credential's scopes, the read-only mode, hidden tools
+failing as unknown ones, the stable order, and the 2026-07-28 cache hints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+import httpx2
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_support import client_headers, mcp_session, text_of
+
+from toolserver.registry import CATALOGUE
+from toolserver.toolsets import TOOLSETS, app_only
+
+APP_ONLY = {d.name for d in CATALOGUE if app_only(d)}
+READ_ONLY = {d.name for d in CATALOGUE if d.read_only}
+
+
+def members(*toolsets: str) -> set[str]:
+    return {d.name for d in CATALOGUE if d.toolset in toolsets} | APP_ONLY
+
+
+async def listed(url: str, headers: dict[str, str]) -> list[str]:
+    async with mcp_session(url, headers) as session:
+        return [tool.name for tool in (await session.list_tools()).tools]
+
+
+async def test_toolsets_are_chosen_per_connection_by_query_or_header(
+    mcp_server: Any, actors: Any
+) -> None:
+    agent = await actors.agent()
+    headers = client_headers(agent)
+    everything = await listed(mcp_server.url, headers)
+    assert set(everything) == {d.name for d in CATALOGUE}
+    assert everything == sorted(everything)  # a stable order, by name
+
+    memory = await listed(f"{mcp_server.url}?toolsets=memory", headers)
+    assert set(memory) == members("memory")
+    by_header = await listed(mcp_server.url, {**headers, "X-Service-Toolsets": "tasks, teams"})
+    assert set(by_header) == members("tasks", "teams")
+    # the query wins over the header
+    both = await listed(
+        f"{mcp_server.url}?toolsets=crypto", {**headers, "X-Service-Toolsets": "tasks"}
+    )
+    assert set(both) == members("crypto")
+
+
+async def test_read_only_mode_lists_only_read_only_tools(mcp_server: Any, actors: Any) -> None:
+    agent = await actors.agent()
+    headers = client_headers(agent)
+    by_query = await listed(f"{mcp_server.url}?readonly=true", headers)
+    assert set(by_query) == READ_ONLY | APP_ONLY
+    assert "entries_search" in by_query and "entries_create" not in by_query
+    by_header = await listed(
+        f"{mcp_server.url}?toolsets=memory", {**headers, "X-Service-Read-Only": "true"}
+    )
+    assert set(by_header) == (members("memory") & READ_ONLY) | APP_ONLY
+
+
+async def test_a_hidden_tool_fails_as_an_unknown_tool(mcp_server: Any, actors: Any) -> None:
+    agent = await actors.agent()
+    headers = client_headers(agent)
+    async with mcp_session(f"{mcp_server.url}?toolsets=memory&readonly=1", headers) as session:
+        hidden = await session.call_tool("teams_list", {})
+        writing = await session.call_tool("diaries_create", {"team_id": str(agent.subject_id)})
+        unknown = await session.call_tool("no_such_tool", {})
+        # the apps' own reads stay callable (the host keeps them from the model)
+        counts = await session.call_tool("tasks_app_counts", {"team_id": str(agent.subject_id)})
+        shown = await session.call_tool("diaries_list", {})
+    assert hidden.is_error and text_of(hidden) == "Unknown tool: teams_list"
+    assert writing.is_error and text_of(writing) == "Unknown tool: diaries_create"
+    assert unknown.is_error and text_of(unknown) == "Unknown tool: no_such_tool"
+    assert "Unknown tool" not in text_of(counts)
+    assert not shown.is_error, text_of(shown)
+
+
+async def test_an_unknown_toolset_is_refused_before_any_message(
+    mcp_server: Any, actors: Any
+) -> None:
+    agent = await actors.agent()
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            f"{mcp_server.url}?toolsets=memory,everything",
+            headers={**client_headers(agent), "content-type": "application/json"},
+            data=b"{}",
+        ) as refused,
+    ):
+        body = await refused.json()
+    assert refused.status == 400
+    assert "everything" in body["error_description"]
+
+
+async def test_the_credential_scopes_narrow_the_toolsets(mcp_server: Any, actors: Any) -> None:
+    agent = await actors.agent()
+    payload = {
+        "agentId": str(agent.subject_id),
+        "name": "memory only",
+        "bindingScope": "identity",
+        "scopes": ["agent:profile", "diary:read", "diary:write"],
+    }
+    status, key = await agent.call(
+        "POST", "/agent-keys", json=payload, headers={"Idempotency-Key": "toolsets-key"}
+    )
+    assert status == 201, key
+    bearer = {"Authorization": f"Bearer {key['secret']}"}
+    names = await listed(mcp_server.url, bearer)
+    # no task, pack or signing scope: those toolsets are not shown
+    assert set(names) == members("memory", "teams", "identity")
+    # asking for tasks does not widen what the scopes allow
+    assert set(await listed(f"{mcp_server.url}?toolsets=tasks,memory", bearer)) == members("memory")
+    async with mcp_session(mcp_server.url, bearer) as session:
+        refused = await session.call_tool("tasks_list", {"team_id": str(agent.subject_id)})
+    assert text_of(refused) == "Unknown tool: tasks_list"
+    assert set(TOOLSETS) == {"memory", "packs", "tasks", "teams", "identity", "crypto"}
+
+
+async def test_lists_carry_cache_hints_at_2026_07_28_only(mcp_server: Any, actors: Any) -> None:
+    agent = await actors.agent()
+    headers = client_headers(agent)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(
+            streamable_http_client(mcp_server.url, http_client=http), mode="2026-07-28"
+        ) as modern,
+    ):
+        tools = await modern.list_tools()
+        prompts = await modern.list_prompts()
+    assert (tools.ttl_ms, tools.cache_scope) == (300_000, "private")
+    assert (prompts.ttl_ms, prompts.cache_scope) == (300_000, "public")
+    names = [tool.name for tool in tools.tools]
+    assert names == sorted(names) and set(names) == {d.name for d in CATALOGUE}
+
+    # a 2025-11-25 client gets the list as before, without the new fields
+    async with (
+        aiohttp.ClientSession() as raw,
+        raw.post(
+            mcp_server.url,
+            headers={
+                **headers,
+                "content-type": "application/json",
+                "accept": "application/json, text/event-stream",
+                "mcp-protocol-version": "2025-11-25",
+            },
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        ) as answer,
+    ):
+        legacy = await answer.json()
+    assert answer.status == 200, legacy
+    assert "ttlMs" not in legacy["result"] and "cacheScope" not in legacy["result"]
+    assert [tool["name"] for tool in legacy["result"]["tools"]] == names
