@@ -237,8 +237,8 @@ async def fusion_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) 
         return [loaded.keys[hit.entry_id] for hit in successors_first(hits)[:LIMIT]]
 
     grid = []
-    for k in (1, 5, 10, 20, 40, 60, 100):
-        for w_vector in (0.3, 0.4, 0.5, 0.6, 0.7):
+    for k in (5, 10, 20, 40, 60, 100):
+        for w_vector in (0.2, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7):
             means = mean_metrics(
                 [query_metrics(fused(q.key, k, w_vector), q.judgments) for q in tune]
             )

@@ -34,8 +34,11 @@ fact a supersession replaced; unjudged: 0):
   entry's title, content or tags;
 - `exact`: a ticket, hostname, error code, version or run id, sometimes with a word or two;
 - `supersession`: asks for a configuration fact; the newer entry is 3, the one it replaced 1;
-- `cross_diary`: searched without `diaryId`; the ops incident and its support write-up;
+- `cross_diary`: searched without `diaryId`; the ops incident and its support write-up (every
+  other query by its ticket, the rest in the reader's words);
 - `injection`: a paraphrase or exact query whose fact has injection noise beside it (judged 0).
+
+Forms that alternate within a category alternate in pairs, so that both halves get both.
 
 Every query but `cross_diary` is scoped to its diary. The split is by query and fixed: within
 each category, queries alternate between `tune` and `heldout` in generation order.
@@ -682,7 +685,7 @@ DATA_PIPELINE = Domain(
     decisions=(
         "load it incrementally",
         "move it to the streaming path",
-        "keep thirty days of history",
+        "run it on the shared cluster",
         "partition it by event date",
         "give it a dedicated warehouse",
     ),
@@ -1162,11 +1165,11 @@ def build(seed: int = SEED) -> QualitySet:
                 superseded=old)  # fmt: skip
     for i, f in enumerate(cross[: QUERY_COUNTS["cross_diary"]]):
         judged = {**fact_judgments(f), cross_keys[id(f)]: 2}
-        text = f.ticket if i % 2 else f"customers hit when the {f.concept.query} {f.event.query}"
+        text = f.ticket if (i // 2) % 2 else f"customers hit when the {f.concept.query} {f.event.query}"
         b.query(text, "cross_diary", None, judged)
     rng.shuffle(noisy)
     for i, f in enumerate(noisy[: QUERY_COUNTS["injection"]]):
-        text = paraphrase_text(b, f) if i % 2 == 0 else None
+        text = paraphrase_text(b, f) if (i // 2) % 2 == 0 else None
         if text is None:
             text = f"{f.ticket} {f.concept.tag}"
         b.query(text, "injection", f.domain.diary, fact_judgments(f))
