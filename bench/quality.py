@@ -184,6 +184,9 @@ def evaluate(
                 sum(rankings[q.key][:1] == [q.current] for q in supersession) / len(supersession),
                 4,
             ),
+            "supersession_current_in_top10": round(
+                sum(q.current in rankings[q.key] for q in supersession) / len(supersession), 4
+            ),
             "supersession_superseded_above_current": sum(
                 _above(rankings[q.key], q.superseded, q.current) for q in supersession
             ),
@@ -207,7 +210,12 @@ async def fusion_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) 
     """nDCG@10 and recall@10 of the tuning queries for each (k, vector weight), re-fusing the
     arms' candidate lists the repository returned (the route's scope, limit 10)."""
     from infra.embeddings import OnnxEmbedder
-    from infra.repos.search import SearchHit, SearchRepo, successors_first
+    from infra.repos.search import (
+        SearchHit,
+        SearchRepo,
+        reciprocal_rank_fusion,
+        successors_first,
+    )
     from schemas.embedding import SearchFilters
 
     embedder = OnnxEmbedder.load()
@@ -223,10 +231,10 @@ async def fusion_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) 
         arms[query.key] = (outcome.vector_ids or [], outcome.fulltext_ids or [])
 
     def fused(key: str, k: int, w_vector: float) -> list[str]:
-        scores: dict[uuid.UUID, float] = {}
-        for weight, ranking in ((w_vector, arms[key][0]), (1.0 - w_vector, arms[key][1])):
-            for rank, entry_id in enumerate(ranking, 1):
-                scores[entry_id] = scores.get(entry_id, 0.0) + weight / (k + rank)
+        vector_ids, fulltext_ids = arms[key]
+        scores = reciprocal_rank_fusion(
+            vector_ids, fulltext_ids, k=k, weights=(w_vector, 1.0 - w_vector)
+        )
         hits = [
             SearchHit(
                 row={"id": i, "superseded_by": loaded.superseded_by.get(i)}, score=s, relevance=s
@@ -271,7 +279,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             },
             "supersessions": len(quality_set.relations),
         },
-        "fusion": {"rrf_k": limits.SEARCH_RRF_K, "candidates_per_arm": 2 * LIMIT, "limit": LIMIT},
+        "fusion": {
+            "rrf_k": limits.SEARCH_RRF_K,
+            "weight_vector": limits.SEARCH_RRF_WEIGHT_VECTOR,
+            "weight_fulltext": limits.SEARCH_RRF_WEIGHT_FULLTEXT,
+            "candidates_per_arm": limits.SEARCH_CANDIDATE_FACTOR * LIMIT,
+            "max_cosine_distance": limits.SEARCH_MAX_COSINE_DISTANCE,
+            "limit": LIMIT,
+        },
         "env": machine_info(),
     }
     async with BenchStack(keep_dir=args.keep_dir) as stack:

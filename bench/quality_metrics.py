@@ -31,7 +31,7 @@ def reciprocal_rank(ranked: Sequence[str], judgments: Mapping[str, int]) -> floa
 
 def dcg(grades: Sequence[int]) -> float:
     """Discounted cumulative gain with exponential gain: Σ (2^g − 1) / log2(rank + 1)."""
-    return sum((2**grade - 1) / math.log2(rank + 1) for rank, grade in enumerate(grades, 1))
+    return float(sum((2**grade - 1) / math.log2(rank + 1) for rank, grade in enumerate(grades, 1)))
 
 
 def ndcg_at(ranked: Sequence[str], judgments: Mapping[str, int], k: int) -> float:

@@ -53,8 +53,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+_T = TypeVar("_T")
 DATA = Path(__file__).resolve().parent / "data" / "quality_set.json.gz"
 SEED = 26
 CATEGORIES = ("paraphrase", "exact", "supersession", "cross_diary", "injection")
@@ -193,7 +194,7 @@ class Domain:
     code_word: str
 
 
-def _pick(rng: random.Random, options: Sequence[str]) -> str:
+def _pick(rng: random.Random, options: Sequence[_T]) -> _T:
     return options[rng.randrange(len(options))]
 
 
@@ -908,7 +909,7 @@ LESSON_TEMPLATES = (
     "Lesson from {t}: {lesson}.",
     "Reflecting on {t} and {s}: {lesson}.",
 )
-TITLES = ("{t}", "{t}: {tag}", None, "Note {t}")
+TITLES: tuple[str | None, ...] = ("{t}", "{t}: {tag}", None, "Note {t}")
 
 
 def _sentence(text: str) -> str:
@@ -1165,7 +1166,11 @@ def build(seed: int = SEED) -> QualitySet:
                 superseded=old)  # fmt: skip
     for i, f in enumerate(cross[: QUERY_COUNTS["cross_diary"]]):
         judged = {**fact_judgments(f), cross_keys[id(f)]: 2}
-        text = f.ticket if (i // 2) % 2 else f"customers hit when the {f.concept.query} {f.event.query}"
+        text = (
+            f.ticket
+            if (i // 2) % 2
+            else f"customers hit when the {f.concept.query} {f.event.query}"
+        )
         b.query(text, "cross_diary", None, judged)
     rng.shuffle(noisy)
     for i, f in enumerate(noisy[: QUERY_COUNTS["injection"]]):

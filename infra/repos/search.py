@@ -5,10 +5,11 @@ Two arms, each the best `2 × limit` candidates inside the scope and the filters
 - the vector arm: cosine distance to the query vector, at most 0.6;
 - the full-text arm: `websearch_to_tsquery('english', query)` over `tsv`, ranked by `ts_rank`;
 
-fused by reciprocal rank (k = 60) into a relevance in 0..1, then mixed with recency and
-importance by the caller's weights; a superseded entry then ranks just below its successor when
-both are found (`successors_first`). A query with a negation (`-word`) keeps only entries that
-match its full-text query. `mode` (`vector`, `fulltext`) runs one arm alone, to measure it.
+fused by weighted reciprocal rank (k = 60; full text 0.6, vector 0.4) into a relevance in 0..1,
+then mixed with recency and importance by the caller's weights; a superseded entry then ranks
+just below its successor when both are found (`successors_first`). A query with a negation
+(`-word`) keeps only entries that match its full-text query. `mode` (`vector`, `fulltext`) runs
+one arm alone, to measure it.
 
 The vector arm's plan is chosen per scope, because pgvector 0.6 applies `WHERE diary_id = ANY`
 *after* its HNSW scan, which yields at most `hnsw.ef_search` rows: a scope that is a small share
@@ -76,15 +77,23 @@ def choose_vector_plan(scoped_rows: int, table_rows: int, wanted: int) -> Vector
 
 
 def reciprocal_rank_fusion(
-    *rankings: Sequence[UUID] | None, k: int = limits.SEARCH_RRF_K
+    vector_ids: Sequence[UUID] | None,
+    fulltext_ids: Sequence[UUID] | None,
+    *,
+    k: int = limits.SEARCH_RRF_K,
+    weights: tuple[float, float] = (
+        limits.SEARCH_RRF_WEIGHT_VECTOR,
+        limits.SEARCH_RRF_WEIGHT_FULLTEXT,
+    ),
 ) -> dict[UUID, float]:
-    """Relevance in 0..1 of every candidate: the sum of 1/(k + rank) over the arms it appears
-    in, divided by the best possible sum (first in two arms), as the reference normalises it."""
+    """Relevance in 0..1 of every candidate: the weighted sum of 1/(k + rank) over the arms it
+    appears in, divided by the best possible sum (first in both arms). The full-text arm weighs
+    more (`limits.SEARCH_RRF_WEIGHT_FULLTEXT`, measured in bench/quality.py)."""
     fused: dict[UUID, float] = {}
-    for ranking in rankings:
+    for weight, ranking in zip(weights, (vector_ids, fulltext_ids), strict=True):
         for rank, entry_id in enumerate(ranking or (), start=1):
-            fused[entry_id] = fused.get(entry_id, 0.0) + 1.0 / (k + rank)
-    best = 2.0 / (k + 1)
+            fused[entry_id] = fused.get(entry_id, 0.0) + weight / (k + rank)
+    best = sum(weights) / (k + 1)
     return {entry_id: score / best for entry_id, score in fused.items()}
 
 

@@ -306,6 +306,13 @@ async def test_a_superseded_entry_ranks_just_below_its_successor(
     assert ranked.index(old) == ranked.index(current) + 1
 
 
+def test_fusion_weighs_a_full_text_match_above_a_vector_match_of_the_same_rank() -> None:
+    both, text_only, vector_only = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    fused = search_repo.reciprocal_rank_fusion([both, vector_only], [both, text_only])
+    assert fused[both] == pytest.approx(1.0)  # first in both arms
+    assert fused[text_only] > fused[vector_only]
+
+
 def hit(entry_id: uuid.UUID, successor: uuid.UUID | None = None) -> search_repo.SearchHit:
     return search_repo.SearchHit(
         row={"id": entry_id, "superseded_by": successor}, score=0.0, relevance=0.0
