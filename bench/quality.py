@@ -184,6 +184,13 @@ def evaluate(
                 sum(rankings[q.key][:1] == [q.current] for q in supersession) / len(supersession),
                 4,
             ),
+            "supersession_current_first_by_form": {
+                form: round(
+                    sum(rankings[q.key][:1] == [q.current] for q in of_form) / len(of_form), 4
+                )
+                for form in sorted({q.form for q in supersession})
+                if (of_form := [q for q in supersession if q.form == form])
+            },
             "supersession_current_in_top10": round(
                 sum(q.current in rankings[q.key] for q in supersession) / len(supersession), 4
             ),

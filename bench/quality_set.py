@@ -33,7 +33,9 @@ fact a supersession replaced; unjudged: 0):
   stop words, compared on 5-letter prefixes, so `renewal` matches `renew`) occurs in the target
   entry's title, content or tags;
 - `exact`: a ticket, hostname, error code, version or run id, sometimes with a word or two;
-- `supersession`: asks for a configuration fact; the newer entry is 3, the one it replaced 1;
+- `supersession`: asks for a configuration fact, every other pair of queries in a few of the
+  diary's own words (`terse`: both the old and the new entry match them) and the rest as a
+  reader's question (`question`); the newer entry is 3, the one it replaced 1;
 - `cross_diary`: searched without `diaryId`; the ops incident and its support write-up (every
   other query by its ticket, the rest in the reader's words);
 - `injection`: a paraphrase or exact query whose fact has injection noise beside it (judged 0).
@@ -109,6 +111,7 @@ class SetQuery:
     judgments: dict[str, int]
     current: str | None = None  # supersession: the entry that must rank first
     superseded: str | None = None
+    form: str = ""  # which wording, where a category alternates two
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +176,8 @@ class ConfigFact:
 
     old: str  # templates over {c} and the slots below
     new: str
-    query: str  # a question whose answer is the newer entry
+    query: str  # a question whose answer is the newer entry, in the reader's words
+    terse: str  # the same in a few of the diary's own words (both entries match them)
     slots: Callable[[random.Random], dict[str, str]]
 
 
@@ -343,6 +347,7 @@ OPS = Domain(
             "{c} was migrated to {host_new} and now runs version {ver_new}; {host_old} is "
             "decommissioned.",
             "which machine and release is {c} on at present",
+            "{c} version",
             lambda rng: {
                 "host_old": _host(rng),
                 "host_new": _host(rng),
@@ -355,6 +360,7 @@ OPS = Domain(
             "Ownership of {c} moved from {owner_old} to {owner_new}; escalate to {owner_new} "
             "from now on.",
             "who should I escalate {c} problems to",
+            "{c} escalate",
             lambda rng: dict(
                 zip(
                     ("owner_old", "owner_new"),
@@ -524,6 +530,7 @@ SUPPORT = Domain(
             "{c} tickets now go to {queue_new} with a response target of {sla_new} hours, "
             "replacing {queue_old}.",
             "which queue and response target apply to {c} tickets at present",
+            "{c} response target",
             lambda rng: {
                 "queue_old": f"queue {rng.choice('ABCDEFGH')}{rng.randrange(1, 9)}",
                 "queue_new": f"queue {rng.choice('JKLMNPQR')}{rng.randrange(1, 9)}",
@@ -535,6 +542,7 @@ SUPPORT = Domain(
             "The known workaround for {c} is {wa_old}.",
             "Do not suggest {wa_old} for {c} any more; the supported workaround is now {wa_new}.",
             "what workaround do we currently recommend for {c}",
+            "{c} workaround",
             lambda rng: dict(
                 zip(
                     ("wa_old", "wa_new"),
@@ -696,6 +704,7 @@ DATA_PIPELINE = Domain(
             "{c} now runs at {cron_new} UTC and reads from {table_new}; the {cron_old} schedule "
             "on {table_old} is gone.",
             "at what hour does {c} start today and which source feeds it",
+            "{c} UTC reads",
             lambda rng: {
                 "cron_old": f"{rng.randrange(0, 12):02d}:{rng.choice(('00', '30'))}",
                 "cron_new": f"{rng.randrange(12, 24):02d}:{rng.choice(('15', '45'))}",
@@ -707,6 +716,7 @@ DATA_PIPELINE = Domain(
             "Retention for {c} is {ret_old} days.",
             "Retention for {c} was changed from {ret_old} to {ret_new} days.",
             "how long do we keep data of {c}",
+            "{c} retention",
             lambda rng: dict(
                 zip(
                     ("ret_old", "ret_new"),
@@ -844,6 +854,7 @@ RESEARCH = Domain(
             "The best checkpoint of {c} is {ckpt_old} with score {score_old}.",
             "{ckpt_new} is now the best checkpoint of {c} at {score_new}, replacing {ckpt_old}.",
             "which saved weights of {c} should we use today",
+            "best checkpoint of {c}",
             lambda rng: {
                 "ckpt_old": f"ckpt-{rng.randrange(1000, 4999)}",
                 "ckpt_new": f"ckpt-{rng.randrange(5000, 9999)}",
@@ -856,6 +867,7 @@ RESEARCH = Domain(
             "{c} moved to {gpus_new} GPUs and batch size {batch_new}; the {gpus_old}-GPU setup "
             "is retired.",
             "how many accelerators and what batch does {c} use at present",
+            "{c} GPUs batch size",
             lambda rng: {
                 "gpus_old": str(rng.choice((4, 8, 16))),
                 "gpus_new": str(rng.choice((32, 64, 128))),
@@ -1120,7 +1132,7 @@ def build(seed: int = SEED) -> QualitySet:
     b = _Builder(seed)
     rng = b.rng
     facts: dict[str, list[_Fact]] = {}
-    configs: dict[str, list[tuple[str, str, str]]] = {}  # diary -> (old, new, query text)
+    configs: dict[str, list[tuple[str, str, ConfigFact, str]]] = {}  # (old, new, how, concept)
     for domain in DOMAINS:
         pairs = [(c, e) for c in domain.concepts for e in domain.events]
         rng.shuffle(pairs)
@@ -1131,7 +1143,7 @@ def build(seed: int = SEED) -> QualitySet:
         for concept in domain.concepts:
             for config in domain.configs:
                 old, new = b.config_pair(domain, concept, config)
-                configs[domain.diary].append((old, new, config.query.format(c=concept.entry)))
+                configs[domain.diary].append((old, new, config, concept.entry))
     # cross-diary: ops incidents written up by support
     ops_facts = facts[OPS.diary]
     cross = ops_facts[:40]
@@ -1161,9 +1173,11 @@ def build(seed: int = SEED) -> QualitySet:
         b.query(text, "exact", f.domain.diary, judged)
     pool = [c for d in configs for c in configs[d]]
     rng.shuffle(pool)
-    for old, new, text in pool[: QUERY_COUNTS["supersession"]]:
+    for i, (old, new, config, concept_name) in enumerate(pool[: QUERY_COUNTS["supersession"]]):
+        form = "terse" if (i // 2) % 2 == 0 else "question"
+        text = (config.terse if form == "terse" else config.query).format(c=concept_name)
         b.query(text, "supersession", b.entry(new).diary, {new: 3, old: 1}, current=new,
-                superseded=old)  # fmt: skip
+                superseded=old, form=form)  # fmt: skip
     for i, f in enumerate(cross[: QUERY_COUNTS["cross_diary"]]):
         judged = {**fact_judgments(f), cross_keys[id(f)]: 2}
         text = (
@@ -1171,13 +1185,13 @@ def build(seed: int = SEED) -> QualitySet:
             if (i // 2) % 2
             else f"customers hit when the {f.concept.query} {f.event.query}"
         )
-        b.query(text, "cross_diary", None, judged)
+        b.query(text, "cross_diary", None, judged, form="ticket" if (i // 2) % 2 else "words")
     rng.shuffle(noisy)
     for i, f in enumerate(noisy[: QUERY_COUNTS["injection"]]):
         text = paraphrase_text(b, f) if (i // 2) % 2 == 0 else None
-        if text is None:
-            text = f"{f.ticket} {f.concept.tag}"
-        b.query(text, "injection", f.domain.diary, fact_judgments(f))
+        form = "words" if text is not None else "ticket"
+        b.query(text or f"{f.ticket} {f.concept.tag}", "injection", f.domain.diary,
+                fact_judgments(f), form=form)  # fmt: skip
     return QualitySet(
         diaries=[d.diary for d in DOMAINS],
         entries=b.entries,

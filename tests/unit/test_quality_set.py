@@ -47,6 +47,14 @@ def test_counts_and_split(qs: QualitySet) -> None:
         splits = Counter(q.split for q in qs.queries if q.category == category)
         assert set(splits) == {"tune", "heldout"}
         assert abs(splits["tune"] - splits["heldout"]) <= 1
+    for category, forms in {
+        "supersession": {"terse", "question"},
+        "cross_diary": {"ticket", "words"},
+        "injection": {"ticket", "words"},
+    }.items():  # each half holds both wordings of a category that alternates them
+        for split in ("tune", "heldout"):
+            chosen = {q.form for q in qs.queries if q.category == category and q.split == split}
+            assert chosen == forms, (category, split)
     assert len({e.key for e in qs.entries}) == len(qs.entries)
     assert len({q.key for q in qs.queries}) == len(qs.queries)
     assert len({q.text for q in qs.queries}) == len(qs.queries)
