@@ -46,7 +46,7 @@ SEARCH_MAX_COSINE_DISTANCE: Final = 0.6  # vector candidates farther than this a
 SEARCH_CANDIDATE_FACTOR: Final = 2  # each arm fetches top 2 x limit before fusion
 SEARCH_RRF_K: Final = 60  # reciprocal-rank-fusion constant, the usual value
 # Weights of the two arms in the fusion, tuned on the tuning half of bench/quality.py (nDCG@10
-# 0.504 with equal weights → 0.528): a full-text match needs every word of the query, so it is
+# 0.536 with equal weights → 0.557): a full-text match needs every word of the query, so it is
 # the stronger evidence and wins a tie against a vector-only candidate of the same rank. Any
 # vector weight from 0.2 to 0.4 with k from 10 to 100 scored within 0.002 of the best.
 SEARCH_RRF_WEIGHT_VECTOR: Final = 0.4
