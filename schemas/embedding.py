@@ -41,6 +41,11 @@ SearchType = Literal["hybrid", "fulltext", "vector"]
 """Which arms ran: both, full text only (no query vector, or no entry in scope has one), or the
 vector arm only (the query has no searchable words, e.g. only stop words)."""
 
+SearchMode = Literal["hybrid", "vector", "fulltext"]
+"""Which arms a search may run: both (the default), or one of them alone, to measure each arm
+(bench/quality.py). `vector` degrades to full text when the query cannot be embedded, as
+`hybrid` does; `search_type` always says what ran."""
+
 SearchQueryText = Annotated[
     str, StringConstraints(min_length=1, max_length=limits.SEARCH_QUERY_MAX_CHARS)
 ]
@@ -65,6 +70,12 @@ class SearchRequest(RequestBody):
     wRelevance: Weight | None = Field(default=None, description="Default 1")
     wRecency: Weight | None = Field(default=None, description="Default 0")
     wImportance: Weight | None = Field(default=None, description="Default 0")
+    mode: SearchMode = Field(
+        default="hybrid",
+        description="`hybrid` (default): vector and full text fused; `vector` or `fulltext`: "
+        "that arm alone (for measuring retrieval quality; `vector` falls back to full text "
+        "when the query cannot be embedded)",
+    )
 
 
 class SearchResponse(ResponseBody):
@@ -99,3 +110,4 @@ class SearchFilters:
     created_before: datetime | None = None
     created_after: datetime | None = None
     weights: SearchWeights = field(default_factory=SearchWeights)
+    mode: SearchMode = "hybrid"

@@ -62,13 +62,15 @@ async def search_diaries(request: web.Request, parsed: Parsed[SearchRequest]) ->
     """Hybrid search over one diary or every diary the caller can read."""
     body = parsed.body
     filters = _filters(body, await _scope(request, body.diaryId))
-    query_vector = asyncio.create_task(_embed_query(request, body.query))
+    query_vector = (
+        None if body.mode == "fulltext" else asyncio.create_task(_embed_query(request, body.query))
+    )
     try:
         outcome = await SearchRepo(request.app[keys.READ_POOL]).search(
             body.query, query_vector, filters
         )
     finally:
-        if not query_vector.done():
+        if query_vector is not None and not query_vector.done():
             query_vector.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await query_vector
@@ -93,6 +95,7 @@ def _filters(body: SearchRequest, diary_ids: tuple[UUID, ...]) -> SearchFilters:
         exclude_superseded=body.excludeSuperseded,
         created_before=body.createdBefore,
         created_after=body.createdAfter,
+        mode=body.mode,
         weights=SearchWeights(
             relevance=_weight(body.wRelevance, limits.SEARCH_WEIGHT_RELEVANCE_DEFAULT),
             recency=_weight(body.wRecency, 0.0),

@@ -5,9 +5,11 @@ Two arms, each the best `2 × limit` candidates inside the scope and the filters
 - the vector arm: cosine distance to the query vector, at most 0.6;
 - the full-text arm: `websearch_to_tsquery('english', query)` over `tsv`, ranked by `ts_rank`;
 
-fused by reciprocal rank (k = 60) into a relevance in 0..1, then mixed with recency and
-importance by the caller's weights. A query with a negation (`-word`) keeps only entries that
-match its full-text query.
+fused by weighted reciprocal rank (k = 60; full text 0.6, vector 0.4) into a relevance in 0..1,
+then mixed with recency and importance by the caller's weights; a superseded entry then ranks
+just below its successor when both are found (`successors_first`). A query with a negation
+(`-word`) keeps only entries that match its full-text query. `mode` (`vector`, `fulltext`) runs
+one arm alone, to measure it.
 
 The vector arm's plan is chosen per scope, because pgvector 0.6 applies `WHERE diary_id = ANY`
 *after* its HNSW scan, which yields at most `hnsw.ef_search` rows: a scope that is a small share
@@ -75,15 +77,23 @@ def choose_vector_plan(scoped_rows: int, table_rows: int, wanted: int) -> Vector
 
 
 def reciprocal_rank_fusion(
-    *rankings: Sequence[UUID] | None, k: int = limits.SEARCH_RRF_K
+    vector_ids: Sequence[UUID] | None,
+    fulltext_ids: Sequence[UUID] | None,
+    *,
+    k: int = limits.SEARCH_RRF_K,
+    weights: tuple[float, float] = (
+        limits.SEARCH_RRF_WEIGHT_VECTOR,
+        limits.SEARCH_RRF_WEIGHT_FULLTEXT,
+    ),
 ) -> dict[UUID, float]:
-    """Relevance in 0..1 of every candidate: the sum of 1/(k + rank) over the arms it appears
-    in, divided by the best possible sum (first in two arms), as the reference normalises it."""
+    """Relevance in 0..1 of every candidate: the weighted sum of 1/(k + rank) over the arms it
+    appears in, divided by the best possible sum (first in both arms). The full-text arm weighs
+    more (`limits.SEARCH_RRF_WEIGHT_FULLTEXT`, measured in bench/quality.py)."""
     fused: dict[UUID, float] = {}
-    for ranking in rankings:
+    for weight, ranking in zip(weights, (vector_ids, fulltext_ids), strict=True):
         for rank, entry_id in enumerate(ranking or (), start=1):
-            fused[entry_id] = fused.get(entry_id, 0.0) + 1.0 / (k + rank)
-    best = 2.0 / (k + 1)
+            fused[entry_id] = fused.get(entry_id, 0.0) + weight / (k + rank)
+    best = sum(weights) / (k + 1)
     return {entry_id: score / best for entry_id, score in fused.items()}
 
 
@@ -153,27 +163,25 @@ class SearchRepo:
         self, query: str, query_vector: QueryVector, filters: SearchFilters
     ) -> SearchOutcome:
         if not filters.diary_ids:  # the caller reads no diary: nothing to search
-            vector = await _resolve(query_vector)
-            return SearchOutcome(hits=[], search_type=search_type_of(vector is not None, True))
+            embedded = filters.mode != "fulltext" and await _resolve(query_vector) is not None
+            return SearchOutcome(
+                hits=[],
+                search_type=search_type_of(embedded, filters.mode != "vector" or not embedded),
+            )
         async with (
             self._pool.acquire() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
             await conn.execute(Q.search_custom_plans)
             inputs = await _plan_inputs(conn, query, filters)
-            fulltext_ids = await fulltext_arm(conn, query, filters) if inputs.has_lexemes else None
-            vector = await _resolve(query_vector)
             plan: VectorPlan | None = None
             vector_ids: list[UUID] | None = None
-            if vector is not None:
-                plan = choose_vector_plan(
-                    inputs.scoped_rows, inputs.table_rows, _candidates(filters)
-                )
-                vector_ids = await vector_arm(conn, vector, filters, plan)
-                if not vector_ids and not await conn.fetchval(
-                    Q.search_scope_has_vectors, list(filters.diary_ids)
-                ):
-                    vector_ids = None  # no entry in scope has a vector: full text only
+            if filters.mode == "vector":  # the vector arm first: without it, full text after all
+                vector_ids, plan = await _vector_ids(conn, query_vector, filters, inputs)
+            run_fulltext = inputs.has_lexemes and (filters.mode != "vector" or vector_ids is None)
+            fulltext_ids = await fulltext_arm(conn, query, filters) if run_fulltext else None
+            if filters.mode == "hybrid":  # the query vector computed meanwhile
+                vector_ids, plan = await _vector_ids(conn, query_vector, filters, inputs)
             hits = await _fused_hits(conn, query, filters, vector_ids, fulltext_ids, inputs)
         return SearchOutcome(
             hits=hits,
@@ -190,6 +198,23 @@ async def _resolve(query_vector: QueryVector) -> Vector | None:
     if inspect.isawaitable(query_vector):
         return await query_vector
     return query_vector
+
+
+async def _vector_ids(
+    conn: asyncpg.Connection, query_vector: QueryVector, filters: SearchFilters, inputs: _PlanInputs
+) -> tuple[list[UUID] | None, VectorPlan | None]:
+    """The vector arm's ids and plan; None when the query has no vector or no entry in scope has
+    one (the search is then full text only)."""
+    vector = await _resolve(query_vector)
+    if vector is None:
+        return None, None
+    plan = choose_vector_plan(inputs.scoped_rows, inputs.table_rows, _candidates(filters))
+    vector_ids = await vector_arm(conn, vector, filters, plan)
+    if not vector_ids and not await conn.fetchval(
+        Q.search_scope_has_vectors, list(filters.diary_ids)
+    ):
+        return None, plan
+    return vector_ids, plan
 
 
 def _candidates(filters: SearchFilters) -> int:
@@ -289,4 +314,32 @@ async def _fused_hits(
         if row["matches_query"] or not inputs.negated
     ]
     hits.sort(key=lambda hit: (-hit.score, -hit.relevance, str(hit.row["id"])))
-    return hits[: filters.limit]
+    return successors_first(hits)[: filters.limit]
+
+
+def successors_first(hits: Sequence[SearchHit]) -> list[SearchHit]:
+    """The ranking with every superseded entry moved just below the entry that superseded it,
+    when both are candidates (issue 26: the current fact wins over the one it replaced, however
+    much closer the old wording is to the query). `superseded_by` is what accepting a
+    `supersedes` relation sets; an entry whose successor is not a candidate keeps its place.
+    """
+    candidates = {hit.entry_id for hit in hits}
+    placed: set[UUID] = set()
+    waiting: dict[UUID, list[SearchHit]] = {}  # successor id -> hits to place right after it
+    ranked: list[SearchHit] = []
+
+    def place(hit: SearchHit) -> None:
+        ranked.append(hit)
+        placed.add(hit.entry_id)
+        for follower in waiting.pop(hit.entry_id, []):
+            place(follower)
+
+    for hit in hits:
+        successor: UUID | None = hit.row["superseded_by"]
+        if successor in candidates and successor not in placed:
+            waiting.setdefault(successor, []).append(hit)
+        else:
+            place(hit)
+    # a cycle of supersessions (each accepted by someone) leaves its members waiting: keep them
+    ranked.extend(hit for hit in hits if hit.entry_id not in placed)
+    return ranked

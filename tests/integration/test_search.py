@@ -132,6 +132,8 @@ async def rows(db_pool: Any, embedder: OnnxEmbedder) -> Corpus:
         c.id_of("current-policy"),
         c.id_of("superseded-policy"),
     )
+    # what accepting the relation does: the target's superseded_by names its successor
+    await db_pool.execute(Q.memory_sync_superseded_by, c.id_of("superseded-policy"))
     await db_pool.execute("VACUUM ANALYZE diary_entries")  # the steady state: pages all-visible
     return c
 
@@ -290,6 +292,62 @@ async def test_exclude_superseded_drops_entries_an_accepted_supersedes_targets(
     )
     assert rows.id_of("superseded-policy") in ids_of(everything)
     assert ids_of(current) == [rows.id_of("current-policy")]
+
+
+async def test_a_superseded_entry_ranks_just_below_its_successor(
+    repo: SearchRepo, embedder: OnnxEmbedder, rows: Corpus
+) -> None:
+    query = "signing keys for tokens rotate once a year"  # the old policy's very words
+    outcome = await search(repo, embedder, query, SearchFilters(diary_ids=(rows.main,)))
+    old, current = rows.id_of("superseded-policy"), rows.id_of("current-policy")
+    fused = search_repo.reciprocal_rank_fusion(outcome.vector_ids, outcome.fulltext_ids)
+    assert fused[old] > fused[current]  # by relevance alone the old policy would win
+    ranked = ids_of(outcome)
+    assert ranked.index(old) == ranked.index(current) + 1
+
+
+def test_fusion_weighs_a_full_text_match_above_a_vector_match_of_the_same_rank() -> None:
+    both, text_only, vector_only = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    fused = search_repo.reciprocal_rank_fusion([both, vector_only], [both, text_only])
+    assert fused[both] == pytest.approx(1.0)  # first in both arms
+    assert fused[text_only] > fused[vector_only]
+
+
+def hit(entry_id: uuid.UUID, successor: uuid.UUID | None = None) -> search_repo.SearchHit:
+    return search_repo.SearchHit(
+        row={"id": entry_id, "superseded_by": successor}, score=0.0, relevance=0.0
+    )
+
+
+def test_successors_first_moves_each_superseded_hit_below_its_successor() -> None:
+    a, b, c, d, e = (uuid.uuid4() for _ in range(5))
+    absent = uuid.uuid4()
+    # a ← superseded by c ← superseded by d; b's successor is not a candidate; e is plain
+    hits = [hit(a, c), hit(b, absent), hit(c, d), hit(e), hit(d)]
+    ranked = [h.entry_id for h in search_repo.successors_first(hits)]
+    assert ranked == [b, e, d, c, a]
+    # a successor already above keeps the order; a cycle loses no hit
+    assert [h.entry_id for h in search_repo.successors_first([hit(d), hit(c, d)])] == [d, c]
+    cycle = search_repo.successors_first([hit(a, b), hit(b, a), hit(e)])
+    assert [h.entry_id for h in cycle] == [e, a, b]
+
+
+async def test_mode_runs_one_arm_alone(
+    repo: SearchRepo, embedder: OnnxEmbedder, rows: Corpus
+) -> None:
+    scope = SearchFilters(diary_ids=(rows.main,))
+    target = rows.id_of("rare-qx7731")
+    vector_only = await search(repo, embedder, "QX-7731-ZB", replace(scope, mode="vector"))
+    assert vector_only.search_type == "vector" and vector_only.fulltext_ids is None
+    assert target not in ids_of(vector_only)  # only the full-text arm finds a rare term
+    fulltext_only = await search(repo, embedder, "QX-7731-ZB", replace(scope, mode="fulltext"))
+    assert fulltext_only.search_type == "fulltext" and fulltext_only.vector_ids is None
+    assert ids_of(fulltext_only) == [target]
+    # without a query vector, `vector` degrades to full text as `hybrid` does
+    degraded = await search(
+        repo, embedder, "QX-7731-ZB", replace(scope, mode="vector"), vector=False
+    )
+    assert degraded.search_type == "fulltext" and ids_of(degraded) == [target]
 
 
 async def test_created_before_and_after(
@@ -548,6 +606,21 @@ async def test_route_searches_every_diary_the_caller_reads(
     assert status == 200 and body["results"][0]["title"] == "Billing rollback"
 
 
+async def test_route_mode_selects_the_arms(
+    author: Actor, diaries: dict[str, dict[str, Any]]
+) -> None:
+    for mode in ("hybrid", "vector", "fulltext"):
+        status, body = await post_search(author, query="sprinkler valve fault reset", mode=mode)
+        assert status == 200 and body["search_type"] == mode, body
+        assert body["results"]
+    # a paraphrase: the full-text arm alone finds nothing, the vector arm does
+    query = "undo the money service update after canary trouble"
+    status, body = await post_search(author, query=query, mode="fulltext")
+    assert status == 200 and body["results"] == []
+    status, body = await post_search(author, query=query, mode="vector", limit=1)
+    assert status == 200 and body["results"][0]["title"] == "Billing rollback"
+
+
 async def test_route_filters_by_diary_tags_and_types(
     author: Actor, diaries: dict[str, dict[str, Any]]
 ) -> None:
@@ -599,6 +672,7 @@ async def test_route_scope_follows_visibility(
         {"query": "x", "entryTypes": ["diary"]},
         {"query": "x", "wRecency": 1.5},
         {"query": "x", "createdBefore": "2024-01-01T00:00:00"},  # no offset: not an instant
+        {"query": "x", "mode": "both"},
         {},
     ],
 )

@@ -1,0 +1,387 @@
+"""Benchmark retrieval quality: the labelled set of `bench/quality_set.py` through the real search.
+
+    .venv/bin/python bench/quality.py [--sweep]
+
+Starts the embedded stack (bench/_stack.py), then:
+
+1. loads the set (bench/data/quality_set.json.gz: ~2 000 entries in 4 diaries, 250 queries with
+   graded judgments, 100 accepted supersessions): each entry embedded by the real model from
+   `entry_embedding_text`, scanned by the real injection scanner, and copied in with its age;
+   each `supersedes` relation inserted `accepted` and `superseded_by` set by the named SQL that
+   accepting a relation runs (`memory_sync_superseded_by`);
+2. runs every query through `POST /diary/search` as the agent (limit 10; `diaryId` unless the
+   query is cross-diary) in each mode: `hybrid`, `vector`, `fulltext`;
+3. reports recall@5, recall@10, MRR and nDCG@10 (bench/quality_metrics.py) per mode on the
+   held-out half (the targets) and on the tuning half, overall and per category; the share of
+   supersession queries whose current fact ranks first; and how often an injection-flagged
+   entry reaches the first five results.
+
+`--sweep` also re-fuses the two arms' candidate lists of the *tuning* queries offline (the same
+lists the search fused, the same tie-break and `successors_first`) over a grid of the RRF
+constant and the vector arm's weight: how the fusion constants in `schemas/limits.py` were
+chosen. Prints one JSON document and writes it to bench/results/quality.json (~3 minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._stack import BenchAgent, BenchStack, register_agent, run_and_report
+from bench.memory import machine_info
+from bench.quality_metrics import mean_metrics, query_metrics
+from bench.quality_set import CATEGORIES, SPLITS, QualitySet, SetQuery, load
+
+RESULTS = Path(__file__).resolve().parent / "results" / "quality.json"
+MODES = ("hybrid", "vector", "fulltext")
+LIMIT = 10
+TARGETS = {
+    "hybrid_ndcg_over_best_single": 0.05,
+    "hybrid_recall_at_10": 0.90,
+    "supersession_current_first": 0.95,
+}
+
+
+def log(message: str) -> None:
+    print(f"[quality-bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# --- loading the set --------------------------------------------------------------------------
+
+
+class Loaded:
+    """Entry ids by key and back, diary ids by name, and which entries are flagged."""
+
+    def __init__(self, quality_set: QualitySet) -> None:
+        self.ids = {entry.key: uuid.uuid4() for entry in quality_set.entries}
+        self.keys = {entry_id: key for key, entry_id in self.ids.items()}
+        self.diaries = {name: uuid.uuid4() for name in quality_set.diaries}
+        self.flagged: set[str] = set()
+        self.superseded_by: dict[uuid.UUID, uuid.UUID] = {}
+
+
+async def load_set(pool: Any, quality_set: QualitySet, caller: BenchAgent) -> Loaded:
+    from infra.db import Q
+    from infra.embeddings import OnnxEmbedder
+    from schemas.kernel.embedding_text import entry_embedding_text
+    from schemas.kernel.injection import scan
+
+    loaded = Loaded(quality_set)
+    entries = quality_set.entries
+    log(f"embedding {len(entries)} entries with the real model")
+    embedder = OnnxEmbedder.load()
+    vectors = embedder.embed([entry_embedding_text(e.title, e.content, e.tags) for e in entries])
+    team = uuid.uuid4()
+    await pool.execute(
+        "INSERT INTO teams (id, name, created_by, created_by_ns, status)"
+        " VALUES ($1, 'quality team', $2, 'Agent', 'active')",
+        team,
+        caller.agent_id,
+    )
+    await pool.executemany(
+        "INSERT INTO diaries (id, created_by, team_id, name, visibility)"
+        " VALUES ($1, $2, $3, $4, 'private')",
+        [(d, caller.agent_id, team, name) for name, d in loaded.diaries.items()],
+    )
+    await pool.executemany(
+        "INSERT INTO relation_tuples (namespace, object_id, relation, subject_ns, subject_id)"
+        " VALUES ($1, $2, $3, $4, $5)",
+        [("Team", str(team), "owners", "Agent", str(caller.agent_id))]
+        + [("Diary", str(d), "team", "Team", str(team)) for d in loaded.diaries.values()],
+    )
+    now = datetime.now(UTC)
+    rows = []
+    for entry, vector in zip(entries, vectors, strict=True):
+        verdict = scan(entry.title, entry.content)
+        if verdict.risk:
+            loaded.flagged.add(entry.key)
+        rows.append((
+            loaded.ids[entry.key], loaded.diaries[entry.diary], entry.title, entry.content,
+            vector, entry.tags, entry.importance, entry.entry_type, verdict.risk,
+            [t.model_dump(mode="json") for t in verdict.threats], f"bafyquality{entry.key}",
+            caller.agent_id, now - timedelta(days=entry.age_days),
+        ))  # fmt: skip
+    await pool.executemany(
+        "INSERT INTO diary_entries (id, diary_id, title, content, embedding, tags, importance,"
+        " entry_type, injection_risk, injection_threats, cid, created_by, created_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+        rows,
+    )
+    for relation in quality_set.relations:
+        source, target = loaded.ids[relation.source], loaded.ids[relation.target]
+        await pool.execute(
+            "INSERT INTO entry_relations (id, source_id, target_id, relation, status,"
+            " source_cid_snapshot, target_cid_snapshot) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            uuid.uuid4(),
+            source,
+            target,
+            relation.relation,
+            relation.status,
+            f"bafyquality{relation.source}",
+            f"bafyquality{relation.target}",
+        )
+        await pool.execute(Q.memory_sync_superseded_by, target)
+        loaded.superseded_by[target] = source
+    await pool.execute("VACUUM ANALYZE diary_entries")
+    return loaded
+
+
+# --- searching --------------------------------------------------------------------------------
+
+
+async def search_all(
+    session: aiohttp.ClientSession,
+    stack: BenchStack,
+    caller: BenchAgent,
+    queries: Sequence[SetQuery],
+    loaded: Loaded,
+    mode: str,
+) -> dict[str, list[str]]:
+    """Every query through `POST /diary/search` in one mode: the entry keys returned, best first."""
+    rankings: dict[str, list[str]] = {}
+    for query in queries:
+        body: dict[str, Any] = {"query": query.text, "limit": LIMIT, "mode": mode}
+        if query.diary is not None:
+            body["diaryId"] = str(loaded.diaries[query.diary])
+        async with session.post(
+            stack.base_url + "/diary/search", json=body, headers=caller.headers
+        ) as response:
+            data = await response.json(content_type=None)
+            if response.status != 200:
+                raise RuntimeError(f"search {query.key} answered {response.status}: {data}")
+        rankings[query.key] = [loaded.keys[uuid.UUID(hit["id"])] for hit in data["results"]]
+    return rankings
+
+
+def evaluate(
+    queries: Sequence[SetQuery], rankings: dict[str, list[str]], flagged: set[str]
+) -> dict[str, Any]:
+    """Per split: the metrics over all its queries and per category, supersession's current
+    fact first, and the share of queries with a flagged entry in the first five."""
+    report: dict[str, Any] = {}
+    for split in SPLITS:
+        chosen = [q for q in queries if q.split == split]
+        per_query = {q.key: query_metrics(rankings[q.key], q.judgments) for q in chosen}
+        supersession = [q for q in chosen if q.current is not None]
+        report[split] = {
+            "all": mean_metrics([per_query[q.key] for q in chosen]),
+            "by_category": {
+                category: mean_metrics([per_query[q.key] for q in chosen if q.category == category])
+                for category in CATEGORIES
+            },
+            # diagnostic: the entry graded 3 (the answer) among the first ten, per category
+            "answer_in_top10": {
+                category: round(
+                    sum(_answer(q) in rankings[q.key] for q in of_category) / len(of_category), 4
+                )
+                for category in CATEGORIES
+                if (of_category := [q for q in chosen if q.category == category])
+            },
+            "supersession_current_first": round(
+                sum(rankings[q.key][:1] == [q.current] for q in supersession) / len(supersession),
+                4,
+            ),
+            "supersession_current_first_by_form": {
+                form: round(
+                    sum(rankings[q.key][:1] == [q.current] for q in of_form) / len(of_form), 4
+                )
+                for form in sorted({q.form for q in supersession})
+                if (of_form := [q for q in supersession if q.form == form])
+            },
+            "supersession_current_in_top10": round(
+                sum(q.current in rankings[q.key] for q in supersession) / len(supersession), 4
+            ),
+            "supersession_superseded_above_current": sum(
+                _above(rankings[q.key], q.superseded, q.current) for q in supersession
+            ),
+            "flagged_in_top5_share": round(
+                sum(bool(flagged & set(rankings[q.key][:5])) for q in chosen) / len(chosen), 4
+            ),
+        }
+    return report
+
+
+def _answer(query: SetQuery) -> str:
+    return next(key for key, grade in query.judgments.items() if grade == 3)
+
+
+def _above(ranked: list[str], first: str | None, second: str | None) -> bool:
+    if first not in ranked:
+        return False
+    return second not in ranked or ranked.index(first) < ranked.index(second)
+
+
+# --- the fusion sweep (tuning half only) --------------------------------------------------------
+
+
+async def fusion_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) -> dict[str, Any]:
+    """nDCG@10 and recall@10 of the tuning queries for each (k, vector weight), re-fusing the
+    arms' candidate lists the repository returned (the route's scope, limit 10)."""
+    from infra.embeddings import OnnxEmbedder
+    from infra.repos.search import (
+        SearchHit,
+        SearchRepo,
+        reciprocal_rank_fusion,
+        successors_first,
+    )
+    from schemas import limits
+    from schemas.embedding import SearchFilters
+
+    embedder = OnnxEmbedder.load()
+    repo = SearchRepo(read_pool)
+    tune = [q for q in quality_set.queries if q.split == "tune"]
+    every_diary = tuple(sorted(loaded.diaries.values()))
+    arms: dict[str, tuple[list[uuid.UUID], list[uuid.UUID]]] = {}
+    for query in tune:
+        scope = every_diary if query.diary is None else (loaded.diaries[query.diary],)
+        outcome = await repo.search(
+            query.text, embedder.embed_one(query.text), SearchFilters(diary_ids=scope, limit=LIMIT)
+        )
+        arms[query.key] = (outcome.vector_ids or [], outcome.fulltext_ids or [])
+
+    def fused(key: str, k: int, w_vector: float, *, successors: bool = True) -> list[str]:
+        vector_ids, fulltext_ids = arms[key]
+        scores = reciprocal_rank_fusion(
+            vector_ids, fulltext_ids, k=k, weights=(w_vector, 1.0 - w_vector)
+        )
+        hits = [
+            SearchHit(
+                row={"id": i, "superseded_by": loaded.superseded_by.get(i)}, score=s, relevance=s
+            )
+            for i, s in scores.items()
+        ]
+        hits.sort(key=lambda hit: (-hit.score, str(hit.entry_id)))
+        ranked = successors_first(hits) if successors else hits
+        return [loaded.keys[hit.entry_id] for hit in ranked[:LIMIT]]
+
+    grid = []
+    for k in (5, 10, 20, 40, 60, 100):
+        for w_vector in (0.2, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7):
+            means = mean_metrics(
+                [query_metrics(fused(q.key, k, w_vector), q.judgments) for q in tune]
+            )
+            grid.append({"k": k, "w_vector": w_vector, **means})
+    best = max(grid, key=lambda row: (row["ndcg@10"], row["recall@10"]))
+    # the ranking rule's share: current fact first with and without `successors_first`
+    k, w_vector = limits.SEARCH_RRF_K, limits.SEARCH_RRF_WEIGHT_VECTOR
+    supersession = [q for q in tune if q.current is not None]
+    ablation = {
+        name: round(
+            sum(fused(q.key, k, w_vector, successors=on)[:1] == [q.current] for q in supersession)
+            / len(supersession),
+            4,
+        )
+        for name, on in (("current_first_with_rule", True), ("current_first_without_rule", False))
+    }
+    return {"queries": len(tune), "best": best, "successors_first": ablation, "grid": grid}
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from infra.db import create_pool
+    from schemas import limits
+
+    quality_set = load()
+    result: dict[str, Any] = {
+        "benchmark": "quality",
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "set": {
+            "file": "bench/data/quality_set.json.gz (bench/quality_set.py)",
+            "diaries": len(quality_set.diaries),
+            "entries": len(quality_set.entries),
+            "queries": {
+                split: {
+                    c: sum(q.split == split and q.category == c for q in quality_set.queries)
+                    for c in CATEGORIES
+                }
+                for split in SPLITS
+            },
+            "supersessions": len(quality_set.relations),
+        },
+        "fusion": {
+            "rrf_k": limits.SEARCH_RRF_K,
+            "weight_vector": limits.SEARCH_RRF_WEIGHT_VECTOR,
+            "weight_fulltext": limits.SEARCH_RRF_WEIGHT_FULLTEXT,
+            "candidates_per_arm": limits.SEARCH_CANDIDATE_FACTOR * LIMIT,
+            "max_cosine_distance": limits.SEARCH_MAX_COSINE_DISTANCE,
+            "limit": LIMIT,
+        },
+        "env": machine_info(),
+    }
+    async with BenchStack(keep_dir=args.keep_dir) as stack:
+        result["startup_s"] = stack.startup_s
+        dsn = stack.settings.database_url
+        pool = await create_pool(dsn, read_only=False, max_size=4)
+        read_pool = await create_pool(dsn, read_only=True, max_size=4)
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
+                caller = await register_agent(session, stack)
+                mark = time.perf_counter()
+                loaded = await load_set(pool, quality_set, caller)
+                result["set"]["load_s"] = round(time.perf_counter() - mark, 1)
+                result["set"]["flagged_entries"] = len(loaded.flagged)
+                result["modes"] = {}
+                for mode in MODES:
+                    log(f"{len(quality_set.queries)} queries, mode {mode}")
+                    mark = time.perf_counter()
+                    rankings = await search_all(
+                        session, stack, caller, quality_set.queries, loaded, mode
+                    )
+                    result["modes"][mode] = {
+                        "seconds": round(time.perf_counter() - mark, 1),
+                        **evaluate(quality_set.queries, rankings, loaded.flagged),
+                    }
+            if args.sweep:
+                log("fusion sweep on the tuning half")
+                result["fusion_sweep"] = await fusion_sweep(read_pool, quality_set, loaded)
+        finally:
+            await pool.close()
+            await read_pool.close()
+    result["targets"] = targets(result)
+    return result
+
+
+def targets(result: dict[str, Any]) -> dict[str, Any]:
+    """The targets on the held-out half."""
+    held = {mode: result["modes"][mode]["heldout"] for mode in MODES}
+    ndcg = {mode: held[mode]["all"]["ndcg@10"] for mode in MODES}
+    values = {
+        "hybrid_ndcg_over_best_single": round(
+            ndcg["hybrid"] - max(ndcg["vector"], ndcg["fulltext"]), 4
+        ),
+        "hybrid_recall_at_10": held["hybrid"]["all"]["recall@10"],
+        "supersession_current_first": held["hybrid"]["supersession_current_first"],
+    }
+    return {
+        name: {"value": value, "target": f">= {TARGETS[name]}", "met": value >= TARGETS[name]}
+        for name, value in values.items()
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--sweep", action="store_true", help="the fusion grid on the tuning half")
+    parser.add_argument("--keep-dir", action="store_true", help="keep the stack's temp dir")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    run_and_report(run(args), args.output)
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        main()
