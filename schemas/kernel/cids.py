@@ -380,6 +380,38 @@ class BytesCidHasher:
         return _cid_from_digest(RAW_CODEC, self._sha256.digest())
 
 
+# --- blocks (diary archives: `schemas.kernel.diary_car`) --------------------------------------
+
+DAG_CBOR_BLOCK_PREFIX: Final = _CID_PREFIX[DAG_CBOR_CODEC]
+"""The binary CID of a dag-cbor sha2-256 block is this prefix, then the 32-byte digest."""
+
+
+def varint(value: int) -> bytes:
+    """Unsigned LEB128, as CAR files prefix their header and frames."""
+    return _varint(value)
+
+
+def dag_cbor_block_cid(data: bytes) -> bytes:
+    """The binary CIDv1 (dag-cbor, sha2-256) of a block's bytes."""
+    return DAG_CBOR_BLOCK_PREFIX + hashlib.sha256(data).digest()
+
+
+def dag_cbor_cid_string(binary: bytes) -> str:
+    """The canonical string of a binary CID made by :func:`dag_cbor_block_cid`."""
+    return _cid_from_digest(DAG_CBOR_CODEC, binary[len(DAG_CBOR_BLOCK_PREFIX) :])
+
+
+def link(binary: bytes) -> CID:
+    """A binary CID as the DAG-CBOR encoder writes a link (tag 42)."""
+    return _Link(binary)
+
+
+def ipld_value(value: Json, path: str) -> IPLDKind:
+    """A JSON value as DAG-CBOR encodes it the same in every language (integral floats as
+    integers, as in pack params)."""
+    return _normalise_ipld(value, path)
+
+
 # multiformats loads its codec and multihash tables lazily, on the first CID built in a process.
 # Inside Temporal's workflow sandbox that first load is refused (it reads package files), and the
 # workflow task would fail forever. Building one CID per codec here, at import time (workflows

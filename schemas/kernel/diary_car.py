@@ -1,0 +1,513 @@
+"""Diary archives: a whole diary as one CARv1 file, and every check an import makes on one.
+
+`GET /diaries/{id}/export` writes this format and `POST /diaries/import` reads it. It is a
+public contract (another implementation must be able to write and check it), so it is written
+down here in full; README "Export and import" points at this text.
+
+File
+    A CARv1 file (https://ipld.io/specs/transport/car/carv1/): an unsigned-varint-prefixed
+    DAG-CBOR header ``{"roots": [<manifest CID>], "version": 1}``, then one frame per block:
+    varint(len(CID bytes) + len(block bytes)), the binary CID, the block bytes. Every CID is a
+    CIDv1, sha2-256, codec dag-cbor (0x71); every block is canonical DAG-CBOR (sorted map keys,
+    shortest integers, floats as 64-bit), so any IPLD library (libipld, go-car, @ipld/car)
+    reads the file whole. Each block appears once, in this order: the manifest, then the entry
+    blocks in manifest order (an entry block equal to an earlier one is not repeated).
+
+Manifest (the root block)
+    ``{"v": "service:diary-export:v1",
+       "diary": {"id": <uuid string>, "name": str, "visibility": "private"|"moltnet"|"public",
+                 "signed": bool},
+       "entries": [<link to an entry block>, ...],
+       "relations": [{"source": <index in entries>, "target": <index>, "relation": str,
+                      "status": "proposed"|"accepted"|"rejected", "metadata": {...}}, ...],
+       "head": <entry CID string of the chain's last entry> | null}``
+
+    Entries of a signed diary are in chain order (the first has ``p = ""``, each next one's
+    ``p`` is the CID of the one before, ``head`` is the last one's CID, null when empty); other
+    diaries list theirs by ``createdAt``, then by entry block CID, and ``head`` is null.
+    Relations are sorted by (source, target, relation). Integral floats in ``metadata`` are
+    written as integers (as for pack CIDs).
+
+Entry block
+    ``{"cid": <the entry CID string>, "envelope": <bytes>, "importance": 1..10,
+       "createdAt": "YYYY-MM-DDTHH:MM:SS.ffffffZ",
+       "signature": {"publicKey": "ed25519:<base64>", "nonce": <uuid string>,
+                     "value": <base64 Ed25519 signature>}}``  (``signature`` only when signed)
+
+    ``envelope`` holds the exact bytes the entry CID hashes (DECISIONS "Content identifiers":
+    compact sorted JSON of ``{c, t, tags, type, v}``, plus ``p`` in signed diaries), so a
+    reader recomputes the entry's CID as the raw-codec (0x55) sha2-256 CIDv1 of those bytes
+    and compares it with ``cid``. The entry is carried inside a DAG-CBOR block rather than as
+    a raw block because libipld's CAR reader refuses raw blocks. A signature is the signer's
+    Ed25519 signature over the UTF-8 of ``"<cid>.<nonce>"`` (the signing-request payload,
+    SPEC 4.4); the public key travels with it, so the file verifies without the server.
+
+What is not in the file
+    Entry and relation ids, creators, embeddings, injection flags, access counters, the
+    diary's team and grants: an import gives them anew (the scan and the embedding are
+    recomputed). So an export of an imported diary equals the original export byte for byte
+    except for the manifest's ``diary.id`` and ``diary.name`` (and so the manifest's CID and
+    the header that names it).
+
+An import runs :func:`read_archive`, which refuses a file at its first bad block (in file
+order: a frame that does not parse, bytes that do not hash to their CID, a block that is not
+canonical DAG-CBOR; then, walking the manifest, the first entry whose envelope, CID, chain
+link, limits or signature is wrong) and names it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, get_args
+
+import dag_cbor
+from dag_cbor.ipld import IPLDKind
+from multiformats import CID
+
+from schemas import limits
+from schemas.kernel.cids import (
+    DAG_CBOR_BLOCK_PREFIX,
+    ENTRY_CID_VERSION,
+    Json,
+    dag_cbor_block_cid,
+    dag_cbor_cid_string,
+    entry_cid,
+    entry_envelope,
+    ipld_value,
+    link,
+    varint,
+)
+from schemas.kernel.crypto import parse_public_key, signing_payload, verify_signature
+from schemas.memory import EntryType, RelationStatus, RelationType, Visibility
+
+EXPORT_VERSION: Final = "service:diary-export:v1"
+CAR_MEDIA_TYPE: Final = "application/vnd.ipld.car"
+ROOT: Final = "the manifest"
+
+_ENTRY_TYPES: Final = frozenset(get_args(EntryType))
+_RELATIONS: Final = frozenset(get_args(RelationType))
+_STATUSES: Final = frozenset(get_args(RelationStatus))
+_VISIBILITIES: Final = frozenset(get_args(Visibility))
+_CREATED_AT: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+_CREATED_AT_FORMAT: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
+# CIDv1, dag-cbor, sha2-256 over 32 bytes: the only block address this format uses.
+_BLOCK_PREFIX: Final = DAG_CBOR_BLOCK_PREFIX
+_BLOCK_CID_BYTES: Final = len(_BLOCK_PREFIX) + 32
+
+
+# --- the archive as values ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArchivedSignature:
+    public_key: str
+    nonce: str
+    value: str
+
+
+@dataclass(frozen=True)
+class ArchivedEntry:
+    """One entry as the file carries it; `prev_cid` is None outside signed diaries."""
+
+    content: str
+    title: str | None
+    tags: tuple[str, ...]
+    entry_type: str
+    importance: int
+    created_at: datetime
+    prev_cid: str | None = None
+    signature: ArchivedSignature | None = None
+
+    @property
+    def envelope(self) -> bytes:
+        return entry_envelope(self.content, self.title, self.tags, self.entry_type, self.prev_cid)
+
+    @property
+    def cid(self) -> str:
+        return entry_cid(self.content, self.title, self.tags, self.entry_type, self.prev_cid)
+
+
+@dataclass(frozen=True)
+class ArchivedRelation:
+    """A relation between two entries, named by their positions in `DiaryArchive.entries`."""
+
+    source: int
+    target: int
+    relation: str
+    status: str
+    metadata: Mapping[str, Json] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DiaryArchive:
+    diary_id: uuid.UUID
+    name: str
+    visibility: str
+    signed: bool
+    entries: tuple[ArchivedEntry, ...]
+    relations: tuple[ArchivedRelation, ...] = ()
+
+    @property
+    def head(self) -> str | None:
+        """The chain head of a signed diary (None when unsigned or empty)."""
+        return self.entries[-1].cid if self.signed and self.entries else None
+
+
+class ArchiveRejected(ValueError):
+    """The file is not a diary archive this service accepts; `block` names where it failed."""
+
+    def __init__(self, block: str, reason: str) -> None:
+        super().__init__(f"{block}: {reason}")
+        self.block = block
+        self.reason = reason
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+_block_cid = dag_cbor_block_cid
+_cid_text = dag_cbor_cid_string
+
+
+def _created_at_text(value: datetime) -> str:
+    return value.astimezone(UTC).strftime(_CREATED_AT_FORMAT)
+
+
+def _entry_block(entry: ArchivedEntry) -> bytes:
+    block: dict[str, IPLDKind] = {
+        "cid": entry.cid,
+        "envelope": entry.envelope,
+        "importance": entry.importance,
+        "createdAt": _created_at_text(entry.created_at),
+    }
+    if entry.signature is not None:
+        block["signature"] = {
+            "publicKey": entry.signature.public_key,
+            "nonce": entry.signature.nonce,
+            "value": entry.signature.value,
+        }
+    return dag_cbor.encode(block)
+
+
+def _chain_order(entries: Sequence[ArchivedEntry]) -> list[int]:
+    """Positions in chain order, from the entry with ``p = ""``; entries off the chain (none,
+    in a healthy diary) follow in creation order."""
+    by_prev = {entry.prev_cid: i for i, entry in enumerate(entries)}
+    order: list[int] = []
+    prev = ""
+    while (position := by_prev.pop(prev, None)) is not None:
+        order.append(position)
+        prev = entries[position].cid
+    rest = sorted(by_prev.values(), key=lambda i: entries[i].created_at)
+    return order + rest
+
+
+def write_archive(archive: DiaryArchive) -> Iterator[bytes]:
+    """The CAR file of a diary, a frame at a time (the header first)."""
+    blocks = [_entry_block(entry) for entry in archive.entries]
+    cids = [_block_cid(block) for block in blocks]
+    if archive.signed:
+        order = _chain_order(archive.entries)
+    else:
+        order = sorted(
+            range(len(blocks)),
+            key=lambda i: (archive.entries[i].created_at, _cid_text(cids[i])),
+        )
+    position = {old: new for new, old in enumerate(order)}
+    ordered = archive if order == list(range(len(order))) else _reordered(archive, order)
+    manifest = dag_cbor.encode(_manifest(ordered, [cids[i] for i in order], position))
+    root = _block_cid(manifest)
+    header = dag_cbor.encode({"roots": [link(root)], "version": 1})
+    yield varint(len(header)) + header
+    yield _frame(root, manifest)
+    seen: set[bytes] = set()
+    for i in order:
+        if cids[i] not in seen:
+            seen.add(cids[i])
+            yield _frame(cids[i], blocks[i])
+
+
+def _reordered(archive: DiaryArchive, order: Sequence[int]) -> DiaryArchive:
+    return DiaryArchive(
+        diary_id=archive.diary_id,
+        name=archive.name,
+        visibility=archive.visibility,
+        signed=archive.signed,
+        entries=tuple(archive.entries[i] for i in order),
+        relations=archive.relations,
+    )
+
+
+def _manifest(
+    archive: DiaryArchive, entry_cids: Sequence[bytes], position: Mapping[int, int]
+) -> dict[str, IPLDKind]:
+    relations = sorted(
+        (
+            (position[r.source], position[r.target], r.relation, r.status, r.metadata)
+            for r in archive.relations
+        ),
+        key=lambda r: (r[0], r[1], r[2]),
+    )
+    return {
+        "v": EXPORT_VERSION,
+        "diary": {
+            "id": str(archive.diary_id),
+            "name": archive.name,
+            "visibility": archive.visibility,
+            "signed": archive.signed,
+        },
+        "entries": [link(cid) for cid in entry_cids],
+        "relations": [
+            {
+                "source": source,
+                "target": target,
+                "relation": relation,
+                "status": status,
+                "metadata": ipld_value(metadata, "metadata"),
+            }
+            for source, target, relation, status, metadata in relations
+        ],
+        "head": archive.head,
+    }
+
+
+def _frame(cid: bytes, data: bytes) -> bytes:
+    return varint(len(cid) + len(data)) + cid + data
+
+
+def encode_archive(archive: DiaryArchive) -> bytes:
+    return b"".join(write_archive(archive))
+
+
+# --- reading and verifying ----------------------------------------------------------------
+
+
+def _link_text(cid: CID) -> str:
+    """A decoded link in the canonical form CIDs are written in (base32 lower-case)."""
+    return str(cid.encode("base32"))
+
+
+def _read_varint(data: bytes, offset: int, where: str) -> tuple[int, int]:
+    value = shift = 0
+    while offset < len(data) and shift < 63:
+        byte = data[offset]
+        offset += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, offset
+        shift += 7
+    raise ArchiveRejected(where, "truncated or oversized length prefix")
+
+
+def _decode(data: bytes, where: str) -> Any:
+    try:
+        return dag_cbor.decode(data)  # strict: refuses anything but canonical DAG-CBOR
+    except Exception as exc:  # dag_cbor raises several error types; all mean "not canonical"
+        raise ArchiveRejected(where, f"not canonical DAG-CBOR ({type(exc).__name__})") from None
+
+
+def _frames(data: bytes) -> tuple[str, dict[str, Any]]:
+    """The root CID and every block, decoded, by CID string; each block's bytes hash-checked."""
+    size, offset = _read_varint(data, 0, "the CAR header")
+    header = _decode(data[offset : offset + size], "the CAR header")
+    offset += size
+    if (
+        not isinstance(header, dict)
+        or header.get("version") != 1
+        or set(header) != {"roots", "version"}
+        or not isinstance(header["roots"], list)
+        or len(header["roots"]) != 1
+        or not isinstance(header["roots"][0], CID)
+    ):
+        raise ArchiveRejected("the CAR header", "expected {roots: [one CID], version: 1}")
+    root = _link_text(header["roots"][0])
+    blocks: dict[str, Any] = {}
+    while offset < len(data):
+        where = f"the block at byte {offset}"
+        size, offset = _read_varint(data, offset, where)
+        frame = data[offset : offset + size]
+        offset += size
+        if len(frame) != size or size < _BLOCK_CID_BYTES:
+            raise ArchiveRejected(where, "the frame is truncated")
+        if not frame.startswith(_BLOCK_PREFIX):
+            raise ArchiveRejected(where, "not a CIDv1 dag-cbor sha2-256 block address")
+        cid = _cid_text(frame[:_BLOCK_CID_BYTES])
+        body = frame[_BLOCK_CID_BYTES:]
+        if hashlib.sha256(body).digest() != frame[len(_BLOCK_PREFIX) : _BLOCK_CID_BYTES]:
+            raise ArchiveRejected(f"block {cid}", "its bytes do not hash to its CID")
+        if cid in blocks:
+            raise ArchiveRejected(f"block {cid}", "appears twice")
+        blocks[cid] = _decode(body, f"block {cid}")
+    if root not in blocks:
+        raise ArchiveRejected(f"block {root}", "the root (manifest) block is missing")
+    return root, blocks
+
+
+def _map(value: Any, keys: set[str], where: str, optional: frozenset[str] = frozenset()) -> dict:  # type: ignore[type-arg]
+    if not isinstance(value, dict) or not keys <= set(value) <= keys | optional:
+        raise ArchiveRejected(where, f"expected a map of {sorted(keys | optional)}")
+    return value
+
+
+def _text(value: Any, where: str, what: str, max_chars: int, min_chars: int = 0) -> str:
+    if not isinstance(value, str) or not min_chars <= len(value) <= max_chars:
+        raise ArchiveRejected(where, f"{what}: expected {min_chars}..{max_chars} characters")
+    if "\x00" in value or any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+        raise ArchiveRejected(where, f"{what}: a NUL or a lone surrogate")
+    return value
+
+
+def _one_of(value: Any, allowed: frozenset[str], where: str, what: str) -> str:
+    if value not in allowed:
+        raise ArchiveRejected(where, f"{what}: expected one of {sorted(allowed)}")
+    return str(value)
+
+
+def _envelope(data: Any, where: str, signed: bool) -> tuple[str, str | None, tuple[str, ...], str, str | None]:
+    if not isinstance(data, bytes):
+        raise ArchiveRejected(where, "envelope: expected bytes")
+    try:
+        fields = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ArchiveRejected(where, "envelope: not UTF-8 JSON") from None
+    keys = {"c", "t", "tags", "type", "v"} | ({"p"} if signed else set())
+    _map(fields, keys, f"{where} envelope")
+    if fields["v"] != ENTRY_CID_VERSION:
+        raise ArchiveRejected(where, f"envelope: version is not {ENTRY_CID_VERSION}")
+    content = _text(
+        fields["c"],
+        where,
+        "content",
+        limits.ENTRY_CONTENT_MAX_CHARS,
+        limits.ENTRY_CONTENT_MIN_CHARS,
+    )
+    title = _text(fields["t"], where, "title", limits.ENTRY_TITLE_MAX_CHARS) or None
+    tags = fields["tags"]
+    if not isinstance(tags, list) or len(tags) > limits.ENTRY_TAGS_MAX or len(set(tags)) != len(tags):
+        raise ArchiveRejected(where, f"tags: at most {limits.ENTRY_TAGS_MAX}, each once")
+    for tag in tags:
+        _text(tag, where, "tag", limits.ENTRY_TAG_MAX_CHARS, 1)
+    entry_type = _one_of(fields["type"], _ENTRY_TYPES, where, "type")
+    prev = _text(fields["p"], where, "p", 100) if signed else None
+    if entry_envelope(content, title, tags, entry_type, prev) != data:
+        raise ArchiveRejected(where, "envelope: not the canonical JSON of its fields")
+    return content, title, tuple(tags), entry_type, prev
+
+
+def _created_at(value: Any, where: str) -> datetime:
+    if not isinstance(value, str) or not _CREATED_AT.fullmatch(value):
+        raise ArchiveRejected(where, "createdAt: expected YYYY-MM-DDTHH:MM:SS.ffffffZ")
+    try:
+        return datetime.strptime(value, _CREATED_AT_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        raise ArchiveRejected(where, "createdAt: not a date") from None
+
+
+def _signature(value: Any, cid: str, where: str) -> ArchivedSignature:
+    fields = _map(value, {"publicKey", "nonce", "value"}, f"{where} signature")
+    try:
+        key = parse_public_key(fields["publicKey"])
+        nonce = str(uuid.UUID(fields["nonce"]))
+    except (ValueError, TypeError, AttributeError):
+        raise ArchiveRejected(where, "signature: malformed public key or nonce") from None
+    if nonce != fields["nonce"] or not isinstance(fields["value"], str):
+        raise ArchiveRejected(where, "signature: the nonce is not a canonical UUID")
+    if not verify_signature(key, signing_payload(cid, nonce).encode(), fields["value"]):
+        raise ArchiveRejected(where, "signature: does not verify against its public key")
+    return ArchivedSignature(public_key=fields["publicKey"], nonce=nonce, value=fields["value"])
+
+
+def _entry(block: Any, where: str, signed: bool, prev: str) -> ArchivedEntry:
+    fields = _map(
+        block, {"cid", "envelope", "importance", "createdAt"}, where, frozenset({"signature"})
+    )
+    content, title, tags, entry_type, p = _envelope(fields["envelope"], where, signed)
+    if signed and p != prev:
+        raise ArchiveRejected(where, f"chain: p is {p!r}, the previous entry is {prev!r}")
+    entry = ArchivedEntry(
+        content=content,
+        title=title,
+        tags=tags,
+        entry_type=entry_type,
+        importance=fields["importance"],
+        created_at=_created_at(fields["createdAt"], where),
+        prev_cid=p,
+    )
+    if fields["cid"] != entry.cid:
+        raise ArchiveRejected(where, f"cid: the envelope hashes to {entry.cid}")
+    importance = fields["importance"]
+    if type(importance) is not int or not (
+        limits.ENTRY_IMPORTANCE_MIN <= importance <= limits.ENTRY_IMPORTANCE_MAX
+    ):
+        raise ArchiveRejected(where, "importance: expected an integer 1..10")
+    if signed and "signature" not in fields:
+        raise ArchiveRejected(where, "signature: every entry of a signed diary is signed")
+    if "signature" in fields:
+        signature = _signature(fields["signature"], entry.cid, where)
+        return ArchivedEntry(**{**entry.__dict__, "signature": signature})
+    return entry
+
+
+def _relation(value: Any, count: int, where: str) -> ArchivedRelation:
+    fields = _map(value, {"source", "target", "relation", "status", "metadata"}, where)
+    ends = (fields["source"], fields["target"])
+    if any(type(end) is not int or not 0 <= end < count for end in ends) or ends[0] == ends[1]:
+        raise ArchiveRejected(where, "relation: source and target are two entry positions")
+    if not isinstance(fields["metadata"], dict):
+        raise ArchiveRejected(where, "relation: metadata is a map")
+    return ArchivedRelation(
+        source=ends[0],
+        target=ends[1],
+        relation=_one_of(fields["relation"], _RELATIONS, where, "relation"),
+        status=_one_of(fields["status"], _STATUSES, where, "status"),
+        metadata=fields["metadata"],
+    )
+
+
+def read_archive(data: bytes) -> DiaryArchive:
+    """The diary a CAR file holds, every block, CID, chain link and signature checked; raises
+    `ArchiveRejected` naming the first bad block."""
+    root, blocks = _frames(data)
+    where = f"block {root} ({ROOT})"
+    manifest = _map(blocks[root], {"v", "diary", "entries", "relations", "head"}, where)
+    if manifest["v"] != EXPORT_VERSION:
+        raise ArchiveRejected(where, f"v: expected {EXPORT_VERSION}")
+    diary = _map(manifest["diary"], {"id", "name", "visibility", "signed"}, where)
+    try:
+        diary_id = uuid.UUID(diary["id"])
+    except (ValueError, TypeError, AttributeError):
+        raise ArchiveRejected(where, "diary.id: not a UUID") from None
+    signed = diary["signed"]
+    if not isinstance(signed, bool) or not isinstance(manifest["entries"], list):
+        raise ArchiveRejected(where, "diary.signed is a boolean and entries a list")
+    entries: list[ArchivedEntry] = []
+    prev = ""
+    for n, link in enumerate(manifest["entries"]):
+        cid = _link_text(link) if isinstance(link, CID) else ""
+        if cid not in blocks:
+            raise ArchiveRejected(where, f"entries/{n}: not a link to a block of the file")
+        entry = _entry(blocks[cid], f"block {cid} (entry {n})", signed, prev)
+        entries.append(entry)
+        prev = entry.cid
+    if not isinstance(manifest["relations"], list):
+        raise ArchiveRejected(where, "relations: expected a list")
+    archive = DiaryArchive(
+        diary_id=diary_id,
+        name=_text(diary["name"], where, "diary.name", 255, 1),
+        visibility=_one_of(diary["visibility"], _VISIBILITIES, where, "diary.visibility"),
+        signed=signed,
+        entries=tuple(entries),
+        relations=tuple(_relation(r, len(entries), where) for r in manifest["relations"]),
+    )
+    if manifest["head"] != archive.head:
+        raise ArchiveRejected(where, f"head: expected {archive.head!r}")
+    linked = {root} | {_link_text(link) for link in manifest["entries"]}
+    if stray := next((cid for cid in blocks if cid not in linked), None):
+        raise ArchiveRejected(f"block {stray}", "not linked from the manifest")
+    return archive
