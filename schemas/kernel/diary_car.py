@@ -369,7 +369,12 @@ def _one_of(value: Any, allowed: frozenset[str], where: str, what: str) -> str:
     return str(value)
 
 
-def _envelope(data: Any, where: str, signed: bool) -> tuple[str, str | None, tuple[str, ...], str, str | None]:
+_Envelope = tuple[str, str | None, tuple[str, ...], str, str | None]
+
+
+def _envelope(data: Any, where: str, signed: bool) -> _Envelope:
+    """(content, title, tags, type, p) of an entry block's envelope, which must be exactly the
+    canonical bytes `entry_envelope` writes for them."""
     if not isinstance(data, bytes):
         raise ArchiveRejected(where, "envelope: expected bytes")
     try:
@@ -389,7 +394,9 @@ def _envelope(data: Any, where: str, signed: bool) -> tuple[str, str | None, tup
     )
     title = _text(fields["t"], where, "title", limits.ENTRY_TITLE_MAX_CHARS) or None
     tags = fields["tags"]
-    if not isinstance(tags, list) or len(tags) > limits.ENTRY_TAGS_MAX or len(set(tags)) != len(tags):
+    if not isinstance(tags, list) or len(tags) > limits.ENTRY_TAGS_MAX:
+        raise ArchiveRejected(where, f"tags: at most {limits.ENTRY_TAGS_MAX}")
+    if len({repr(tag) for tag in tags}) != len(tags):
         raise ArchiveRejected(where, f"tags: at most {limits.ENTRY_TAGS_MAX}, each once")
     for tag in tags:
         _text(tag, where, "tag", limits.ENTRY_TAG_MAX_CHARS, 1)
@@ -488,8 +495,8 @@ def read_archive(data: bytes) -> DiaryArchive:
         raise ArchiveRejected(where, "diary.signed is a boolean and entries a list")
     entries: list[ArchivedEntry] = []
     prev = ""
-    for n, link in enumerate(manifest["entries"]):
-        cid = _link_text(link) if isinstance(link, CID) else ""
+    for n, entry_link in enumerate(manifest["entries"]):
+        cid = _link_text(entry_link) if isinstance(entry_link, CID) else ""
         if cid not in blocks:
             raise ArchiveRejected(where, f"entries/{n}: not a link to a block of the file")
         entry = _entry(blocks[cid], f"block {cid} (entry {n})", signed, prev)
@@ -505,9 +512,12 @@ def read_archive(data: bytes) -> DiaryArchive:
         entries=tuple(entries),
         relations=tuple(_relation(r, len(entries), where) for r in manifest["relations"]),
     )
+    triples = {(r.source, r.target, r.relation) for r in archive.relations}
+    if len(triples) != len(archive.relations):
+        raise ArchiveRejected(where, "relations: the same relation twice")
     if manifest["head"] != archive.head:
         raise ArchiveRejected(where, f"head: expected {archive.head!r}")
-    linked = {root} | {_link_text(link) for link in manifest["entries"]}
+    linked = {root} | {_link_text(cid) for cid in manifest["entries"]}
     if stray := next((cid for cid in blocks if cid not in linked), None):
         raise ArchiveRejected(f"block {stray}", "not linked from the manifest")
     return archive
