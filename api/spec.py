@@ -43,4 +43,6 @@ class EndpointSpec:
     rate_bucket: str | None = None
     headers: tuple[str, ...] = ()
     raw_response: str | None = None
+    # The handler reads the body itself, as a file of this media type (`POST /diaries/import`)
+    raw_body: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)

@@ -447,6 +447,7 @@ async def export_diary(request: web.Request, parsed: Parsed[None, None, DiaryPat
     tag=TAG,
     status=201,
     query=DiaryImportQuery,
+    raw_body=CAR_MEDIA_TYPE,
     response=Diary,
     scopes=("diary:write",),
     headers=("x-service-team-id",),

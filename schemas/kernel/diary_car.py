@@ -24,7 +24,8 @@ Manifest (the root block)
 
     Entries of a signed diary are in chain order (the first has ``p = ""``, each next one's
     ``p`` is the CID of the one before, ``head`` is the last one's CID, null when empty); other
-    diaries list theirs by ``createdAt``, then by entry block CID, and ``head`` is null.
+    diaries list theirs by ``createdAt``, then by entry block CID (entries with identical
+    blocks, then by the relations they take part in), and ``head`` is null.
     Relations are sorted by (source, target, relation). Integral floats in ``metadata`` are
     written as integers (as for pack CIDs).
 
@@ -196,16 +197,36 @@ def _entry_block(entry: ArchivedEntry) -> bytes:
 
 
 def _chain_order(entries: Sequence[ArchivedEntry]) -> list[int]:
-    """Positions in chain order, from the entry with ``p = ""``; entries off the chain (none,
-    in a healthy diary) follow in creation order."""
-    by_prev = {entry.prev_cid: i for i, entry in enumerate(entries)}
+    """Positions in chain order, from the entry with ``p = ""``; entries off the chain (none
+    in a healthy diary: the unique chain index forbids forks) follow in creation order, and a
+    reader refuses them."""
+    by_creation = sorted(range(len(entries)), key=lambda i: entries[i].created_at)
+    successors: dict[str | None, list[int]] = {}
+    for i in by_creation:
+        successors.setdefault(entries[i].prev_cid, []).append(i)
     order: list[int] = []
     prev = ""
-    while (position := by_prev.pop(prev, None)) is not None:
+    while successors.get(prev):
+        position = successors[prev].pop(0)
         order.append(position)
         prev = entries[position].cid
-    rest = sorted(by_prev.values(), key=lambda i: entries[i].created_at)
-    return order + rest
+    placed = set(order)
+    return order + [i for i in by_creation if i not in placed]
+
+
+def _twin_key(
+    archive: DiaryArchive, cids: Sequence[bytes], position: int
+) -> tuple[tuple[str, str, str, str, bytes], ...]:
+    """What tells apart entries whose blocks are identical: the relations they take part in
+    (direction, the other end's block, type, status, metadata). Entries equal in this too are
+    interchangeable: either order writes the same bytes."""
+    keys = []
+    for r in archive.relations:
+        for end, other, role in ((r.source, r.target, "source"), (r.target, r.source, "target")):
+            if end == position:
+                metadata = dag_cbor.encode(ipld_value(r.metadata, "metadata"))
+                keys.append((role, _cid_text(cids[other]), r.relation, r.status, metadata))
+    return tuple(sorted(keys))
 
 
 def write_archive(archive: DiaryArchive) -> Iterator[bytes]:
@@ -217,7 +238,11 @@ def write_archive(archive: DiaryArchive) -> Iterator[bytes]:
     else:
         order = sorted(
             range(len(blocks)),
-            key=lambda i: (archive.entries[i].created_at, _cid_text(cids[i])),
+            key=lambda i: (
+                archive.entries[i].created_at,
+                _cid_text(cids[i]),
+                _twin_key(archive, cids, i),
+            ),
         )
     position = {old: new for new, old in enumerate(order)}
     ordered = archive if order == list(range(len(order))) else _reordered(archive, order)
