@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import libipld
@@ -16,16 +17,22 @@ import nacl.signing
 import pytest
 from actors import Actor, anonymous, join_team, new_diary, personal_team
 
+from infra.s3 import BlobStore
 from schemas import limits
+from schemas.diary_archive import STAGED_PREFIX
 from schemas.kernel.cids import dag_cbor_block_cid, dag_cbor_cid_string, entry_cid
 from schemas.kernel.diary_car import (
     CAR_MEDIA_TYPE,
+    ArchivedEntry,
     ArchivedSignature,
+    DiaryArchive,
     encode_archive,
     read_archive,
 )
+from workflows.diary_archive import diary_import_workflow_id
 
 CAR = {"Content-Type": CAR_MEDIA_TYPE}
+T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 TABLES = ("diaries", "diary_entries", "entry_relations", "imported_signatures", "relation_tuples")
 
 
@@ -184,7 +191,7 @@ async def test_a_signed_diary_keeps_its_chain_and_signatures(owner: Actor, impor
 
 
 async def test_a_tampered_entry_block_is_refused_naming_it_and_nothing_is_written(
-    owner: Actor, importer: Actor, db_pool: Any
+    owner: Actor, importer: Actor, db_pool: Any, stack: Any
 ) -> None:
     diary = await new_diary(owner)
     await add_entry(owner, diary["id"], content="the build takes 7 minutes")
@@ -201,6 +208,7 @@ async def test_a_tampered_entry_block_is_refused_naming_it_and_nothing_is_writte
     assert problem["block"] == f"block {bad}", problem
     assert "do not hash to its CID" in problem["detail"]
     assert await row_counts(db_pool) == before
+    assert staged_objects(stack) == []  # not even staged
 
 
 async def test_a_bad_signature_is_refused_and_nothing_is_written(
@@ -286,3 +294,40 @@ async def test_import_needs_diary_create_rights_in_the_team(
         "POST", "/diaries/import", data=data, team=team["id"], headers=CAR
     )
     assert status == 201 and imported["teamId"] == team["id"], imported
+
+
+# --- what passes through the workflow -------------------------------------------------------
+
+
+def staged_objects(stack: Any) -> list[str]:
+    blobs = BlobStore.from_settings(stack.settings)
+    try:
+        listed = blobs.client.list_objects_v2(Bucket=blobs.bucket, Prefix=STAGED_PREFIX)
+        return [item["Key"] for item in listed.get("Contents", [])]
+    finally:
+        blobs.close()
+
+
+async def test_a_large_archive_passes_through_history_by_reference_only(
+    importer: Actor, stack: Any
+) -> None:
+    words = " ".join(f"word{n}" for n in range(300))  # ~2.6 KB per entry
+    entries = tuple(
+        ArchivedEntry(f"{n}: {words}", None, (f"t{n}",), "semantic", 5, T0 + timedelta(seconds=n))
+        for n in range(2 * limits.DIARY_IMPORT_EMBED_BATCH + 3)
+    )
+    data = encode_archive(DiaryArchive(uuid.uuid4(), "bulk", "private", False, entries))
+    assert len(data) > 150_000
+
+    status, imported = await import_car(importer, data)
+    assert status == 201, imported
+    history = await stack.temporal.get_workflow_handle(
+        diary_import_workflow_id(uuid.UUID(imported["id"]))
+    ).fetch_history()
+    assert len(history.to_json()) < 40_000  # the file, entries and vectors stayed out
+    status, listed = await importer.call(
+        "GET", f"/diaries/{imported['id']}/entries", params={"limit": 100}
+    )
+    assert status == 200 and listed["total"] == len(entries)
+    assert all(entry["hasEmbedding"] for entry in listed["items"])  # every batch embedded
+    assert staged_objects(stack) == []  # the staged file is discarded once written
