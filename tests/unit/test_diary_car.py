@@ -156,67 +156,44 @@ def test_changed_bytes_are_refused_naming_their_block() -> None:
     assert rejected.reason == "its bytes do not hash to its CID"
 
 
-def test_an_entry_whose_envelope_does_not_hash_to_its_cid_is_refused() -> None:
-    archive = unsigned()
-    entry = archive.entries[0]
+def one_entry_file(cid: str, envelope: bytes) -> tuple[bytes, str]:
+    """A hand-built archive of one unsigned entry block (cid, envelope as given), and that
+    block's CID: for damage the writer cannot produce."""
     block = dag_cbor.encode(
         {
-            "cid": entry_cid("something else", None, [], "semantic"),
+            "cid": cid,
             "createdAt": "2026-11-26T12:00:00.123456Z",
-            "envelope": entry.envelope,
+            "envelope": envelope,
             "importance": 5,
         }
     )
     block_cid = dag_cbor_block_cid(block)
+    diary = {"id": str(uuid.UUID(int=3)), "name": "x", "visibility": "private", "signed": False}
     manifest = dag_cbor.encode(
         {
             "v": EXPORT_VERSION,
-            "diary": {
-                "id": str(uuid.UUID(int=3)),
-                "name": "x",
-                "visibility": "private",
-                "signed": False,
-            },
+            "diary": diary,
             "entries": [link(block_cid)],
             "relations": [],
             "head": None,
         }
     )
     root = dag_cbor_block_cid(manifest)
-    rejected = refusal(car(root, [(root, manifest), (block_cid, block)]))
-    assert rejected.block == f"block {dag_cbor_cid_string(block_cid)} (entry 0)"
+    return car(root, [(root, manifest), (block_cid, block)]), dag_cbor_cid_string(block_cid)
+
+
+def test_an_entry_whose_envelope_does_not_hash_to_its_cid_is_refused() -> None:
+    envelope = unsigned().entries[0].envelope
+    data, block = one_entry_file(entry_cid("something else", None, [], "semantic"), envelope)
+    rejected = refusal(data)
+    assert rejected.block == f"block {block} (entry 0)"
     assert rejected.reason.startswith("cid: the envelope hashes to")
 
 
 def test_a_non_canonical_envelope_is_refused() -> None:
-    entry = unsigned().entries[1]
-    spaced = entry.envelope.replace(b'","', b'", "')
-    block = dag_cbor.encode(
-        {
-            "cid": raw_cid(spaced),
-            "createdAt": "2026-11-26T12:00:00.123456Z",
-            "envelope": spaced,
-            "importance": 5,
-        }
-    )
-    block_cid = dag_cbor_block_cid(block)
-    manifest = dag_cbor.encode(
-        {
-            "v": EXPORT_VERSION,
-            "diary": {
-                "id": str(uuid.UUID(int=3)),
-                "name": "x",
-                "visibility": "private",
-                "signed": False,
-            },
-            "entries": [link(block_cid)],
-            "relations": [],
-            "head": None,
-        }
-    )
-    root = dag_cbor_block_cid(manifest)
-    rejected = refusal(car(root, [(root, manifest), (block_cid, block)]))
-    assert rejected.reason == "envelope: not the canonical JSON of its fields"
+    spaced = unsigned().entries[1].envelope.replace(b'","', b'", "')
+    data, _ = one_entry_file(raw_cid(spaced), spaced)
+    assert refusal(data).reason == "envelope: not the canonical JSON of its fields"
 
 
 def test_a_forged_signature_is_refused_naming_its_entry() -> None:
@@ -267,3 +244,38 @@ def test_a_duplicate_relation_is_refused() -> None:
     archive = unsigned()
     twice = dataclasses.replace(archive, relations=archive.relations * 2)
     assert refusal(encode_archive(twice)).reason == "relations: the same relation twice"
+
+
+def frames_of(data: bytes) -> list[tuple[bytes, bytes]]:
+    """(CID, block) of every frame after the header (CIDs here are 36 bytes)."""
+
+    def varint_at(offset: int) -> tuple[int, int]:
+        value = shift = 0
+        while True:
+            byte = data[offset]
+            offset += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value, offset
+
+    size, offset = varint_at(0)
+    offset += size
+    frames = []
+    while offset < len(data):
+        size, offset = varint_at(offset)
+        frames.append((data[offset : offset + 36], data[offset + 36 : offset + size]))
+        offset += size
+    return frames
+
+
+def test_a_manifest_naming_another_chain_head_is_refused() -> None:
+    archive = signed()
+    (_, manifest), *entries = frames_of(encode_archive(archive))
+    fields = dag_cbor.decode(manifest)
+    fields["head"] = archive.entries[0].cid  # every entry verifies; the head is a lie
+    changed = dag_cbor.encode(fields)
+    root = dag_cbor_block_cid(changed)
+    rejected = refusal(car(root, [(root, changed), *entries]))
+    assert rejected.block == f"block {dag_cbor_cid_string(root)} (the manifest)"
+    assert rejected.reason.startswith("head: expected")
