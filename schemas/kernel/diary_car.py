@@ -427,7 +427,11 @@ def _envelope(data: Any, where: str, signed: bool) -> _Envelope:
         _text(tag, where, "tag", limits.ENTRY_TAG_MAX_CHARS, 1)
     entry_type = _one_of(fields["type"], _ENTRY_TYPES, where, "type")
     prev = _text(fields["p"], where, "p", 100) if signed else None
-    if entry_envelope(content, title, tags, entry_type, prev) != data:
+    try:
+        canonical = entry_envelope(content, title, tags, entry_type, prev)
+    except ValueError:  # `p` is neither "" nor a CID
+        raise ArchiveRejected(where, "envelope: p is not a CID") from None
+    if canonical != data:
         raise ArchiveRejected(where, "envelope: not the canonical JSON of its fields")
     return content, title, tuple(tags), entry_type, prev
 
@@ -486,13 +490,29 @@ def _entry(block: Any, where: str, signed: bool, prev: str) -> ArchivedEntry:
     return entry
 
 
+def _is_json(value: Any, depth: int = 0) -> bool:
+    """Whether a decoded value is plain JSON (no bytes or links), as relation metadata is
+    stored; nesting is bounded so a hostile file cannot recurse deeply."""
+    if depth > 32:
+        return False
+    if value is None or isinstance(value, bool | int | float):
+        return True
+    if isinstance(value, str):
+        return "\x00" not in value
+    if isinstance(value, list):
+        return all(_is_json(item, depth + 1) for item in value)
+    if isinstance(value, dict):
+        return all("\x00" not in key and _is_json(item, depth + 1) for key, item in value.items())
+    return False
+
+
 def _relation(value: Any, count: int, where: str) -> ArchivedRelation:
     fields = _map(value, {"source", "target", "relation", "status", "metadata"}, where)
     ends = (fields["source"], fields["target"])
     if any(type(end) is not int or not 0 <= end < count for end in ends) or ends[0] == ends[1]:
         raise ArchiveRejected(where, "relation: source and target are two entry positions")
-    if not isinstance(fields["metadata"], dict):
-        raise ArchiveRejected(where, "relation: metadata is a map")
+    if not isinstance(fields["metadata"], dict) or not _is_json(fields["metadata"]):
+        raise ArchiveRejected(where, "relation: metadata is a map of JSON values")
     return ArchivedRelation(
         source=ends[0],
         target=ends[1],

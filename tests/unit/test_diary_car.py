@@ -279,3 +279,58 @@ def test_a_manifest_naming_another_chain_head_is_refused() -> None:
     rejected = refusal(car(root, [(root, changed), *entries]))
     assert rejected.block == f"block {dag_cbor_cid_string(root)} (the manifest)"
     assert rejected.reason.startswith("head: expected")
+
+
+def test_metadata_that_is_not_json_and_a_p_that_is_not_a_cid_are_refused() -> None:
+    archive = unsigned()
+    with_bytes = dataclasses.replace(
+        archive, relations=(ArchivedRelation(0, 1, "supersedes", "accepted", {}),)
+    )
+    (_, manifest), *entries = frames_of(encode_archive(with_bytes))
+    fields = dag_cbor.decode(manifest)
+    fields["relations"][0]["metadata"] = {"blob": b"\x00\x01"}
+    changed = dag_cbor.encode(fields)
+    root = dag_cbor_block_cid(changed)
+    rejected = refusal(car(root, [(root, changed), *entries]))
+    assert rejected.reason == "relation: metadata is a map of JSON values"
+
+    envelope = (
+        b'{"c":"x","p":"not-a-cid","t":"","tags":[],"type":"semantic","v":"service:diary:v1"}'
+    )
+    block = dag_cbor.encode(
+        {
+            "cid": raw_cid(envelope),
+            "createdAt": "2026-11-26T12:00:00.123456Z",
+            "envelope": envelope,
+            "importance": 5,
+        }
+    )
+    block_cid = dag_cbor_block_cid(block)
+    diary = {"id": str(uuid.UUID(int=4)), "name": "x", "visibility": "private", "signed": True}
+    manifest = dag_cbor.encode(
+        {
+            "v": EXPORT_VERSION,
+            "diary": diary,
+            "entries": [link(block_cid)],
+            "relations": [],
+            "head": None,
+        }
+    )
+    root = dag_cbor_block_cid(manifest)
+    assert refusal(car(root, [(root, manifest), (block_cid, block)])).reason == (
+        "envelope: p is not a CID"
+    )
+
+
+@pytest.mark.parametrize("archive", [unsigned(), signed()], ids=["unsigned", "signed"])
+def test_any_damage_is_a_refusal_never_a_crash(archive: DiaryArchive) -> None:
+    """Truncations and flipped bytes all through a file (every 13th position, and all of the
+    header): refused, with a reason; an exception of another kind would be a 500 at the
+    import route."""
+    data = encode_archive(archive)
+    positions = sorted(set(range(0, len(data), 13)) | set(range(64)))
+    damaged = [data[:cut] for cut in positions]
+    damaged += [data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :] for i in positions]
+    for broken in damaged:
+        with pytest.raises(ArchiveRejected):
+            read_archive(broken)
