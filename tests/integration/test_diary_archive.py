@@ -18,6 +18,7 @@ import pytest
 from actors import Actor, anonymous, join_team, new_diary, personal_team
 from histories import HISTORIES, replay
 
+from client.rest import CairnClient
 from infra.s3 import BlobStore
 from schemas import limits
 from schemas.diary_archive import STAGED_PREFIX
@@ -339,3 +340,17 @@ async def test_a_large_archive_passes_through_history_by_reference_only(
 
 async def test_the_committed_diary_import_history_replays() -> None:
     await replay(HISTORY)
+
+
+async def test_the_client_exports_and_imports(owner: Actor, importer: Actor, stack: Any) -> None:
+    diary = await new_diary(owner)
+    await add_entry(owner, diary["id"], content="the client carries it", tags=["sdk"])
+    async with CairnClient(stack.base_url, bearer=owner.auth["Authorization"][7:]) as api:
+        data = await api.export_diary(uuid.UUID(diary["id"]))
+    async with CairnClient(stack.base_url, bearer=importer.auth["Authorization"][7:]) as api:
+        team = uuid.UUID(await personal_team(importer))
+        copied = await api.import_diary(team, data, name="via the sdk")
+        assert copied.name == "via the sdk" and copied.teamId == team
+        assert await api.export_diary(copied.id) == expected_after_import(
+            data, copied.model_dump(mode="json")
+        )
