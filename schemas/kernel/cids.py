@@ -143,7 +143,7 @@ def entry_envelope(
     }
     if prev_cid is not None:
         if prev_cid:
-            parse_cid(prev_cid)
+            _link_binary(prev_cid)  # a canonical CID (the fast form of `parse_cid`'s checks)
         envelope["p"] = prev_cid
     text = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
     # A lone surrogate (possible after json.loads of "\ud800") raises UnicodeEncodeError, a

@@ -52,12 +52,21 @@ What is not in the file
 
 An import runs :func:`read_archive`, which refuses a file at its first bad block (in file
 order: a frame that does not parse, bytes that do not hash to their CID, a block that is not
-canonical DAG-CBOR; then, walking the manifest, the first entry whose envelope, CID, chain
-link, limits or signature is wrong) and names it.
+DAG-CBOR; then, walking the manifest, the first entry whose envelope, CID, chain link, limits
+or signature is wrong, or whose block is not exactly the canonical encoding of its fields;
+then the manifest itself) and names it. Because every accepted block is exactly what the
+writer produces for its values, an accepted file re-exports to the same bytes.
+
+Libraries: blocks are decoded by libipld (Rust; fast on large untrusted input) and encoded by
+`dag_cbor` (which also encodes pack CIDs). The CAR framing is a varint and a CID per frame,
+written here: libipld's CAR reader neither checks block hashes nor returns block bytes, and
+the Python CAR packages are unmaintained.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -68,8 +77,8 @@ from datetime import UTC, datetime
 from typing import Any, Final, get_args
 
 import dag_cbor
+import libipld
 from dag_cbor.ipld import IPLDKind
-from multiformats import CID
 
 from schemas import limits
 from schemas.kernel.cids import (
@@ -97,6 +106,8 @@ _STATUSES: Final = frozenset(get_args(RelationStatus))
 _VISIBILITIES: Final = frozenset(get_args(Visibility))
 _CREATED_AT: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 _CREATED_AT_FORMAT: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
+# what no text column can hold: NUL, and a lone surrogate (no UTF-8 form)
+_UNSTORABLE: Final = re.compile("[\x00\ud800-\udfff]")
 # CIDv1, dag-cbor, sha2-256 over 32 bytes: the only block address this format uses.
 _BLOCK_PREFIX: Final = DAG_CBOR_BLOCK_PREFIX
 _BLOCK_CID_BYTES: Final = len(_BLOCK_PREFIX) + 32
@@ -125,11 +136,11 @@ class ArchivedEntry:
     prev_cid: str | None = None
     signature: ArchivedSignature | None = None
 
-    @property
+    @functools.cached_property
     def envelope(self) -> bytes:
         return entry_envelope(self.content, self.title, self.tags, self.entry_type, self.prev_cid)
 
-    @property
+    @functools.cached_property
     def cid(self) -> str:
         return entry_cid(self.content, self.title, self.tags, self.entry_type, self.prev_cid)
 
@@ -248,7 +259,7 @@ def write_archive(archive: DiaryArchive) -> Iterator[bytes]:
     ordered = archive if order == list(range(len(order))) else _reordered(archive, order)
     manifest = dag_cbor.encode(_manifest(ordered, [cids[i] for i in order], position))
     root = _block_cid(manifest)
-    header = dag_cbor.encode({"roots": [link(root)], "version": 1})
+    header = _header(root)
     yield varint(len(header)) + header
     yield _frame(root, manifest)
     seen: set[bytes] = set()
@@ -256,6 +267,10 @@ def write_archive(archive: DiaryArchive) -> Iterator[bytes]:
         if cids[i] not in seen:
             seen.add(cids[i])
             yield _frame(cids[i], blocks[i])
+
+
+def _header(root: bytes) -> bytes:
+    return dag_cbor.encode({"roots": [link(root)], "version": 1})
 
 
 def _reordered(archive: DiaryArchive, order: Sequence[int]) -> DiaryArchive:
@@ -313,9 +328,14 @@ def encode_archive(archive: DiaryArchive) -> bytes:
 # --- reading and verifying ----------------------------------------------------------------
 
 
-def _link_text(cid: CID) -> str:
-    """A decoded link in the canonical form CIDs are written in (base32 lower-case)."""
-    return str(cid.encode("base32"))
+def _link(value: Any, where: str, what: str) -> str:
+    """The CID string of a decoded link (libipld gives a link as its binary CID) to a block of
+    this format; whether it was written as a link (tag 42) is held by the re-encoding check."""
+    if not isinstance(value, bytes) or len(value) != _BLOCK_CID_BYTES:
+        raise ArchiveRejected(where, f"{what}: not a link to a dag-cbor sha2-256 block")
+    if not value.startswith(_BLOCK_PREFIX):
+        raise ArchiveRejected(where, f"{what}: not a link to a dag-cbor sha2-256 block")
+    return _cid_text(value)
 
 
 def _read_varint(data: bytes, offset: int, where: str) -> tuple[int, int]:
@@ -331,28 +351,39 @@ def _read_varint(data: bytes, offset: int, where: str) -> tuple[int, int]:
 
 
 def _decode(data: bytes, where: str) -> Any:
+    """A block's value, decoded by libipld (Rust: the file is untrusted and may be large). It
+    refuses unsorted or repeated map keys; the canonical form as a whole (shortest integers,
+    links as links) is held by re-encoding what was read and comparing the bytes."""
     try:
-        return dag_cbor.decode(data)  # strict: refuses anything but canonical DAG-CBOR
-    except Exception as exc:  # dag_cbor raises several error types; all mean "not canonical"
-        raise ArchiveRejected(where, f"not canonical DAG-CBOR ({type(exc).__name__})") from None
+        return libipld.decode_dag_cbor(data)
+    except Exception as exc:  # libipld raises ValueError and others on malformed input
+        raise ArchiveRejected(where, f"not DAG-CBOR ({exc})") from None
 
 
-def _frames(data: bytes) -> tuple[str, dict[str, Any]]:
-    """The root CID and every block, decoded, by CID string; each block's bytes hash-checked."""
+@dataclass(frozen=True)
+class _Block:
+    value: Any
+    data: bytes
+
+
+def _frames(data: bytes) -> tuple[str, dict[str, _Block]]:
+    """The root CID and every block by CID string, each block's bytes hash-checked."""
     size, offset = _read_varint(data, 0, "the CAR header")
-    header = _decode(data[offset : offset + size], "the CAR header")
+    header_bytes = data[offset : offset + size]
+    header = _decode(header_bytes, "the CAR header")
     offset += size
     if (
         not isinstance(header, dict)
-        or header.get("version") != 1
         or set(header) != {"roots", "version"}
+        or header["version"] != 1
         or not isinstance(header["roots"], list)
         or len(header["roots"]) != 1
-        or not isinstance(header["roots"][0], CID)
     ):
         raise ArchiveRejected("the CAR header", "expected {roots: [one CID], version: 1}")
-    root = _link_text(header["roots"][0])
-    blocks: dict[str, Any] = {}
+    root = _link(header["roots"][0], "the CAR header", "roots")
+    if _header(header["roots"][0]) != header_bytes:
+        raise ArchiveRejected("the CAR header", "not in canonical DAG-CBOR form")
+    blocks: dict[str, _Block] = {}
     while offset < len(data):
         where = f"the block at byte {offset}"
         size, offset = _read_varint(data, offset, where)
@@ -368,7 +399,7 @@ def _frames(data: bytes) -> tuple[str, dict[str, Any]]:
             raise ArchiveRejected(f"block {cid}", "its bytes do not hash to its CID")
         if cid in blocks:
             raise ArchiveRejected(f"block {cid}", "appears twice")
-        blocks[cid] = _decode(body, f"block {cid}")
+        blocks[cid] = _Block(_decode(body, f"block {cid}"), body)
     if root not in blocks:
         raise ArchiveRejected(f"block {root}", "the root (manifest) block is missing")
     return root, blocks
@@ -383,7 +414,7 @@ def _map(value: Any, keys: set[str], where: str, optional: frozenset[str] = froz
 def _text(value: Any, where: str, what: str, max_chars: int, min_chars: int = 0) -> str:
     if not isinstance(value, str) or not min_chars <= len(value) <= max_chars:
         raise ArchiveRejected(where, f"{what}: expected {min_chars}..{max_chars} characters")
-    if "\x00" in value or any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+    if _UNSTORABLE.search(value):
         raise ArchiveRejected(where, f"{what}: a NUL or a lone surrogate")
     return value
 
@@ -459,7 +490,14 @@ def _signature(value: Any, cid: str, where: str) -> ArchivedSignature:
     return ArchivedSignature(public_key=fields["publicKey"], nonce=nonce, value=fields["value"])
 
 
-def _entry(block: Any, where: str, signed: bool, prev: str) -> ArchivedEntry:
+def _entry(block: _Block, where: str, signed: bool, prev: str) -> ArchivedEntry:
+    entry = _entry_fields(block.value, where, signed, prev)
+    if _entry_block(entry) != block.data:
+        raise ArchiveRejected(where, "not the canonical DAG-CBOR of its fields")
+    return entry
+
+
+def _entry_fields(block: Any, where: str, signed: bool, prev: str) -> ArchivedEntry:
     fields = _map(
         block, {"cid", "envelope", "importance", "createdAt"}, where, frozenset({"signature"})
     )
@@ -486,7 +524,7 @@ def _entry(block: Any, where: str, signed: bool, prev: str) -> ArchivedEntry:
         raise ArchiveRejected(where, "signature: every entry of a signed diary is signed")
     if "signature" in fields:
         signature = _signature(fields["signature"], entry.cid, where)
-        return ArchivedEntry(**{**entry.__dict__, "signature": signature})
+        return dataclasses.replace(entry, signature=signature)
     return entry
 
 
@@ -527,7 +565,7 @@ def read_archive(data: bytes) -> DiaryArchive:
     `ArchiveRejected` naming the first bad block."""
     root, blocks = _frames(data)
     where = f"block {root} ({ROOT})"
-    manifest = _map(blocks[root], {"v", "diary", "entries", "relations", "head"}, where)
+    manifest = _map(blocks[root].value, {"v", "diary", "entries", "relations", "head"}, where)
     if manifest["v"] != EXPORT_VERSION:
         raise ArchiveRejected(where, f"v: expected {EXPORT_VERSION}")
     diary = _map(manifest["diary"], {"id", "name", "visibility", "signed"}, where)
@@ -541,7 +579,7 @@ def read_archive(data: bytes) -> DiaryArchive:
     entries: list[ArchivedEntry] = []
     prev = ""
     for n, entry_link in enumerate(manifest["entries"]):
-        cid = _link_text(entry_link) if isinstance(entry_link, CID) else ""
+        cid = _link(entry_link, where, f"entries/{n}")
         if cid not in blocks:
             raise ArchiveRejected(where, f"entries/{n}: not a link to a block of the file")
         entry = _entry(blocks[cid], f"block {cid} (entry {n})", signed, prev)
@@ -562,7 +600,10 @@ def read_archive(data: bytes) -> DiaryArchive:
         raise ArchiveRejected(where, "relations: the same relation twice")
     if manifest["head"] != archive.head:
         raise ArchiveRejected(where, f"head: expected {archive.head!r}")
-    linked = {root} | {_link_text(cid) for cid in manifest["entries"]}
+    in_file_order = {n: n for n in range(len(entries))}
+    if dag_cbor.encode(_manifest(archive, manifest["entries"], in_file_order)) != blocks[root].data:
+        raise ArchiveRejected(where, "not the canonical manifest (links, relation order, numbers)")
+    linked = {root} | {_cid_text(cid) for cid in manifest["entries"]}
     if stray := next((cid for cid in blocks if cid not in linked), None):
         raise ArchiveRejected(f"block {stray}", "not linked from the manifest")
     return archive

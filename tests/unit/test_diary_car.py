@@ -334,3 +334,31 @@ def test_any_damage_is_a_refusal_never_a_crash(archive: DiaryArchive) -> None:
     for broken in damaged:
         with pytest.raises(ArchiveRejected):
             read_archive(broken)
+
+
+def test_a_manifest_with_byte_strings_for_links_is_refused() -> None:
+    """libipld decodes a link and a byte string alike: the re-encoding check tells them apart."""
+    archive = unsigned()
+    (_, manifest), *entries = frames_of(encode_archive(archive))
+    fields = dag_cbor.decode(manifest)
+    fields["entries"] = [bytes(cid) for cid in fields["entries"]]
+    changed = dag_cbor.encode(fields)
+    root = dag_cbor_block_cid(changed)
+    rejected = refusal(car(root, [(root, changed), *entries]))
+    assert rejected.block == f"block {dag_cbor_cid_string(root)} (the manifest)"
+    assert rejected.reason.startswith("not the canonical manifest")
+
+
+def test_an_entry_block_in_a_longer_encoding_is_refused() -> None:
+    envelope = unsigned().entries[1].envelope
+    data, _ = one_entry_file(raw_cid(envelope), envelope)
+    frames = frames_of(data)
+    padded = frames[1][1].replace(b"jimportance\x05", b"jimportance\x18\x05")  # 5 in 2 bytes
+    assert padded != frames[1][1]
+    padded_cid = dag_cbor_block_cid(padded)
+    manifest = dag_cbor.decode(frames[0][1])
+    manifest["entries"] = [link(padded_cid)]
+    manifest_bytes = dag_cbor.encode(manifest)
+    root = dag_cbor_block_cid(manifest_bytes)
+    rejected = refusal(car(root, [(root, manifest_bytes), (padded_cid, padded)]))
+    assert rejected.block.startswith(f"block {dag_cbor_cid_string(padded_cid)}")
