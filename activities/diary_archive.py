@@ -8,6 +8,7 @@ written from a file that verifies.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from temporalio import activity
@@ -55,11 +56,15 @@ class DiaryArchiveActivities:
     @activity.defn(name="diary_archive.write")
     async def write(self, inp: DiaryImportInput) -> DiaryImported:
         """Create the diary, its entries, signatures and relations in one transaction."""
+        data = await self._staged(inp.archive_key)
         try:
-            archive = read_archive(await self._staged(inp.archive_key))
+            # CPU work (checks, signatures, injection scans) off the worker's event loop
+            archive, scanned = await asyncio.to_thread(_checked_and_scanned, data)
         except ArchiveRejected as rejected:
-            raise ValidationFailed(str(rejected), code="archive-invalid") from None
-        await self._repo.import_diary(inp, archive, _scanned(archive))
+            raise ValidationFailed(
+                str(rejected), code="archive-invalid", extensions={"block": rejected.block}
+            ) from None
+        await self._repo.import_diary(inp, archive, scanned)
         return DiaryImported(entries=len(archive.entries))
 
     @activity.defn(name="diary_archive.discard")
@@ -68,12 +73,14 @@ class DiaryArchiveActivities:
         await self._store().delete_many([inp.archive_key])
 
 
-def _scanned(archive: DiaryArchive) -> list[ImportedEntry]:
-    """Each entry with its injection scan, computed here as for any new entry."""
-    return [
+def _checked_and_scanned(data: bytes) -> tuple[DiaryArchive, list[ImportedEntry]]:
+    """The archive, checked, and each entry with its injection scan (as for any new entry)."""
+    archive = read_archive(data)
+    scanned = [
         ImportedEntry(entry, *entry_verdict(entry.title, entry.content))
         for entry in archive.entries
     ]
+    return archive, scanned
 
 
 class ImportEmbeddingActivities:
