@@ -35,10 +35,12 @@ def diary_import_workflow_id(diary_id: UUID) -> str:
 class DiaryImportWorkflow:
     @workflow.run
     async def run(self, inp: DiaryImportInput) -> DiaryImported:
-        imported = await run_activity(
-            DiaryArchiveActivities.write, inp, start_to_close=WRITE_TIMEOUT
-        )
-        await run_activity(DiaryArchiveActivities.discard, inp)
+        try:
+            imported = await run_activity(
+                DiaryArchiveActivities.write, inp, start_to_close=WRITE_TIMEOUT
+            )
+        finally:  # written or not, the staged file has served
+            await run_activity(DiaryArchiveActivities.discard, inp)
         batch = limits.DIARY_IMPORT_EMBED_BATCH
         for start in range(0, imported.entries, batch):
             await self._embed(
