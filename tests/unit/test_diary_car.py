@@ -156,7 +156,7 @@ def test_changed_bytes_are_refused_naming_their_block() -> None:
     assert rejected.reason == "its bytes do not hash to its CID"
 
 
-def one_entry_file(cid: str, envelope: bytes) -> tuple[bytes, str]:
+def one_entry_file(cid: str, envelope: bytes, *, signed: bool = False) -> tuple[bytes, str]:
     """A hand-built archive of one unsigned entry block (cid, envelope as given), and that
     block's CID: for damage the writer cannot produce."""
     block = dag_cbor.encode(
@@ -168,7 +168,7 @@ def one_entry_file(cid: str, envelope: bytes) -> tuple[bytes, str]:
         }
     )
     block_cid = dag_cbor_block_cid(block)
-    diary = {"id": str(uuid.UUID(int=3)), "name": "x", "visibility": "private", "signed": False}
+    diary = {"id": str(uuid.UUID(int=3)), "name": "x", "visibility": "private", "signed": signed}
     manifest = dag_cbor.encode(
         {
             "v": EXPORT_VERSION,
@@ -297,29 +297,8 @@ def test_metadata_that_is_not_json_and_a_p_that_is_not_a_cid_are_refused() -> No
     envelope = (
         b'{"c":"x","p":"not-a-cid","t":"","tags":[],"type":"semantic","v":"service:diary:v1"}'
     )
-    block = dag_cbor.encode(
-        {
-            "cid": raw_cid(envelope),
-            "createdAt": "2026-11-26T12:00:00.123456Z",
-            "envelope": envelope,
-            "importance": 5,
-        }
-    )
-    block_cid = dag_cbor_block_cid(block)
-    diary = {"id": str(uuid.UUID(int=4)), "name": "x", "visibility": "private", "signed": True}
-    manifest = dag_cbor.encode(
-        {
-            "v": EXPORT_VERSION,
-            "diary": diary,
-            "entries": [link(block_cid)],
-            "relations": [],
-            "head": None,
-        }
-    )
-    root = dag_cbor_block_cid(manifest)
-    assert refusal(car(root, [(root, manifest), (block_cid, block)])).reason == (
-        "envelope: p is not a CID"
-    )
+    data, _ = one_entry_file(raw_cid(envelope), envelope, signed=True)
+    assert refusal(data).reason == "envelope: p is not a CID"
 
 
 @pytest.mark.parametrize("archive", [unsigned(), signed()], ids=["unsigned", "signed"])
