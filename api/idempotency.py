@@ -62,19 +62,21 @@ def key_reused() -> Conflict:
 def fingerprint(request: web.Request) -> str:
     """The CID of the request as its route reads it: method, route template, path and query
     parameters, team header and the parsed body (defaults filled in, so an omitted default and
-    the same value sent are one request)."""
+    the same value sent are one request), or a file body's CID."""
     parsed = request.get(keys.PARSED)
     spec = request[keys.ENDPOINT]
-    return json_cid(
-        {
-            "method": request.method,
-            "route": getattr(spec, "path", request.path),
-            "path": dict(request.match_info),
-            "query": _dumped(getattr(parsed, "query", None)),
-            "team": request.headers.get(TEAM_HEADER),
-            "body": _dumped(getattr(parsed, "body", None)),
-        }
-    )
+    described: dict[str, Any] = {
+        "method": request.method,
+        "route": getattr(spec, "path", request.path),
+        "path": dict(request.match_info),
+        "query": _dumped(getattr(parsed, "query", None)),
+        "team": request.headers.get(TEAM_HEADER),
+        "body": _dumped(getattr(parsed, "body", None)),
+    }
+    raw_body = request.get(keys.RAW_BODY_CID)
+    if raw_body is not None:  # a file body (a diary import) is its bytes' CID
+        described["rawBody"] = raw_body
+    return json_cid(described)
 
 
 def _dumped(model: Any) -> Any:

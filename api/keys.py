@@ -44,6 +44,8 @@ PRINCIPAL = web.RequestKey("principal", object)
 PARSED = web.RequestKey("parsed", object)
 # the workflow this request starts is named by its Idempotency-Key (`api.idempotency`)
 KEYED_RUN = web.RequestKey("keyed_run", bool)
+# the CID of a raw (file) body, set by a route that reads one: part of its request fingerprint
+RAW_BODY_CID = web.RequestKey("raw_body_cid", str)
 RATE_QUOTA = web.RequestKey("rate_quota", object)
 # the rate-limit key a request is counted under, the count under way, and whether it was admitted
 RATE_KEY = web.RequestKey("rate_key", str)

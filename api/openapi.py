@@ -156,6 +156,9 @@ def _operation(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
         if spec.body_form:
             content["application/x-www-form-urlencoded"] = content["application/json"]
         operation["requestBody"] = {"required": True, "content": content}
+    elif spec.raw_body is not None:
+        binary = {"schema": {"type": "string", "format": "binary"}}
+        operation["requestBody"] = {"required": True, "content": {spec.raw_body: binary}}
     if spec.auth == "required":
         operation["security"] = [{"bearer": list(spec.scopes)}, {"session": []}]
     elif spec.auth == "optional":

@@ -45,4 +45,6 @@ class EndpointSpec:
     # Honours `Idempotency-Key` (api.idempotency): every POST that creates or decides says so
     idempotent: bool = False
     raw_response: str | None = None
+    # The handler reads the body itself, as a file of this media type (`POST /diaries/import`)
+    raw_body: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)

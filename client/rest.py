@@ -36,6 +36,7 @@ from schemas.identity import (
     VoucherList,
     Whoami,
 )
+from schemas.kernel.diary_car import CAR_MEDIA_TYPE
 from schemas.memory import (
     Diary,
     DiaryCreateRequest,
@@ -443,6 +444,25 @@ class CairnClient:
 
     async def get_diary(self, diary_id: UUID) -> Diary:
         return Diary.model_validate(await self.request("GET", f"/diaries/{diary_id}"))
+
+    async def export_diary(self, diary_id: UUID) -> bytes:
+        """The diary as a CAR file; `schemas.kernel.diary_car.read_archive` checks it offline
+        (every CID and signature) and returns its entries."""
+        return (await self.download(f"/diaries/{diary_id}/export")).content
+
+    async def import_diary(
+        self, team_id: UUID, archive: bytes, *, name: str | None = None
+    ) -> Diary:
+        """A new diary in the team from a file of `export_diary` (its entries keep their CIDs)."""
+        body = await self.request(
+            "POST",
+            "/diaries/import",
+            params={"name": name},
+            team=team_id,
+            data=archive,
+            headers={"Content-Type": CAR_MEDIA_TYPE},
+        )
+        return Diary.model_validate(body)
 
     async def diary_tags(
         self,

@@ -311,3 +311,7 @@ TEAM_FOUNDING_WAIT: Final = timedelta(seconds=TEAM_FOUNDING_TTL_SEC)
 DIARY_TRANSFER_WAIT: Final = timedelta(seconds=DIARY_TRANSFER_TTL_SEC)
 PACK_LIFETIME: Final = timedelta(seconds=PACK_TTL_SEC)
 ARTIFACT_ORPHAN_GRACE: Final = timedelta(seconds=ARTIFACT_ORPHAN_GRACE_SEC)
+
+# --- diary archives (GET /diaries/{id}/export, POST /diaries/import) --------------------------
+DIARY_IMPORT_MAX_BYTES: Final = 32 * MIB  # a CAR upload; ~10 000 entries of 2 KB with room
+DIARY_IMPORT_EMBED_BATCH: Final = 32  # entries one embedding step of an import embeds

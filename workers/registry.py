@@ -11,6 +11,7 @@ import asyncpg
 from activities.agent_keys import AgentKeyActivities
 from activities.artifacts import ArtifactActivities
 from activities.connector import ConnectorActivities
+from activities.diary_archive import DiaryArchiveActivities, ImportEmbeddingActivities
 from activities.embedding import EmbeddingActivities
 from activities.identity import IdentityActivities
 from activities.maintenance import MaintenanceActivities
@@ -50,6 +51,7 @@ from workflows.diaries import (
     DiaryGrantWriteWorkflow,
     DiaryUpdateWorkflow,
 )
+from workflows.diary_archive import DiaryImportWorkflow
 from workflows.entries import (
     EntryCreateWorkflow,
     EntryDeleteWorkflow,
@@ -100,6 +102,7 @@ WORKFLOWS: Sequence[type] = (
     DiaryDeleteWorkflow,
     DiaryGrantWriteWorkflow,
     DiaryGrantRevokeWorkflow,
+    DiaryImportWorkflow,
     EntryCreateWorkflow,
     EntryUpdateWorkflow,
     EntryEmbeddingWorkflow,
@@ -143,6 +146,7 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
     tasks = TaskActivities(TaskRepo(deps.pool))
     artifacts = ArtifactActivities(ArtifactRepo(deps.pool), deps.blobs)
     memory = MemoryActivities(MemoryRepo(deps.pool))
+    archives = DiaryArchiveActivities(MemoryRepo(deps.pool), deps.blobs)
     agent_keys = AgentKeyActivities(AgentKeyRepo(deps.pool))
     maintenance = MaintenanceActivities(MaintenanceRepo(deps.pool))
     packs = PackActivities(PackRepo(deps.pool))
@@ -216,6 +220,8 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
         memory.create_relation,
         memory.set_relation_status,
         memory.delete_relation,
+        archives.write,
+        archives.discard,
         agent_keys.insert,
         agent_keys.rotate,
         agent_keys.revoke,
@@ -243,8 +249,10 @@ def embedding_activities(
     model per worker process, shared by every call through its micro-batcher, and the entry
     writes that `EMBEDDING_WORKFLOWS` run beside it as local activities."""
     memory = MemoryActivities(MemoryRepo(pool))
+    imports = ImportEmbeddingActivities(embedding, MemoryRepo(pool))
     return [
         embedding.embed_passages,
+        imports.embed_entries,
         memory.insert_entry,
         memory.rewrite_entry,
         memory.set_embedding,

@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from schemas.embedding import EmbedRequest, EmbedResult
     from schemas.kernel.cids import entry_cid
     from schemas.kernel.embedding_text import entry_embedding_text
-    from schemas.kernel.injection import scan
+    from schemas.kernel.injection import entry_verdict
     from schemas.memory import (
         EntriesDeleted,
         EntryDraft,
@@ -65,8 +65,7 @@ LATE_EMBED_DEADLINE = timedelta(days=1)
 
 
 def _threats(title: str | None, content: str) -> tuple[bool, list[dict[str, Any]]]:
-    result = scan(title, content)
-    return result.risk, [threat.model_dump() for threat in result.threats]
+    return entry_verdict(title, content)
 
 
 def _embedding_text(draft: EntryDraft) -> str:

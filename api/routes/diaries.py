@@ -1,5 +1,6 @@
 """Diary routes: create (in the team of `x-service-team-id`), list, get, update, delete, and
-grants; the tag histogram; signed-entry verification.
+grants; the tag histogram; signed-entry verification; export and import as a CAR file
+(`schemas.kernel.diary_car` defines the format).
 
 Reading a diary follows its visibility (SPEC 5): `public` needs no credential, `moltnet` any
 authenticated principal (401 otherwise), `private` the Diary `read` permission, and a denial is
@@ -9,6 +10,8 @@ caller who can read but not change it gets 403.
 
 from __future__ import annotations
 
+import asyncio
+import io
 from uuid import UUID
 
 import asyncpg
@@ -23,10 +26,21 @@ from api.flows import execute
 from api.headers import require_team_header, team_header
 from api.idempotency import keyed_workflow_id, new_id
 from infra.repos import memory_reads, team_reads
-from schemas.errors import Conflict, Forbidden, NotFound, Unauthorized
+from schemas import limits
+from schemas.diary_archive import DiaryImportInput, DiaryImportQuery, staged_archive_key
+from schemas.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    PayloadTooLarge,
+    Unauthorized,
+    UnsupportedMediaType,
+    ValidationFailed,
+)
 from schemas.identity import Done
-from schemas.kernel.cids import entry_cid
+from schemas.kernel.cids import bytes_cid, entry_cid
 from schemas.kernel.crypto import parse_public_key, signing_payload, verify_signature
+from schemas.kernel.diary_car import CAR_MEDIA_TYPE, ArchiveRejected, encode_archive, read_archive
 from schemas.memory import (
     Diary,
     DiaryCreateInput,
@@ -59,6 +73,7 @@ from workflows.diaries import (
     diary_grant_workflow_id,
     diary_update_workflow_id,
 )
+from workflows.diary_archive import DiaryImportWorkflow, diary_import_workflow_id
 
 routes = web.RouteTableDef()
 TAG = "diaries"
@@ -84,13 +99,7 @@ async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest])
     """Create a diary owned by the team of `x-service-team-id` (needs Team `write`)."""
     body = parsed.body
     principal = require_principal(request)
-    team_id = require_team_header(request)
-    team = await team_reads.team_state(request.app[keys.READ_POOL], team_id)
-    if team is None or not await allowed(request, "Team", team_id, "access"):
-        raise NotFound("No such team", code="team-not-found")
-    await require(request, "Team", team_id, "write")
-    if team.status != "active":
-        raise Conflict("The team is not active", code="team-not-active")
+    team_id = await _team_for_new_diary(request)
     diary_id = new_id(request, "diary")
     await execute(
         request,
@@ -106,12 +115,29 @@ async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest])
         ),
         workflow_id=diary_create_workflow_id(diary_id),
         on_duplicate=Conflict("This diary is being created"),
-        search=[
-            SearchAttributePair(DIARY_ID, str(diary_id)),
-            SearchAttributePair(TEAM_ID, str(team_id)),
-        ],
+        search=_diary_search(diary_id, team_id),
     )
     return await load_diary(request, diary_id)
+
+
+async def _team_for_new_diary(request: web.Request) -> UUID:
+    """The team of `x-service-team-id`, if the caller may create diaries in it: a member (else
+    404 `team-not-found`) with Team `write` (else 403), the team active (else 409)."""
+    team_id = require_team_header(request)
+    team = await team_reads.team_state(request.app[keys.READ_POOL], team_id)
+    if team is None or not await allowed(request, "Team", team_id, "access"):
+        raise NotFound("No such team", code="team-not-found")
+    await require(request, "Team", team_id, "write")
+    if team.status != "active":
+        raise Conflict("The team is not active", code="team-not-active")
+    return team_id
+
+
+def _diary_search(diary_id: UUID, team_id: UUID) -> list[SearchAttributePair[str]]:
+    return [
+        SearchAttributePair(DIARY_ID, str(diary_id)),
+        SearchAttributePair(TEAM_ID, str(team_id)),
+    ]
 
 
 @endpoint(
@@ -386,3 +412,110 @@ async def _links_to_chain(pool: asyncpg.Pool, entry: Entry) -> bool:
     return entry.prevCid is not None and await memory_reads.diary_has_cid(
         pool, entry.diaryId, entry.prevCid
     )
+
+
+# --- export and import ----------------------------------------------------------------------
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/diaries/{diaryId}/export",
+    tag=TAG,
+    path_params=DiaryPath,
+    auth="optional",
+    scopes=("diary:read",),
+    raw_response=CAR_MEDIA_TYPE,
+    errors=(NotFound, Unauthorized),
+)
+async def export_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> web.Response:
+    """The diary as a CARv1 file: manifest, entries with their CIDs, relations, signatures."""
+    diary = await readable_diary(request, parsed.path.diaryId)
+    archive = await memory_reads.diary_archive(request.app[keys.READ_POOL], diary)
+    # The manifest comes first in the file and names every entry block, so the whole diary is
+    # read before the first byte could be sent: the body is built, then sent with its length.
+    body = await asyncio.to_thread(encode_archive, archive)
+    return web.Response(
+        body=body,
+        content_type=CAR_MEDIA_TYPE,
+        headers={"Content-Disposition": f'attachment; filename="{diary.id}.car"'},
+    )
+
+
+@endpoint(
+    routes,
+    "POST",
+    "/diaries/import",
+    tag=TAG,
+    status=201,
+    query=DiaryImportQuery,
+    raw_body=CAR_MEDIA_TYPE,
+    response=Diary,
+    scopes=("diary:write",),
+    headers=("x-service-team-id",),
+    errors=(
+        NotFound,
+        Forbidden,
+        Conflict,
+        ValidationFailed,
+        PayloadTooLarge,
+        UnsupportedMediaType,
+    ),
+    idempotent=True,
+)
+async def import_diary(request: web.Request, parsed: Parsed[None, DiaryImportQuery]) -> Diary:
+    """Create a diary from a CAR file of `GET /diaries/{id}/export` (body: the file, at most
+    32 MiB): every block's CID and every signature is checked before anything is written, and
+    the entries keep their CIDs. Needs what `POST /diaries` needs in the team."""
+    principal = require_principal(request)
+    team_id = await _team_for_new_diary(request)
+    data = await _car_body(request)
+    try:
+        await asyncio.to_thread(read_archive, data)
+    except ArchiveRejected as rejected:
+        raise ValidationFailed(
+            f"The archive is refused at {rejected}",
+            code="archive-invalid",
+            extensions={"block": rejected.block},
+        ) from None
+    archive_cid = bytes_cid(data)
+    request[keys.RAW_BODY_CID] = archive_cid
+    diary_id = new_id(request, "diary-import")
+    key = staged_archive_key(diary_id, archive_cid)
+    await request.app[keys.BLOBS].put_file(key, io.BytesIO(data), len(data))
+    await execute(
+        request,
+        DiaryImportWorkflow.run,
+        DiaryImportInput(
+            diary_id=diary_id,
+            team_id=team_id,
+            name=parsed.query.name,
+            created_by=principal.subject_id,
+            created_by_ns=principal.subject_ns,
+            archive_key=key,
+        ),
+        workflow_id=diary_import_workflow_id(diary_id),
+        on_duplicate=Conflict("This diary is being imported"),
+        search=_diary_search(diary_id, team_id),
+    )
+    return await load_diary(request, diary_id)
+
+
+async def _car_body(request: web.Request) -> bytes:
+    """The uploaded file, refused (413) as soon as it passes the limit."""
+    if request.content_type not in (CAR_MEDIA_TYPE, "application/octet-stream"):
+        raise UnsupportedMediaType(f"Send the archive as {CAR_MEDIA_TYPE}")
+    too_large = PayloadTooLarge(
+        f"An archive is at most {limits.DIARY_IMPORT_MAX_BYTES} bytes", code="payload-too-large"
+    )
+    declared = request.content_length
+    if declared is not None and declared > limits.DIARY_IMPORT_MAX_BYTES:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > limits.DIARY_IMPORT_MAX_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)

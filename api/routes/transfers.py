@@ -20,7 +20,6 @@ Scopes (the spec is silent): proposing and deciding change who holds a diary, so
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import cast
 

@@ -16,7 +16,15 @@ import asyncpg
 from infra import permissions as tuples
 from infra.db import Q
 from infra.repos.signing import get_signing_request
+from schemas.diary_archive import (
+    DiaryImportInput,
+    ImportedEntry,
+    imported_entry_id,
+    imported_relation_id,
+)
 from schemas.kernel.cids import entry_cid
+from schemas.kernel.crypto import fingerprint, parse_public_key
+from schemas.kernel.diary_car import ArchivedSignature, DiaryArchive
 from schemas.kernel.permissions import RelationTuple, Subject
 from schemas.memory import (
     GRANT_RELATIONS,
@@ -252,6 +260,27 @@ class MemoryRepo:
                 await conn.execute(Q.memory_sync_superseded_by, row["target_id"])
             return row is not None
 
+    # --- imports --------------------------------------------------------------------------
+
+    async def import_diary(
+        self, inp: DiaryImportInput, archive: DiaryArchive, entries: list[ImportedEntry]
+    ) -> None:
+        await _write_import(self._pool, inp, archive, entries)
+
+    async def entries_to_embed(self, entry_ids: Sequence[uuid.UUID]) -> list[EntryText]:
+        """Those of the entries still without a vector."""
+        rows = await self._pool.fetch(Q.archive_entries_to_embed, list(entry_ids))
+        return [
+            EntryText(
+                id=row["id"],
+                cid=row["cid"],
+                title=row["title"],
+                content=row["content"],
+                tags=list(row["tags"]),
+            )
+            for row in rows
+        ]
+
     async def delete_relation(self, relation_id: uuid.UUID) -> bool:
         async with self._pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(Q.memory_delete_relation, relation_id)
@@ -283,3 +312,105 @@ async def _signature_for(
             Refusal("signing-request-used", "This signing request already signed an entry")
         )
     return request.signature
+
+
+# --- imports ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EntryText:
+    """What an entry's embedding is computed from, and the CID it is stored against."""
+
+    id: uuid.UUID
+    cid: str
+    title: str | None
+    content: str
+    tags: list[str]
+
+
+async def _write_import(
+    pool: asyncpg.Pool, inp: DiaryImportInput, archive: DiaryArchive, entries: list[ImportedEntry]
+) -> None:
+    """Create the diary of an archive in one transaction: the diary with its team binding,
+    every entry (its CID, chain link, signature and creation time kept) with its parent tuple
+    and imported signer, and the relations. A retry after a commit finds the diary and stops.
+
+    An imported signed entry has no local signing request: it names itself as its request
+    (`signing_request_id` = its own id, so it counts as signed everywhere: immutable,
+    permanent), and `imported_signatures` holds the key and nonce its signature verifies with.
+    """
+    diary_id = inp.diary_id
+    async with pool.acquire() as conn, conn.transaction():
+        if await conn.fetchval(Q.memory_get_diary, diary_id) is not None:
+            return
+        await conn.execute(
+            Q.memory_insert_diary,
+            diary_id,
+            inp.created_by,
+            inp.created_by_ns,
+            inp.team_id,
+            inp.name or archive.name,
+            archive.visibility,
+            archive.signed,
+        )
+        ids = [imported_entry_id(diary_id, n) for n in range(len(entries))]
+        await conn.executemany(
+            Q.archive_insert_entry,
+            [_entry_row(inp, entry_id, item) for entry_id, item in zip(ids, entries, strict=True)],
+        )
+        await conn.executemany(
+            Q.archive_insert_signature,
+            [
+                _signature_row(entry_id, item.entry.signature)
+                for entry_id, item in zip(ids, entries, strict=True)
+                if item.entry.signature is not None
+            ],
+        )
+        await tuples.write_tuples(
+            conn,
+            [_team_binding(diary_id, inp.team_id)]
+            + [_entry_parent(entry_id, diary_id) for entry_id in ids],
+        )
+        for n, relation in enumerate(archive.relations):
+            await conn.fetchval(
+                Q.memory_insert_relation,
+                imported_relation_id(diary_id, n),
+                ids[relation.source],
+                ids[relation.target],
+                relation.relation,
+                relation.status,
+                None,
+                relation.metadata,
+            )
+            await conn.execute(Q.memory_sync_superseded_by, ids[relation.target])
+
+
+def _entry_row(inp: DiaryImportInput, entry_id: uuid.UUID, item: ImportedEntry) -> tuple[Any, ...]:
+    entry = item.entry
+    return (
+        entry_id,
+        inp.diary_id,
+        entry.title,
+        entry.content,
+        list(entry.tags),
+        item.injection_risk,
+        item.injection_threats,
+        entry.importance,
+        entry.entry_type,
+        entry.cid,
+        entry.prev_cid,
+        None if entry.signature is None else entry_id,
+        None if entry.signature is None else entry.signature.value,
+        inp.created_by,
+        inp.created_by_ns,
+        entry.created_at,
+    )
+
+
+def _signature_row(entry_id: uuid.UUID, signature: ArchivedSignature) -> tuple[Any, ...]:
+    return (
+        entry_id,
+        signature.public_key,
+        fingerprint(parse_public_key(signature.public_key)),
+        uuid.UUID(signature.nonce),
+    )

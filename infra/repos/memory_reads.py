@@ -10,8 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from uuid import UUID
 
+import asyncpg
+
 from infra.db import Q
 from infra.repos.rows import Db, GrantTuple, Row, fetch_all, fetch_one
+from schemas.kernel.diary_car import (
+    ArchivedEntry,
+    ArchivedRelation,
+    ArchivedSignature,
+    DiaryArchive,
+)
 from schemas.memory import (
     Diary,
     Entry,
@@ -155,3 +163,52 @@ async def list_relations(
     )
     total: int = rows[0]["total"] if rows else 0
     return [relation_from_row(row) for row in rows], total
+
+
+# --- archives ---------------------------------------------------------------------------------
+
+
+async def diary_archive(pool: asyncpg.Pool, diary: Diary) -> DiaryArchive:
+    """The diary as `schemas.kernel.diary_car` writes it: entries and the relations between
+    them, read in one snapshot (a relation never names an entry the read did not see)."""
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        rows = await conn.fetch(Q.archive_entries, diary.id)
+        relation_rows = await conn.fetch(Q.archive_relations, diary.id)
+    position = {row["id"]: n for n, row in enumerate(rows)}
+    return DiaryArchive(
+        diary_id=diary.id,
+        name=diary.name,
+        visibility=diary.visibility,
+        signed=diary.signed,
+        entries=tuple(_archived_entry(row, diary.signed) for row in rows),
+        relations=tuple(
+            ArchivedRelation(
+                source=position[row["source_id"]],
+                target=position[row["target_id"]],
+                relation=row["relation"],
+                status=row["status"],
+                metadata=row["metadata"],
+            )
+            for row in relation_rows
+        ),
+    )
+
+
+def _archived_entry(row: asyncpg.Record, chained: bool) -> ArchivedEntry:
+    signature = None
+    if row["content_signature"] is not None and row["signer_public_key"] is not None:
+        signature = ArchivedSignature(
+            public_key=row["signer_public_key"],
+            nonce=str(row["signature_nonce"]),
+            value=row["content_signature"],
+        )
+    return ArchivedEntry(
+        content=row["content"],
+        title=row["title"],
+        tags=tuple(row["tags"]),
+        entry_type=row["entry_type"],
+        importance=row["importance"],
+        created_at=row["created_at"],
+        prev_cid=row["prev_cid"] if chained else None,
+        signature=signature,
+    )

@@ -212,11 +212,18 @@ SELECT id FROM humans WHERE id = $1
 SELECT id FROM groups WHERE id = $1
 
 -- name: memory_entry_signer
--- The signing request behind a signed entry, with the signer's key.
+-- The signing request behind a signed entry, with the signer's key. An imported signed entry
+-- has no local request: it names itself as its request, and its signer is in
+-- `imported_signatures` (migration 0019), the message being its CID.
 SELECT s.message, s.nonce, s.signature, a.public_key, a.fingerprint
 FROM signing_requests s
 JOIN agents a ON a.id = s.agent_id
 WHERE s.id = $1
+UNION ALL
+SELECT e.cid, i.nonce, e.content_signature, i.public_key, i.fingerprint
+FROM imported_signatures i
+JOIN diary_entries e ON e.id = i.entry_id
+WHERE i.entry_id = $1
 
 -- name: memory_entry_by_cid
 SELECT id FROM diary_entries WHERE diary_id = $1 AND cid = $2 LIMIT 1

@@ -143,7 +143,7 @@ def entry_envelope(
     }
     if prev_cid is not None:
         if prev_cid:
-            parse_cid(prev_cid)
+            _link_binary(prev_cid)  # a canonical CID (the fast form of `parse_cid`'s checks)
         envelope["p"] = prev_cid
     text = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
     # A lone surrogate (possible after json.loads of "\ud800") raises UnicodeEncodeError, a
@@ -378,6 +378,38 @@ class BytesCidHasher:
     def cid(self) -> str:
         """The CID of everything fed so far; more chunks may still follow."""
         return _cid_from_digest(RAW_CODEC, self._sha256.digest())
+
+
+# --- blocks (diary archives: `schemas.kernel.diary_car`) --------------------------------------
+
+DAG_CBOR_BLOCK_PREFIX: Final = _CID_PREFIX[DAG_CBOR_CODEC]
+"""The binary CID of a dag-cbor sha2-256 block is this prefix, then the 32-byte digest."""
+
+
+def varint(value: int) -> bytes:
+    """Unsigned LEB128, as CAR files prefix their header and frames."""
+    return _varint(value)
+
+
+def dag_cbor_block_cid(data: bytes) -> bytes:
+    """The binary CIDv1 (dag-cbor, sha2-256) of a block's bytes."""
+    return DAG_CBOR_BLOCK_PREFIX + hashlib.sha256(data).digest()
+
+
+def dag_cbor_cid_string(binary: bytes) -> str:
+    """The canonical string of a binary CID made by :func:`dag_cbor_block_cid`."""
+    return _cid_from_digest(DAG_CBOR_CODEC, binary[len(DAG_CBOR_BLOCK_PREFIX) :])
+
+
+def link(binary: bytes) -> CID:
+    """A binary CID as the DAG-CBOR encoder writes a link (tag 42)."""
+    return _Link(binary)
+
+
+def ipld_value(value: Json, path: str) -> IPLDKind:
+    """A JSON value as DAG-CBOR encodes it the same in every language (integral floats as
+    integers, as in pack params)."""
+    return _normalise_ipld(value, path)
 
 
 # multiformats loads its codec and multihash tables lazily, on the first CID built in a process.

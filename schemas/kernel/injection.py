@@ -31,7 +31,7 @@ import unicodedata
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -853,3 +853,9 @@ def scan(title: str | None, content: str) -> InjectionScan:
     """Scan an entry the way it is read: the title (when there is one) on its own first line."""
     text = f"{title}\n{content}" if title else content
     return scan_text(text)
+
+
+def entry_verdict(title: str | None, content: str) -> tuple[bool, list[dict[str, Any]]]:
+    """What an entry row stores of its scan: `injection_risk` and `injection_threats` (JSON)."""
+    result = scan(title, content)
+    return result.risk, [threat.model_dump() for threat in result.threats]

@@ -353,6 +353,8 @@ async def test_every_request_body_is_closed(stack, openapi) -> None:
                 bodies += 1
                 if path.startswith(OPEN_BODY_PATH_PREFIX):
                     continue
+                if schema.get("format") == "binary":  # a file (a diary archive), not an object
+                    continue
                 assert schema.get("additionalProperties") is False, (method, path, media)
     assert bodies >= 8
 
