@@ -69,8 +69,8 @@ DELETE_RULES: Mapping[str, DeleteRule] = MappingProxyType(
         "connector_grants_identity_id_fkey": _cascade(_IDENTITY_GONE),
         "connector_grants_human_id_fkey": _cascade(_HUMAN_GONE),
         "connector_grants_client_id_fkey": _cascade("a grant is held by its client only"),
-        "agent_vouchers_issuer_id_fkey": _set_null("a voucher stays redeemable history"),
-        "agent_vouchers_redeemed_by_fkey": _set_null("a voucher stays redeemable history"),
+        "agent_vouchers_issuer_id_fkey": _set_null("a voucher outlives the agent that issued it"),
+        "agent_vouchers_redeemed_by_fkey": _set_null("a redeemed voucher stays spent, as history"),
         "agent_keys_actor_id_fkey": _cascade("a key authenticates its agent only"),
         "signing_requests_agent_id_fkey": _cascade("a signing request belongs to its agent"),
         # teams

@@ -46,6 +46,8 @@ def unstorable_text_at(value: Any, at: Location = ()) -> Location | None:
 
 
 def is_unstorable(text: str) -> bool:
+    if text.isascii():  # the common case, and a scan in C: no surrogate can hide in ASCII
+        return "\x00" in text
     return _UNSTORABLE.search(text) is not None
 
 

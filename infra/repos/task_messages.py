@@ -59,16 +59,15 @@ async def append_messages(
         batch = json.dumps(messages, allow_nan=False, ensure_ascii=False)
     except ValueError:
         raise _not_json("NaN and Infinity are not JSON") from None
-    try:
-        async with pool.acquire() as conn, conn.transaction():
-            attempt = await conn.fetchrow(Q.task_msg_lock_attempt, task_id, attempt_n)
-            refusal = _refusal(attempt, claimant_id, policy_allows)
-            if refusal is not None:
-                return refusal
-            assert attempt is not None
-            row = await conn.fetchrow(Q.task_msg_append, attempt["id"], batch)
-    except asyncpg.DataError as exc:  # e.g. a \u0000 in a string, which jsonb cannot store
-        raise _not_json(str(exc)) from None
+    # text jsonb cannot store (a NUL, a lone surrogate) never gets here: the request models
+    # refuse it with its pointer (schemas/text.py)
+    async with pool.acquire() as conn, conn.transaction():
+        attempt = await conn.fetchrow(Q.task_msg_lock_attempt, task_id, attempt_n)
+        refusal = _refusal(attempt, claimant_id, policy_allows)
+        if refusal is not None:
+            return refusal
+        assert attempt is not None
+        row = await conn.fetchrow(Q.task_msg_append, attempt["id"], batch)
     return Appended(count=row["count"], first_seq=row["first_seq"], last_seq=row["last_seq"])
 
 

@@ -310,10 +310,7 @@ async def test_bad_messages_are_400_and_nothing_is_written(
     task_id = await running_task(crew)
     status, problem = await post(crew.executor, task_id, body)
     assert status == 400, problem
-    if "\u0000" in str(body.get("payload")):
-        assert problem["code"] == "invalid-payload", problem  # jsonb cannot store NUL
-    else:
-        assert problem["errors"], problem  # a pointer per invalid field
+    assert problem["errors"], problem  # a pointer per invalid field (a NUL's too: /payload)
     assert await stored(db_pool, task_id) == []
 
 
