@@ -57,7 +57,9 @@ def _parameters(model: type[BaseModel] | None, where: Literal["query", "path"]) 
 
 
 def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
-    implied: list[type[DomainError]] = [InternalError, RateLimited]
+    implied: list[type[DomainError]] = [InternalError]
+    if spec.rate_limited:
+        implied.append(RateLimited)
     # a malformed declared header (the team header must be a uuid) is a 400 too
     if spec.body or spec.query or spec.path_params or spec.headers:
         implied.append(ValidationFailed)

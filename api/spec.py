@@ -41,6 +41,9 @@ class EndpointSpec:
     scopes: tuple[str, ...] = ()
     errors: tuple[type[DomainError], ...] = ()
     rate_bucket: str | None = None
+    # False: never counted in any bucket, never a 429 (the probes: kubelets probing several pods
+    # from one node share an address, DECISIONS "Operations")
+    rate_limited: bool = True
     headers: tuple[str, ...] = ()
     raw_response: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)

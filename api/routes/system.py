@@ -31,7 +31,9 @@ class Readiness(ResponseBody):
     checks: dict[str, str]
 
 
-@endpoint(routes, "GET", "/health", tag=TAG, response=Health, auth="none")
+# The probes are never rate limited: the kubelets of one node probe every pod on it from one
+# address, and a throttled readiness probe would take healthy pods out of service.
+@endpoint(routes, "GET", "/health", tag=TAG, response=Health, auth="none", rate_limited=False)
 async def health(request: web.Request, parsed: Parsed) -> Health:
     """Liveness: the process serves requests."""
     return Health(status="ok")
@@ -53,7 +55,7 @@ async def _check(name: str, probe: Any) -> tuple[str, str]:
     response=Readiness,
     also=((503, "Degraded: a check failed (`checks` names it)"),),
     auth="none",
-    rate_bucket="readiness",
+    rate_limited=False,
     errors=(ServiceUnavailable,),
 )
 async def ready(request: web.Request, parsed: Parsed) -> web.Response:
