@@ -15,6 +15,9 @@ from schemas.errors import (
     InvalidChallenge,
     InvalidSignature,
     NotFound,
+    RecoveryFlowExhausted,
+    RecoveryFlowExpired,
+    RecoveryFlowUsed,
     TooManyVouchers,
     VoucherRejected,
 )
@@ -42,6 +45,13 @@ from schemas.identity import (
 
 if TYPE_CHECKING:
     from infra.repos.identity import IdentityRepo
+
+# A recovery flow that can no longer be redeemed, by the repository's outcome.
+_FLOW_ENDED: dict[str, type[Gone]] = {
+    "expired": RecoveryFlowExpired,
+    "used": RecoveryFlowUsed,
+    "exhausted": RecoveryFlowExhausted,
+}
 
 
 class IdentityActivities:
@@ -145,7 +155,7 @@ class IdentityActivities:
             raise NotFound("No such recovery flow")
         if outcome == "wrong":
             raise InvalidChallenge("The recovery code is wrong", code="invalid-recovery-code")
-        raise Gone(f"The recovery flow is {outcome}", code=f"recovery-flow-{outcome}")
+        raise _FLOW_ENDED[outcome](f"The recovery flow is {outcome}")
 
     @activity.defn(name="identity.open_session")
     async def open_session(self, inp: SessionOpen) -> SessionOpened:

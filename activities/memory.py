@@ -3,12 +3,11 @@ transaction per activity, idempotent under retry; a refusal becomes a non-retrya
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from temporalio import activity
 
-from schemas.errors import Conflict, DomainError, ValidationFailed
+from schemas.errors import Conflict, DomainError
 from schemas.memory import (
     DiaryCreateInput,
     DiaryRef,
@@ -29,19 +28,9 @@ from schemas.memory import (
 if TYPE_CHECKING:
     from infra.repos.memory import MemoryRepo, Refusal
 
-# How each refusal of the repository reaches the client.
-_REFUSALS: Mapping[str, type[DomainError]] = {
-    "diary-has-signed-entries": Conflict,
-    "chain-conflict": Conflict,
-    "signing-request-used": Conflict,
-    "signing-request-not-found": ValidationFailed,
-    "signing-request-invalid": ValidationFailed,
-    "signature-cid-mismatch": ValidationFailed,
-}
-
 
 def _problem(refusal: Refusal) -> DomainError:
-    return _REFUSALS.get(refusal.code, Conflict)(refusal.detail, code=refusal.code)
+    return refusal.problem(refusal.detail)
 
 
 class MemoryActivities:

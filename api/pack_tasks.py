@@ -56,7 +56,7 @@ async def rendered_pack_reference(
     rendered = await repo.get_rendered_by_cid(_pool(request), ref.artifact.cid)
     if rendered is None or not await _readable(request, rendered):
         raise _invalid(
-            f"{pointer}/artifact/cid", "No such rendered pack", "rendered-pack-not-found"
+            f"{pointer}/artifact/cid", "No such rendered pack", "rendered-pack-input-not-found"
         )
     return {
         "cid": ref.artifact.cid,
@@ -82,7 +82,9 @@ async def check_judge_pack_input(
         _pool(request), UUID(str(task_input["renderedPackId"])), content=False
     )
     if rendered is None or not await _readable(request, rendered):
-        raise _invalid("/input/renderedPackId", "No such rendered pack", "rendered-pack-not-found")
+        raise _invalid(
+            "/input/renderedPackId", "No such rendered pack", "rendered-pack-input-not-found"
+        )
     if str(rendered.sourcePackId) != str(task_input["sourcePackId"]):
         raise _invalid(
             "/input/sourcePackId",

@@ -123,7 +123,7 @@ async def create_entry(
             "Entries of a signed diary need a signingRequestId", code="signature-required"
         )
     if body.signingRequestId is not None and principal.agent_id is None:
-        raise ValidationFailed("Only agents sign entries", code="agents-only")
+        raise Forbidden("Only agents sign entries", code="agents-only")
     entry_id = uuid.uuid4()
     await execute(
         request,

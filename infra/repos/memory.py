@@ -15,6 +15,15 @@ import asyncpg
 from infra import permissions as tuples
 from infra.db import Q
 from infra.repos.signing import get_signing_request
+from schemas.errors import (
+    ChainConflict,
+    DiaryHasSignedEntries,
+    DomainError,
+    SignatureCidMismatch,
+    SigningRequestInvalid,
+    SigningRequestNotFound,
+    SigningRequestUsed,
+)
 from schemas.kernel.cids import entry_cid
 from schemas.kernel.permissions import RelationTuple, Subject
 from schemas.memory import (
@@ -29,9 +38,9 @@ from schemas.memory import (
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why nothing was written: a stable code and a sentence for the problem detail."""
+    """Why nothing was written: the catalogue's problem type and a sentence for its detail."""
 
-    code: str
+    problem: type[DomainError]
     detail: str
 
 
@@ -94,7 +103,7 @@ class MemoryRepo:
             async with self._pool.acquire() as conn, conn.transaction():
                 if await conn.fetchval(Q.memory_diary_has_signed_entries, diary_id):
                     raise _Refused(
-                        Refusal("diary-has-signed-entries", "A diary with signed entries stays")
+                        Refusal(DiaryHasSignedEntries, "A diary with signed entries stays")
                     )
                 for row in await conn.fetch(Q.memory_diary_entry_ids, diary_id):
                     await tuples.delete_object(conn, "DiaryEntry", row["id"])
@@ -160,7 +169,7 @@ class MemoryRepo:
                 except asyncpg.UniqueViolationError:
                     raise _Refused(
                         Refusal(
-                            "chain-conflict",
+                            ChainConflict,
                             "Another entry was appended to this signed diary first; "
                             "sign the entry again over the new predecessor",
                         )
@@ -250,20 +259,16 @@ async def _signature_for(
     """The signature of a completed, valid signing request of the author over `cid`."""
     request = await get_signing_request(conn, request_id)
     if request is None or request.agent_id != author:
-        raise _Refused(Refusal("signing-request-not-found", "No such signing request"))
+        raise _Refused(Refusal(SigningRequestNotFound, "No such signing request"))
     if request.status != "completed" or not request.valid or request.signature is None:
-        raise _Refused(
-            Refusal("signing-request-invalid", "The signing request has no valid signature")
-        )
+        raise _Refused(Refusal(SigningRequestInvalid, "The signing request has no valid signature"))
     if request.message != cid:
         raise _Refused(
             Refusal(
-                "signature-cid-mismatch",
+                SignatureCidMismatch,
                 f"The signed message is not the entry CID; sign {cid}",
             )
         )
     if await conn.fetchval(Q.memory_entry_signing_request_used, request.id) is not None:
-        raise _Refused(
-            Refusal("signing-request-used", "This signing request already signed an entry")
-        )
+        raise _Refused(Refusal(SigningRequestUsed, "This signing request already signed an entry"))
     return request.signature

@@ -84,7 +84,7 @@ def check_destination(
     if team.personal:
         raise ValidationFailed("A personal team cannot receive diaries", code=PERSONAL_TEAM_CODE)
     if team.status != "active":
-        raise ValidationFailed("The destination team is not active", code=TEAM_NOT_ACTIVE_CODE)
+        raise Conflict("The destination team is not active", code=TEAM_NOT_ACTIVE_CODE)
 
 
 # --- writers ----------------------------------------------------------------------------------
