@@ -10,9 +10,11 @@ from temporalio import activity
 
 from schemas import limits
 from schemas.errors import (
-    Conflict,
+    AgentExists,
+    ChallengeAlreadyUsed,
     Gone,
-    InvalidChallenge,
+    IdentityExists,
+    InvalidRecoveryCode,
     InvalidSignature,
     NotFound,
     RecoveryFlowExhausted,
@@ -71,7 +73,7 @@ class IdentityActivities:
             inp.identity_id, inp.schema_id, inp.traits, password_hash, inp.email
         )
         if not created:
-            raise Conflict("An identity with this email already exists", code="identity-exists")
+            raise IdentityExists("An identity with this email already exists")
 
     @activity.defn(name="identity.delete_identity")
     async def delete_identity(self, inp: IdentityRef) -> None:
@@ -83,7 +85,7 @@ class IdentityActivities:
             inp.identity_id, inp.agent_id, inp.public_key, inp.fingerprint, inp.voucher_code
         )
         if outcome.refused == "key-taken":
-            raise Conflict("This public key is already registered", code="agent-exists")
+            raise AgentExists("This public key is already registered")
         if outcome.agent_id is None:
             raise VoucherRejected("The voucher was redeemed or expired meanwhile")
         return AgentBound(agent_id=outcome.agent_id)
@@ -121,12 +123,12 @@ class IdentityActivities:
     async def check_recovery_nonce(self, inp: NonceConsume) -> None:
         """Refuse a used nonce without using it up (the signature is checked after this)."""
         if await self._repo.nonce_used(inp.nonce):
-            raise InvalidChallenge("Challenge already used", code="challenge-already-used")
+            raise ChallengeAlreadyUsed("Challenge already used")
 
     @activity.defn(name="identity.consume_recovery_nonce")
     async def consume_recovery_nonce(self, inp: NonceConsume) -> None:
         if not await self._repo.consume_nonce(inp.nonce, inp.expires_at):
-            raise InvalidChallenge("Challenge already used", code="challenge-already-used")
+            raise ChallengeAlreadyUsed("Challenge already used")
 
     @activity.defn(name="identity.find_agent")
     async def find_agent(self, inp: AgentLookup) -> AgentFound:
@@ -154,7 +156,7 @@ class IdentityActivities:
         if outcome == "unknown":
             raise NotFound("No such recovery flow")
         if outcome == "wrong":
-            raise InvalidChallenge("The recovery code is wrong", code="invalid-recovery-code")
+            raise InvalidRecoveryCode("The recovery code is wrong")
         raise _FLOW_ENDED[outcome](f"The recovery flow is {outcome}")
 
     @activity.defn(name="identity.open_session")

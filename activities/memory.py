@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from temporalio import activity
 
-from schemas.errors import Conflict, DomainError
+from schemas.errors import DomainError, EntryImmutable
 from schemas.memory import (
     DiaryCreateInput,
     DiaryRef,
@@ -68,7 +68,7 @@ class MemoryActivities:
     @activity.defn(name="memory.rewrite_entry")
     async def rewrite_entry(self, inp: EntryRewrite) -> None:
         if not await self._repo.rewrite_entry(inp):
-            raise Conflict("Signed entries are immutable", code="entry-immutable")
+            raise EntryImmutable("Signed entries are immutable")
 
     @activity.defn(name="memory.set_embedding")
     async def set_embedding(self, inp: EntryEmbedding) -> None:

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from aiohttp import web
 
-from schemas.errors import ValidationFailed
+from schemas.errors import InvalidTeamHeader, TeamRequired
 
 TEAM_HEADER = "x-service-team-id"
 
@@ -21,13 +21,11 @@ def team_header(request: web.Request) -> UUID | None:
     try:
         return uuid.UUID(raw.strip())
     except ValueError:
-        raise ValidationFailed(
-            f"The {TEAM_HEADER} header must be a uuid", code="invalid-team-header"
-        ) from None
+        raise InvalidTeamHeader(f"The {TEAM_HEADER} header must be a uuid") from None
 
 
 def require_team_header(request: web.Request) -> UUID:
     team_id = team_header(request)
     if team_id is None:
-        raise ValidationFailed(f"This route needs the {TEAM_HEADER} header", code="team-required")
+        raise TeamRequired(f"This route needs the {TEAM_HEADER} header")
     return team_id

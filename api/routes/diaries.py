@@ -23,7 +23,16 @@ from api.endpoint import Parsed, endpoint
 from api.flows import execute
 from api.headers import require_team_header, team_header
 from infra.repos import memory_reads, team_reads
-from schemas.errors import Conflict, Forbidden, NotFound, Unauthorized
+from schemas.errors import (
+    Conflict,
+    EntryNotFound,
+    Forbidden,
+    NotFound,
+    SubjectNotFound,
+    TeamNotActive,
+    TeamNotFound,
+    Unauthorized,
+)
 from schemas.identity import Done
 from schemas.kernel.cids import entry_cid
 from schemas.kernel.crypto import parse_public_key, signing_payload, verify_signature
@@ -86,10 +95,10 @@ async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest])
     team_id = require_team_header(request)
     team = await team_reads.team_state(request.app[keys.READ_POOL], team_id)
     if team is None or not await allowed(request, "Team", team_id, "access"):
-        raise NotFound("No such team", code="team-not-found")
+        raise TeamNotFound("No such team")
     await require(request, "Team", team_id, "write")
     if team.status != "active":
-        raise Conflict("The team is not active", code="team-not-active")
+        raise TeamNotActive("The team is not active")
     diary_id = uuid.uuid4()
     await execute(
         request,
@@ -232,7 +241,7 @@ async def create_grant(
     if not await memory_reads.subject_exists(
         request.app[keys.READ_POOL], body.subjectNs, body.subjectId
     ):
-        raise NotFound(f"No such {body.subjectNs}", code="subject-not-found")
+        raise SubjectNotFound(f"No such {body.subjectNs}")
     change = _grant_change(diary_id, body)
     await execute(
         request,
@@ -337,7 +346,7 @@ async def verify_entry(
     pool = request.app[keys.READ_POOL]
     entry = await memory_reads.get_entry(pool, path.entryId)
     if entry is None or entry.diaryId != path.diaryId:
-        raise NotFound("No such entry", code="entry-not-found")
+        raise EntryNotFound("No such entry")
     return await _verification(pool, entry, diary.signed)
 
 

@@ -41,10 +41,17 @@ from infra.repos.transfers import (
     pending_transfers_to,
     transfers_of_diary,
 )
-from schemas.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from schemas.errors import (
+    Conflict,
+    DiaryTransferNotFound,
+    DiaryTransferPending,
+    Forbidden,
+    NotDestinationOwner,
+    NotFound,
+    NotTeamOwner,
+    ValidationFailed,
+)
 from schemas.transfers import (
-    NOT_FOUND_CODE,
-    PENDING_CODE,
     Decision,
     DiaryTransfersPath,
     Transfer,
@@ -95,13 +102,13 @@ async def create_transfer(
         "Team",
         source_team_id,
         "manage",
-        denied=Forbidden("Only an owner of the diary's team transfers it", code="not-team-owner"),
+        denied=NotTeamOwner("Only an owner of the diary's team transfers it"),
     )
     pool = request.app[keys.READ_POOL]
     destination = await team_reads.team_state(pool, body.destinationTeamId)
     check_destination(destination, source_team_id, body.destinationTeamId)
     if await pending_transfer_of(pool, diary_id) is not None:
-        raise Conflict("This diary already has a pending transfer", code=PENDING_CODE)
+        raise DiaryTransferPending("This diary already has a pending transfer")
     transfer_id = uuid.uuid4()
     start = WithStartWorkflowOperation(
         DiaryTransferWorkflow.run,
@@ -180,9 +187,7 @@ async def _decide(request: web.Request, path: TransferPath, decision: Decision) 
         "Team",
         record.destination_team_id,
         "manage",
-        denied=Forbidden(
-            "Only an owner of the destination team decides", code="not-destination-owner"
-        ),
+        denied=NotDestinationOwner("Only an owner of the destination team decides"),
     )
     _refuse_unless_pending(record)
     handle = request.app[keys.TEMPORAL].get_workflow_handle_for(
@@ -213,7 +218,7 @@ def _refuse_unless_pending(record: TransferRecord) -> None:
 async def _visible_transfer(request: web.Request, path: TransferPath) -> TransferRecord:
     """The transfer, if the caller can know about it: a member of its source or destination
     team, or a reader of the diary. Anyone else gets the 404 of a transfer that is not there."""
-    missing = NotFound("No such transfer", code=NOT_FOUND_CODE)
+    missing = DiaryTransferNotFound("No such transfer")
     record = await get_transfer(request.app[keys.READ_POOL], path.transferId)
     if record is None or record.diary_id != path.diaryId:
         raise missing
