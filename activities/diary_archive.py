@@ -23,7 +23,7 @@ from schemas.diary_archive import (
     imported_entry_id,
 )
 from schemas.embedding import EmbedRequest
-from schemas.errors import NotFound, ValidationFailed
+from schemas.errors import ArchiveInvalid, ArchiveNotStaged
 from schemas.kernel.diary_car import ArchiveRejected, DiaryArchive, read_archive
 from schemas.kernel.embedding_text import entry_embedding_text
 from schemas.kernel.injection import entry_verdict
@@ -47,10 +47,10 @@ class DiaryArchiveActivities:
     async def _staged(self, key: str) -> bytes:
         reader = await self._store().open(key)
         if reader is None:
-            raise NotFound("The staged archive is gone", code="archive-not-staged")
+            raise ArchiveNotStaged("The staged archive is gone")
         if reader.size > limits.DIARY_IMPORT_MAX_BYTES:
             reader.close()
-            raise ValidationFailed("The staged archive is too large", code="archive-invalid")
+            raise ArchiveInvalid("The staged archive is too large")
         return b"".join([c async for c in reader.chunks(limits.ARTIFACT_STREAM_CHUNK_BYTES)])
 
     @activity.defn(name="diary_archive.write")
@@ -61,9 +61,7 @@ class DiaryArchiveActivities:
             # CPU work (checks, signatures, injection scans) off the worker's event loop
             archive, scanned = await asyncio.to_thread(_checked_and_scanned, data)
         except ArchiveRejected as rejected:
-            raise ValidationFailed(
-                str(rejected), code="archive-invalid", extensions={"block": rejected.block}
-            ) from None
+            raise ArchiveInvalid(str(rejected), extensions={"block": rejected.block}) from None
         await self._repo.import_diary(inp, archive, scanned)
         return DiaryImported(entries=len(archive.entries))
 

@@ -10,11 +10,16 @@ from temporalio import activity
 
 from schemas import limits
 from schemas.errors import (
-    Conflict,
+    AgentExists,
+    ChallengeAlreadyUsed,
     Gone,
-    InvalidChallenge,
+    IdentityExists,
+    InvalidRecoveryCode,
     InvalidSignature,
     NotFound,
+    RecoveryFlowExhausted,
+    RecoveryFlowExpired,
+    RecoveryFlowUsed,
     TooManyVouchers,
     VoucherRejected,
 )
@@ -43,6 +48,13 @@ from schemas.identity import (
 if TYPE_CHECKING:
     from infra.repos.identity import IdentityRepo
 
+# A recovery flow that can no longer be redeemed, by the repository's outcome.
+_FLOW_ENDED: dict[str, type[Gone]] = {
+    "expired": RecoveryFlowExpired,
+    "used": RecoveryFlowUsed,
+    "exhausted": RecoveryFlowExhausted,
+}
+
 
 class IdentityActivities:
     def __init__(self, repo: IdentityRepo) -> None:
@@ -61,7 +73,7 @@ class IdentityActivities:
             inp.identity_id, inp.schema_id, inp.traits, password_hash, inp.email
         )
         if not created:
-            raise Conflict("An identity with this email already exists", code="identity-exists")
+            raise IdentityExists("An identity with this email already exists")
 
     @activity.defn(name="identity.delete_identity")
     async def delete_identity(self, inp: IdentityRef) -> None:
@@ -73,7 +85,7 @@ class IdentityActivities:
             inp.identity_id, inp.agent_id, inp.public_key, inp.fingerprint, inp.voucher_code
         )
         if outcome.refused == "key-taken":
-            raise Conflict("This public key is already registered", code="agent-exists")
+            raise AgentExists("This public key is already registered")
         if outcome.agent_id is None:
             raise VoucherRejected("The voucher was redeemed or expired meanwhile")
         return AgentBound(agent_id=outcome.agent_id)
@@ -111,12 +123,12 @@ class IdentityActivities:
     async def check_recovery_nonce(self, inp: NonceConsume) -> None:
         """Refuse a used nonce without using it up (the signature is checked after this)."""
         if await self._repo.nonce_used(inp.nonce):
-            raise InvalidChallenge("Challenge already used", code="challenge-already-used")
+            raise ChallengeAlreadyUsed("Challenge already used")
 
     @activity.defn(name="identity.consume_recovery_nonce")
     async def consume_recovery_nonce(self, inp: NonceConsume) -> None:
         if not await self._repo.consume_nonce(inp.nonce, inp.expires_at):
-            raise InvalidChallenge("Challenge already used", code="challenge-already-used")
+            raise ChallengeAlreadyUsed("Challenge already used")
 
     @activity.defn(name="identity.find_agent")
     async def find_agent(self, inp: AgentLookup) -> AgentFound:
@@ -144,8 +156,8 @@ class IdentityActivities:
         if outcome == "unknown":
             raise NotFound("No such recovery flow")
         if outcome == "wrong":
-            raise InvalidChallenge("The recovery code is wrong", code="invalid-recovery-code")
-        raise Gone(f"The recovery flow is {outcome}", code=f"recovery-flow-{outcome}")
+            raise InvalidRecoveryCode("The recovery code is wrong")
+        raise _FLOW_ENDED[outcome](f"The recovery flow is {outcome}")
 
     @activity.defn(name="identity.open_session")
     async def open_session(self, inp: SessionOpen) -> SessionOpened:

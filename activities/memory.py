@@ -3,12 +3,11 @@ transaction per activity, idempotent under retry; a refusal becomes a non-retrya
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from temporalio import activity
 
-from schemas.errors import Conflict, DomainError, ValidationFailed
+from schemas.errors import DomainError, EntryImmutable
 from schemas.memory import (
     DiaryCreateInput,
     DiaryRef,
@@ -29,21 +28,9 @@ from schemas.memory import (
 if TYPE_CHECKING:
     from infra.repos.memory import MemoryRepo, Refusal
 
-# How each refusal of the repository reaches the client.
-_REFUSALS: Mapping[str, type[DomainError]] = {
-    "diary-has-signed-entries": Conflict,
-    "diary-in-use": Conflict,
-    "chain-conflict": Conflict,
-    "signing-request-used": Conflict,
-    "signing-request-not-found": ValidationFailed,
-    "signing-request-invalid": ValidationFailed,
-    "signature-cid-mismatch": ValidationFailed,
-}
-
 
 def _problem(refusal: Refusal) -> DomainError:
-    error = _REFUSALS.get(refusal.code, Conflict)
-    return error(refusal.detail, code=refusal.code, extensions=dict(refusal.extensions))
+    return refusal.problem(refusal.detail, extensions=dict(refusal.extensions))
 
 
 class MemoryActivities:
@@ -81,7 +68,7 @@ class MemoryActivities:
     @activity.defn(name="memory.rewrite_entry")
     async def rewrite_entry(self, inp: EntryRewrite) -> None:
         if not await self._repo.rewrite_entry(inp):
-            raise Conflict("Signed entries are immutable", code="entry-immutable")
+            raise EntryImmutable("Signed entries are immutable")
 
     @activity.defn(name="memory.set_embedding")
     async def set_embedding(self, inp: EntryEmbedding) -> None:

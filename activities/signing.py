@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING
 from temporalio import activity
 
 from schemas import limits
-from schemas.errors import RateLimited
+from schemas.errors import SigningRequestLimitReached
 from schemas.signing import (
-    LIMIT_CODE,
     SignatureRecord,
     SigningExpiry,
     SigningRowCreated,
@@ -39,10 +38,9 @@ class SigningActivities:
             limits.SIGNING_MAX_PENDING_PER_AGENT,
         )
         if outcome.created_at is None or outcome.expires_at is None:
-            raise RateLimited(
+            raise SigningRequestLimitReached(
                 f"At most {limits.SIGNING_MAX_PENDING_PER_AGENT} pending signing requests per "
                 "agent; sign or let one expire first",
-                code=LIMIT_CODE,
                 extensions={"retryAfter": outcome.retry_after_sec},
             )
         return SigningRowCreated(created_at=outcome.created_at, expires_at=outcome.expires_at)

@@ -17,12 +17,20 @@ from api.auth import optional_principal, require_principal
 from api.headers import team_header
 from api.spec import EndpointSpec
 from infra.repos import memory_reads, runtime_profiles, task_reads
-from schemas.errors import DomainError, Forbidden, NotFound, Unauthorized
+from schemas.errors import (
+    DiaryNotFound,
+    DomainError,
+    Forbidden,
+    NotFound,
+    RuntimeProfileNotFound,
+    TaskNotFound,
+    Unauthorized,
+)
 from schemas.kernel.permissions import Subject
 from schemas.kernel.runtime_profiles import scopes_denied
 from schemas.memory import Diary
 from schemas.principals import Principal
-from schemas.runtime_profiles import PROFILE_NOT_FOUND_CODE, RuntimeProfile, profile_scope_denied
+from schemas.runtime_profiles import RuntimeProfile, profile_scope_denied
 from schemas.task_api import Task
 
 T = TypeVar("T")
@@ -92,7 +100,7 @@ def found(value: T | None, missing: DomainError) -> T:
 
 async def load_diary(request: web.Request, diary_id: UUID) -> Diary:
     diary = await memory_reads.get_diary(request.app[keys.READ_POOL], diary_id)
-    return found(diary, NotFound(NO_SUCH_DIARY, code="diary-not-found"))
+    return found(diary, DiaryNotFound(NO_SUCH_DIARY))
 
 
 async def can_read(request: web.Request, diary: Diary) -> bool:
@@ -112,7 +120,7 @@ async def readable_diary(request: web.Request, diary_id: UUID) -> Diary:
     if diary.visibility == "moltnet" and optional_principal(request) is None:
         raise Unauthorized("This diary is visible to authenticated principals only")
     if not await can_read(request, diary):
-        raise NotFound(NO_SUCH_DIARY, code="diary-not-found")
+        raise DiaryNotFound(NO_SUCH_DIARY)
     return diary
 
 
@@ -128,7 +136,7 @@ async def changeable_diary(request: web.Request, diary_id: UUID, permission: str
 
 
 def _no_such_task() -> NotFound:
-    return NotFound("No such task", code="task-not-found")
+    return TaskNotFound("No such task")
 
 
 async def can_view_task(request: web.Request, team_id: UUID, task_id: UUID) -> bool:
@@ -163,7 +171,7 @@ async def is_team_member(request: web.Request, team_id: UUID) -> bool:
 async def visible_profile(request: web.Request, profile_id: UUID) -> RuntimeProfile:
     """The profile if the caller is a member of its team; 404 otherwise (and for another
     team's header)."""
-    missing = NotFound("No such runtime profile", code=PROFILE_NOT_FOUND_CODE)
+    missing = RuntimeProfileNotFound("No such runtime profile")
     profile = await runtime_profiles.get_profile(request.app[keys.READ_POOL], profile_id)
     if profile is None:
         raise missing

@@ -166,9 +166,10 @@ async def authorize(request: web.Request, spec: EndpointSpec) -> Principal | Non
         if principal is None and spec.auth == "required":
             raise Unauthorized("This endpoint needs a bearer token or a session")
     request[keys.PRINCIPAL] = principal
-    _start_count(request, _rate_key(request, principal), _buckets(request, spec, principal))
-    if not _may_overlap(request, spec):
-        await settle_rate(request)
+    if spec.rate_limited:
+        _start_count(request, _rate_key(request, principal), _buckets(request, spec, principal))
+        if not _may_overlap(request, spec):
+            await settle_rate(request)
     if principal is not None and not principal.has_scopes(spec.scopes):
         missing = sorted(set(spec.scopes) - principal.scopes)
         raise MissingScope(f"The credential lacks scope(s): {', '.join(missing)}")

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from aiohttp import web
 
-from schemas.errors import FieldError, ValidationFailed
+from schemas.errors import FieldError, InvalidTeamHeader, TeamRequired, ValidationFailed
 from schemas.text import UNSTORABLE_TEXT_MESSAGE, is_unstorable
 
 TEAM_HEADER = "x-service-team-id"
@@ -24,15 +24,13 @@ def team_header(request: web.Request) -> UUID | None:
     try:
         return uuid.UUID(raw.strip())
     except ValueError:
-        raise ValidationFailed(
-            f"The {TEAM_HEADER} header must be a uuid", code="invalid-team-header"
-        ) from None
+        raise InvalidTeamHeader(f"The {TEAM_HEADER} header must be a uuid") from None
 
 
 def require_team_header(request: web.Request) -> UUID:
     team_id = team_header(request)
     if team_id is None:
-        raise ValidationFailed(f"This route needs the {TEAM_HEADER} header", code="team-required")
+        raise TeamRequired(f"This route needs the {TEAM_HEADER} header")
     return team_id
 
 

@@ -31,7 +31,7 @@ from api import keys
 from api.auth import require_principal
 from api.headers import IDEMPOTENCY_HEADER, TEAM_HEADER
 from schemas import limits
-from schemas.errors import Conflict, ValidationFailed
+from schemas.errors import Conflict, IdempotencyKeyReused, InvalidIdempotencyKey
 from schemas.kernel.cids import json_cid
 
 # The memo field of a keyed run that holds its request's fingerprint (`api.flows`)
@@ -46,17 +46,14 @@ def idempotency_key(request: web.Request) -> str | None:
     if key is None:
         return None
     if not 1 <= len(key) <= limits.IDEMPOTENCY_KEY_MAX_CHARS:
-        raise ValidationFailed(
-            f"{IDEMPOTENCY_HEADER} must be 1 to {limits.IDEMPOTENCY_KEY_MAX_CHARS} characters",
-            code="invalid-idempotency-key",
+        raise InvalidIdempotencyKey(
+            f"{IDEMPOTENCY_HEADER} must be 1 to {limits.IDEMPOTENCY_KEY_MAX_CHARS} characters"
         )
     return key
 
 
 def key_reused() -> Conflict:
-    return Conflict(
-        f"This {IDEMPOTENCY_HEADER} was used with another request", code="idempotency-key-reused"
-    )
+    return IdempotencyKeyReused(f"This {IDEMPOTENCY_HEADER} was used with another request")
 
 
 def fingerprint(request: web.Request) -> str:

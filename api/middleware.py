@@ -68,7 +68,8 @@ async def tracing_middleware(request: web.Request, handler: Handler) -> web.Stre
 
 
 def problem_response(error: DomainError, request: web.Request) -> web.Response:
-    problem = error.to_problem()
+    # the type URI resolves: GET {base_url}/problems/{code} describes it
+    problem = error.to_problem(request.app[keys.SETTINGS].base_url)
     problem.instance = request.path
     body = problem.model_dump(mode="json", exclude_none=True)
     response = web.Response(

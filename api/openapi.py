@@ -67,12 +67,9 @@ def _parameters(model: type[BaseModel] | None, where: Literal["query", "path"]) 
 
 def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
     # the server answers these itself, before routing (api/server.py)
-    implied: list[type[DomainError]] = [
-        InternalError,
-        RateLimited,
-        UriTooLong,
-        HeaderFieldsTooLarge,
-    ]
+    implied: list[type[DomainError]] = [InternalError, UriTooLong, HeaderFieldsTooLarge]
+    if spec.rate_limited:
+        implied.append(RateLimited)
     # a malformed declared header (the team header must be a uuid) is a 400 too
     if spec.body or spec.query or spec.path_params or _headers(spec):
         implied.append(ValidationFailed)

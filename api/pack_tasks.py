@@ -22,7 +22,19 @@ from aiohttp import web
 from api import keys
 from api.access import readable_diary
 from infra.repos import packs as repo
-from schemas.errors import FieldError, NotFound, ValidationFailed
+from schemas.errors import (
+    CuratedPackCidMismatch,
+    CuratedPackNotInDiary,
+    FieldError,
+    JudgedWorkMismatch,
+    JudgePackSourceMismatch,
+    NotFound,
+    ReferenceRoleInvalid,
+    RenderedPackCidMismatch,
+    RenderedPackInputNotFound,
+    RenderedPackNotOfSource,
+    ValidationFailed,
+)
 from schemas.packs import RenderedPack, is_pack_cid
 from schemas.tasks import TaskReference
 
@@ -51,12 +63,12 @@ async def rendered_pack_reference(
         raise _invalid(
             f"{pointer}/role",
             "Only a judged_work reference may carry a rendered pack CID",
-            "reference-role-invalid",
+            ReferenceRoleInvalid.code,
         )
     rendered = await repo.get_rendered_by_cid(_pool(request), ref.artifact.cid)
     if rendered is None or not await _readable(request, rendered):
         raise _invalid(
-            f"{pointer}/artifact/cid", "No such rendered pack", "rendered-pack-not-found"
+            f"{pointer}/artifact/cid", "No such rendered pack", RenderedPackInputNotFound.code
         )
     return {
         "cid": ref.artifact.cid,
@@ -82,19 +94,21 @@ async def check_judge_pack_input(
         _pool(request), UUID(str(task_input["renderedPackId"])), content=False
     )
     if rendered is None or not await _readable(request, rendered):
-        raise _invalid("/input/renderedPackId", "No such rendered pack", "rendered-pack-not-found")
+        raise _invalid(
+            "/input/renderedPackId", "No such rendered pack", RenderedPackInputNotFound.code
+        )
     if str(rendered.sourcePackId) != str(task_input["sourcePackId"]):
         raise _invalid(
             "/input/sourcePackId",
             "The rendered pack is not a rendering of this pack",
-            "judge-pack-source-mismatch",
+            JudgePackSourceMismatch.code,
         )
     judged = [r for r in references if r.role == "judged_work" and r.artifact is not None]
     if not any(r.artifact is not None and r.artifact.cid == rendered.packCid for r in judged):
         raise _invalid(
             "/references",
             f"The judged_work reference must carry the rendered pack's CID {rendered.packCid}",
-            "judged-work-mismatch",
+            JudgedWorkMismatch.code,
         )
 
 
@@ -119,11 +133,11 @@ async def _check_curated(request: web.Request, task_id: UUID, output: Mapping[st
         raise _invalid(
             "/output/packId",
             "Must name a pack of the task's provenance diary",
-            "curated-pack-not-in-diary",
+            CuratedPackNotInDiary.code,
         )
     if pack.packCid != output["packCid"]:
         raise _invalid(
-            "/output/packCid", f"The pack's CID is {pack.packCid}", "curated-pack-cid-mismatch"
+            "/output/packCid", f"The pack's CID is {pack.packCid}", CuratedPackCidMismatch.code
         )
 
 
@@ -137,11 +151,11 @@ async def _check_rendered(
         raise _invalid(
             "/output/renderedPackId",
             "Must name a rendered pack of the task's source pack (input.packId)",
-            "rendered-pack-not-of-source",
+            RenderedPackNotOfSource.code,
         )
     if rendered.packCid != output["renderedCid"]:
         raise _invalid(
             "/output/renderedCid",
             f"The rendered pack's CID is {rendered.packCid}",
-            "rendered-pack-cid-mismatch",
+            RenderedPackCidMismatch.code,
         )

@@ -23,8 +23,8 @@ from schemas.errors import (
     DomainError,
     HeaderFieldsTooLarge,
     InternalError,
+    MalformedRequest,
     UriTooLong,
-    ValidationFailed,
 )
 
 PROBLEM_JSON = "application/problem+json"
@@ -41,7 +41,7 @@ def parse_problem(status: int, exc: BaseException | None) -> DomainError:
     if exc is not None and _TOO_MANY_HEADERS in str(exc):
         return HeaderFieldsTooLarge(f"More than {limits.REQUEST_HEADERS_MAX} header fields")
     if status < 500:
-        return ValidationFailed("The HTTP request is malformed", code="malformed-request")
+        return MalformedRequest("The HTTP request is malformed")
     return InternalError("Something went wrong on our side")
 
 

@@ -41,6 +41,9 @@ class EndpointSpec:
     scopes: tuple[str, ...] = ()
     errors: tuple[type[DomainError], ...] = ()
     rate_bucket: str | None = None
+    # False: never counted in any bucket, never a 429 (the probes: kubelets probing several pods
+    # from one node share an address, DECISIONS "Operations")
+    rate_limited: bool = True
     headers: tuple[str, ...] = ()
     # Honours `Idempotency-Key` (api.idempotency): every POST that creates or decides says so
     idempotent: bool = False

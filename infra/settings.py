@@ -152,7 +152,6 @@ class Settings(BaseSettings):
     rate_limit_vouch: RateSetting = _rate("vouch", "POST /vouch")
     rate_limit_public_verify: RateSetting = _rate("public_verify", "public signature checks")
     rate_limit_public_search: RateSetting = _rate("public_search", "public feed search")
-    rate_limit_readiness: RateSetting = _rate("readiness", "/health/ready")
     rate_limit_artifact_upload: RateSetting = _rate("artifact_upload", "artifact upload and stage")
     rate_limit_connector: RateSetting = _rate("connector", "the MCP server's OAuth back channel")
     access_token_ttl_sec: int = limits.ACCESS_TOKEN_TTL_SEC

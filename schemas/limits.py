@@ -279,7 +279,6 @@ RATE_LIMITS_PER_MINUTE: Final[Mapping[str, int]] = MappingProxyType(
         "vouch": 5,  # POST /vouch (the reference had this bucket; the value is ours)
         "public_verify": 10,  # one shared bucket for public signature checks
         "public_search": 15,  # public feed search
-        "readiness": 12,  # /health/ready
         "artifact_upload": 20,  # artifact upload and stage
         "pre_auth_ip": 300,  # per IP, before credentials are resolved (not applied yet)
         "connector": 6000,  # the MCP server's back channel, for all its humans together

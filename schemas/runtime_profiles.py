@@ -18,16 +18,25 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from schemas import limits
 from schemas.base import Payload, RequestBody, ResponseBody
-from schemas.errors import FieldError, Forbidden, ValidationFailed
+from schemas.errors import (
+    FieldError,
+    Forbidden,
+    ProfileNotAllowed,
+    ProfileScopeDenied,
+    ProfileTaskTypeNotAllowed,
+    RuntimeProfileNotFound,
+    UnknownRuntimeProfile,
+    ValidationFailed,
+)
 from schemas.kernel.runtime_profiles import ClaimRefusal
 from schemas.kernel.task_types import TASK_TYPES
 from schemas.principals import AGENT_SCOPES
 
-PROFILE_NOT_FOUND_CODE: Final = "runtime-profile-not-found"
-UNKNOWN_PROFILE_CODE: Final = "unknown-runtime-profile"
-PROFILE_NOT_ALLOWED_CODE: Final = "profile-not-allowed"
-PROFILE_TASK_TYPE_CODE: Final = "profile-task-type-not-allowed"
-PROFILE_SCOPE_CODE: Final = "profile-scope-denied"
+PROFILE_NOT_FOUND_CODE: Final = RuntimeProfileNotFound.code
+UNKNOWN_PROFILE_CODE: Final = UnknownRuntimeProfile.code
+PROFILE_NOT_ALLOWED_CODE: Final = ProfileNotAllowed.code
+PROFILE_TASK_TYPE_CODE: Final = ProfileTaskTypeNotAllowed.code
+PROFILE_SCOPE_CODE: Final = ProfileScopeDenied.code
 
 ProfileName = Annotated[
     str,
@@ -122,9 +131,8 @@ def unknown_profile(pointer: str) -> ValidationFailed:
     """A request naming a profile that is not one of the team's: none by that id, another
     team's, or deleted (the same answer for each, so ids of other teams stay unknown)."""
     message = "not a runtime profile of the task's team"
-    return ValidationFailed(
+    return UnknownRuntimeProfile(
         f"No such runtime profile: {message}",
-        code=UNKNOWN_PROFILE_CODE,
         errors=[FieldError(pointer=pointer, message=message)],
     )
 
@@ -132,23 +140,20 @@ def unknown_profile(pointer: str) -> ValidationFailed:
 def claim_refused(refusal: ClaimRefusal, task_type: str) -> Forbidden:
     """The 403 of a claim the runtime profile rules refuse (one wording for every caller)."""
     if refusal == "profile-not-allowed":
-        return Forbidden(
-            "The task is pinned to other runtime profiles (allowedProfiles); claim under one",
-            code=PROFILE_NOT_ALLOWED_CODE,
+        return ProfileNotAllowed(
+            "The task is pinned to other runtime profiles (allowedProfiles); claim under one"
         )
     if refusal == "profile-task-type-not-allowed":
-        return Forbidden(
-            f"The runtime profile's policy does not claim {task_type} tasks",
-            code=PROFILE_TASK_TYPE_CODE,
+        return ProfileTaskTypeNotAllowed(
+            f"The runtime profile's policy does not claim {task_type} tasks"
         )
     return profile_scope_denied(["task:claim"])
 
 
 def profile_scope_denied(denied: list[str]) -> Forbidden:
     """A call the runtime policy of the attempt (or of the claim) does not allow."""
-    return Forbidden(
-        f"The runtime profile's policy does not allow scope(s): {', '.join(denied)}",
-        code=PROFILE_SCOPE_CODE,
+    return ProfileScopeDenied(
+        f"The runtime profile's policy does not allow scope(s): {', '.join(denied)}"
     )
 
 

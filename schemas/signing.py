@@ -19,7 +19,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from schemas import limits
 from schemas.base import Payload, RequestBody, ResponseBody
-from schemas.errors import Conflict
+from schemas.errors import (
+    Conflict,
+    SigningRequestAlreadyCompleted,
+    SigningRequestExpired,
+    SigningRequestLimitReached,
+)
 from schemas.identity import Fingerprint, PublicKeyStr
 from schemas.kernel.crypto import parse_public_key, signing_payload
 from schemas.numbers import SqlCount
@@ -30,10 +35,10 @@ SigningStatus = Literal["pending", "completed", "expired"]
 ENVELOPE_UPDATE: Final = "envelope"
 
 # Problem codes of a signature that arrives too late or twice (409, nothing is written).
-EXPIRED_CODE: Final = "signing-request-expired"
-COMPLETED_CODE: Final = "signing-request-already-completed"
+EXPIRED_CODE: Final = SigningRequestExpired.code
+COMPLETED_CODE: Final = SigningRequestAlreadyCompleted.code
 # 429 when an agent already holds the maximum of open requests (the reference's code).
-LIMIT_CODE: Final = "signing-request-limit-reached"
+LIMIT_CODE: Final = SigningRequestLimitReached.code
 
 
 def check_signature_format(value: str) -> str:
@@ -281,9 +286,9 @@ class SigningExpiry(Payload):
 def refusal(status: SigningStatus) -> Conflict | None:
     """Why a signature cannot be accepted in this state (409), None while pending."""
     if status == "expired":
-        return Conflict("The signing request has expired", code=EXPIRED_CODE)
+        return SigningRequestExpired("The signing request has expired")
     if status == "completed":
-        return Conflict("The signing request is already completed", code=COMPLETED_CODE)
+        return SigningRequestAlreadyCompleted("The signing request is already completed")
     return None
 
 

@@ -24,7 +24,17 @@ from pydantic import Field, StringConstraints
 
 from schemas import limits
 from schemas.base import Payload, RequestBody, ResponseBody
-from schemas.errors import Conflict, Forbidden
+from schemas.errors import (
+    AttemptFinished,
+    AttemptNotStarted,
+    ClaimConditionUnmet,
+    Conflict,
+    Forbidden,
+    NotClaimant,
+    OutputCidMismatch,
+    TaskFinished,
+    TaskNotQueued,
+)
 from schemas.kernel.attempts import ReportRefusal
 from schemas.numbers import JsonCount
 from schemas.task_api import DaemonState, Task, TaskAttempt
@@ -47,13 +57,13 @@ STATE_QUERY: Final = "state"
 TimeoutReason = Literal["dispatch_expired", "lease_expired", "running_total_exceeded"]
 
 # Problem codes of the 409s (SPEC 3.1 guards; DECISIONS "Tasks").
-NOT_QUEUED_CODE: Final = "task-not-queued"
-CONDITION_UNMET_CODE: Final = "claim-condition-unmet"
-NOT_STARTED_CODE: Final = "attempt-not-started"
-ATTEMPT_FINISHED_CODE: Final = "attempt-finished"
-TASK_FINISHED_CODE: Final = "task-finished"
-NOT_CLAIMANT_CODE: Final = "not-claimant"
-OUTPUT_CID_MISMATCH_CODE: Final = "output-cid-mismatch"
+NOT_QUEUED_CODE: Final = TaskNotQueued.code
+CONDITION_UNMET_CODE: Final = ClaimConditionUnmet.code
+NOT_STARTED_CODE: Final = AttemptNotStarted.code
+ATTEMPT_FINISHED_CODE: Final = AttemptFinished.code
+TASK_FINISHED_CODE: Final = TaskFinished.code
+NOT_CLAIMANT_CODE: Final = NotClaimant.code
+OUTPUT_CID_MISMATCH_CODE: Final = OutputCidMismatch.code
 
 
 def task_workflow_id(task_id: UUID | str) -> str:
@@ -76,11 +86,11 @@ def claim_condition_met(condition: Mapping[str, Any] | None, other_status: str |
 
 
 def attempt_finished(attempt_n: int, status: str) -> Conflict:
-    return Conflict(f"Attempt {attempt_n} is {status}", code=ATTEMPT_FINISHED_CODE)
+    return AttemptFinished(f"Attempt {attempt_n} is {status}")
 
 
 def not_claimant(attempt_n: int, action: str = "reports on it") -> Forbidden:
-    return Forbidden(f"Only the claimant of attempt {attempt_n} {action}", code=NOT_CLAIMANT_CODE)
+    return NotClaimant(f"Only the claimant of attempt {attempt_n} {action}")
 
 
 def report_refused(
@@ -90,14 +100,12 @@ def report_refused(
     if refusal == "not-claimant":
         return not_claimant(attempt_n, action)
     if refusal == "not-started":
-        return Conflict(
-            f"Attempt {attempt_n} has not started: send a heartbeat first", code=NOT_STARTED_CODE
-        )
+        return AttemptNotStarted(f"Attempt {attempt_n} has not started: send a heartbeat first")
     return attempt_finished(attempt_n, status)
 
 
 def task_finished(status: str) -> Conflict:
-    return Conflict(f"The task is {status}", code=TASK_FINISHED_CODE)
+    return TaskFinished(f"The task is {status}")
 
 
 # --- the state the workflow keeps and projects ------------------------------------------------

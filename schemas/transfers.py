@@ -16,7 +16,17 @@ from typing import Any, Final, Literal
 from uuid import UUID
 
 from schemas.base import Payload, RequestBody, ResponseBody
-from schemas.errors import Conflict, DomainError
+from schemas.errors import (
+    DiaryTransferAlreadyResolved,
+    DiaryTransferNotFound,
+    DiaryTransferNotReady,
+    DiaryTransferPending,
+    DiaryTransferPersonalTeam,
+    DiaryTransferSameTeam,
+    DiaryTransferStale,
+    DiaryTransferTeamNotActive,
+    DomainError,
+)
 
 TransferStatus = Literal["pending", "accepted", "rejected", "expired"]
 Decision = Literal["accepted", "rejected"]
@@ -29,14 +39,14 @@ TRANSFER_STORED: Final = "diary.transfer.stored"
 TRANSFER_RECORD_QUERY: Final = "diary.transfer.record"
 
 # Problem codes (the reference's slugs where it has one).
-PENDING_CODE: Final = "diary-transfer-pending"
-RESOLVED_CODE: Final = "diary-transfer-already-resolved"
-NOT_FOUND_CODE: Final = "diary-transfer-not-found"
-NOT_READY_CODE: Final = "diary-transfer-not-ready"
-SAME_TEAM_CODE: Final = "diary-transfer-same-team"
-PERSONAL_TEAM_CODE: Final = "diary-transfer-personal-team"
-TEAM_NOT_ACTIVE_CODE: Final = "diary-transfer-team-not-active"
-DIARY_MOVED_CODE: Final = "diary-transfer-stale"
+PENDING_CODE: Final = DiaryTransferPending.code
+RESOLVED_CODE: Final = DiaryTransferAlreadyResolved.code
+NOT_FOUND_CODE: Final = DiaryTransferNotFound.code
+NOT_READY_CODE: Final = DiaryTransferNotReady.code
+SAME_TEAM_CODE: Final = DiaryTransferSameTeam.code
+PERSONAL_TEAM_CODE: Final = DiaryTransferPersonalTeam.code
+TEAM_NOT_ACTIVE_CODE: Final = DiaryTransferTeamNotActive.code
+DIARY_MOVED_CODE: Final = DiaryTransferStale.code
 
 
 # --- HTTP -------------------------------------------------------------------------------------
@@ -118,7 +128,7 @@ def record_from_row(row: Mapping[str, Any]) -> TransferRecord:
 
 def already_resolved(status: str) -> DomainError:
     """A decision on a transfer that no longer waits for one (409, nothing written)."""
-    return Conflict(f"The transfer is {status}, not pending", code=RESOLVED_CODE)
+    return DiaryTransferAlreadyResolved(f"The transfer is {status}, not pending")
 
 
 # --- workflow and activity payloads -----------------------------------------------------------

@@ -4,7 +4,9 @@ hints a host shows, and one async handler that calls the REST API through `clien
 `@tool(...)` records a `ToolDef` in `CATALOGUE`; `sdk_tool` turns it into the SDK's `Tool`.
 A handler returns the REST model (structured content = the REST JSON, camelCase as the API
 renders it); `ApiError` becomes an `isError` result carrying the problem's status, code and
-detail. Argument models are closed: an unknown argument is refused like a wrong type.
+detail, and so does a check the server makes itself before calling REST: it raises the problem
+catalogue's `DomainError` (`schemas.errors`), so a code has one status in REST and MCP alike.
+Argument models are closed: an unknown argument is refused like a wrong type.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from client.rest import ApiError, CairnClient
 from schemas.base import error_location
+from schemas.errors import ApiUnreachable, DomainError, InvalidArguments
 from toolserver.backend import Backend, Credential
 
 CREDENTIAL_KEY = "cairn.credential"  # where the auth gate leaves the caller's credential
@@ -41,18 +44,6 @@ class Arguments(ArgModelBase):
 
 class NoArguments(Arguments):
     pass
-
-
-class Refusal(Exception):
-    """A check the server makes before calling REST (e.g. a task input against its schema);
-    reported to the model exactly like a REST problem."""
-
-    def __init__(self, status: int, code: str, detail: str, **extra: Any) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.code = code
-        self.detail = detail
-        self.extra = extra
 
 
 @dataclass(frozen=True)
@@ -178,22 +169,31 @@ async def invoke(
     except ApiError as error:
         if error.status == 401:
             backend.forget(credential)
-        extra = {"errors": error.body["errors"]} if "errors" in error.body else {}
-        return problem(error.status, error.code, error.detail, **extra)
-    except Refusal as refusal:
-        return problem(refusal.status, refusal.code, refusal.detail, **refusal.extra)
+        return rest_problem(error)
+    except DomainError as refusal:
+        return refused(refusal)
     except ValidationError as invalid:
         # arguments that pass their own schema but not the REST body's rules
         fields = [
             {"field": ".".join(map(str, error_location(e))), "detail": e["msg"]}
             for e in invalid.errors()
         ]
-        return problem(
-            400, "invalid-arguments", "The arguments do not form a valid request", errors=fields
-        )
+        message = "The arguments do not form a valid request"
+        return refused(InvalidArguments(message, extensions={"errors": fields}))
     except aiohttp.ClientError:
-        return problem(502, "api-unreachable", "The REST API did not answer; try again later.")
+        return refused(ApiUnreachable("The REST API did not answer; try again later."))
     return ok(definition.name, dump(reply), definition.render)
+
+
+def rest_problem(error: ApiError) -> CallToolResult:
+    """A REST problem as the API answered it: its code and status (the catalogue's)."""
+    extra = {"errors": error.body["errors"]} if "errors" in error.body else {}
+    return problem(error.status, error.code, error.detail, **extra)
+
+
+def refused(error: DomainError) -> CallToolResult:
+    """A check of the server's own, reported exactly like the REST problem of its code."""
+    return problem(error.status, error.instance_code, error.detail, **error.extensions)
 
 
 # --- schemas ---------------------------------------------------------------------------------

@@ -22,7 +22,11 @@ from temporalio.exceptions import FailureError
 with workflow.unsafe.imports_passed_through():
     from activities.signing import SigningActivities
     from schemas import limits
-    from schemas.errors import Conflict, ServiceUnavailable, ValidationFailed
+    from schemas.errors import (
+        ServiceUnavailable,
+        SigningRequestNotReady,
+        ValidationFailed,
+    )
     from schemas.kernel.crypto import parse_public_key, signing_payload, verify_signature
     from schemas.signing import (
         ENVELOPE_UPDATE,
@@ -165,9 +169,7 @@ class SigningRequestWorkflow:
         except ValueError as exc:
             raise domain_failure(ValidationFailed(str(exc))) from None
         if self._envelope is None:
-            raise domain_failure(
-                Conflict("The signing request is not stored yet", code="signing-request-not-ready")
-            )
+            raise domain_failure(SigningRequestNotReady("The signing request is not stored yet"))
         status = self._result.status
         if self._deadline_passed:
             status = "expired"

@@ -46,7 +46,7 @@ from temporalio.exceptions import FailureError
 with workflow.unsafe.imports_passed_through():
     from activities.tasks import TaskActivities
     from schemas import limits
-    from schemas.errors import Conflict
+    from schemas.errors import Conflict, TaskNotQueued
     from schemas.kernel.attempts import is_claimant, state_refusal
     from schemas.task_attempts import (
         ABORT_UPDATE,
@@ -57,7 +57,6 @@ with workflow.unsafe.imports_passed_through():
         FAIL_UPDATE,
         HEARTBEAT_UPDATE,
         LIVENESS_SIGNAL,
-        NOT_QUEUED_CODE,
         STATE_QUERY,
         TASK_WORKFLOW,
         AbortCommand,
@@ -259,11 +258,9 @@ class TaskWorkflow:
     @claim.validator
     def _check_claim(self, command: ClaimCommand) -> None:
         if not self._inserted:
-            raise domain_failure(Conflict("The task is being created", code=NOT_QUEUED_CODE))
+            raise domain_failure(TaskNotQueued("The task is being created"))
         if self._task.status != "queued":
-            raise domain_failure(
-                Conflict(f"The task is {self._task.status}, not queued", code=NOT_QUEUED_CODE)
-            )
+            raise domain_failure(TaskNotQueued(f"The task is {self._task.status}, not queued"))
 
     @workflow.update(name=HEARTBEAT_UPDATE)
     async def heartbeat(self, command: HeartbeatCommand) -> HeartbeatAck:

@@ -25,7 +25,7 @@ from temporalio.exceptions import FailureError
 with workflow.unsafe.imports_passed_through():
     from activities.teams import TeamActivities
     from schemas import limits
-    from schemas.errors import Conflict, NotFound
+    from schemas.errors import NotFound, TeamNotFounding
     from schemas.teams import (
         FOUNDING_ACCEPT_EVENT,
         FOUNDING_SEEDED,
@@ -159,9 +159,7 @@ class TeamFoundingWorkflow:
         if inp.subject_id not in self._seats:
             raise domain_failure(NotFound("No such team"))
         if inp.subject_id in self._pending and (self._closing or self._seed_failure):
-            raise domain_failure(
-                Conflict("The team is no longer founding", code="team-not-founding")
-            )
+            raise domain_failure(TeamNotFounding("The team is no longer founding"))
 
 
 # --- request workflows: one transaction each -------------------------------------------------

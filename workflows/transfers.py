@@ -25,9 +25,8 @@ from temporalio.exceptions import FailureError
 with workflow.unsafe.imports_passed_through():
     from activities.transfers import TransferActivities
     from schemas import limits
-    from schemas.errors import Conflict, ServiceUnavailable
+    from schemas.errors import DiaryTransferNotReady, ServiceUnavailable
     from schemas.transfers import (
-        NOT_READY_CODE,
         TRANSFER_DECISION_EVENT,
         TRANSFER_RECORD_QUERY,
         TRANSFER_STORED,
@@ -174,7 +173,7 @@ class DiaryTransferWorkflow:
     @decide.validator
     def _decision_allowed(self, decision: TransferDecision) -> None:
         if self._record is None:
-            raise domain_failure(Conflict("The transfer is not stored yet", code=NOT_READY_CODE))
+            raise domain_failure(DiaryTransferNotReady("The transfer is not stored yet"))
         if self._repeats(decision):
             return  # a repeat is answered with the outcome; only the opposite is refused
         if self._deadline_passed:

@@ -69,13 +69,16 @@ from schemas.errors import (
     AgentKeyDuplicate,
     AgentKeyNotActive,
     AgentKeyNotFound,
+    AgentKeyRevocationRunning,
+    AgentKeyRotationRunning,
     AgentNotTeamMember,
-    Conflict,
+    IdempotencyKeyRequired,
     IdentityKeyForbidden,
     KeyManageForbidden,
     ScopeEscalation,
     ScopeNotGrantable,
     SelfRotationForbidden,
+    TeamHeaderNotAllowed,
     ValidationFailed,
 )
 from schemas.kernel.crypto import hash_secret
@@ -112,10 +115,7 @@ def _operation_team(request: web.Request, binding_scope: BindingScope | None) ->
     """The team of a team operation; None for an identity operation (rule 1)."""
     if binding_scope == "identity":
         if team_header(request) is not None:
-            raise ValidationFailed(
-                "Identity-key operations take no x-service-team-id header",
-                code="team-header-not-allowed",
-            )
+            raise TeamHeaderNotAllowed("Identity-key operations take no x-service-team-id header")
         return None
     return require_team_header(request)
 
@@ -188,10 +188,9 @@ async def _managed_key(
 def _required_idempotency_key(request: web.Request) -> str:
     value = idempotency_key(request)
     if value is None:
-        raise ValidationFailed(
+        raise IdempotencyKeyRequired(
             f"Creating a key needs an {IDEMPOTENCY_HEADER} header of 1 to "
-            f"{limits.IDEMPOTENCY_KEY_MAX_CHARS} characters",
-            code="idempotency-key-required",
+            f"{limits.IDEMPOTENCY_KEY_MAX_CHARS} characters"
         )
     return value
 
@@ -387,7 +386,7 @@ async def rotate_agent_key(
         AgentKeyRotateWorkflow.run,
         AgentKeyRotate(key_id=key.id, secret_hash=hash_secret(secret, _server_secret(request))),
         workflow_id=rotate_workflow_id(key.id),
-        on_duplicate=Conflict("This key is being rotated", code="agent-key-rotation-running"),
+        on_duplicate=AgentKeyRotationRunning("This key is being rotated"),
         search=[SearchAttributePair(AGENT_ID, str(key.actor_id))],
     )
     issued = key_to_wire(rotated, secret)
@@ -423,7 +422,7 @@ async def revoke_agent_key(
         AgentKeyRevokeWorkflow.run,
         AgentKeyRevoke(key_id=key.id, reason=body.reason, description=body.description),
         workflow_id=keyed_workflow_id(request, "agent-key-revoke", revoke_workflow_id(key.id)),
-        on_duplicate=Conflict("This key is being revoked", code="agent-key-revocation-running"),
+        on_duplicate=AgentKeyRevocationRunning("This key is being revoked"),
         search=[SearchAttributePair(AGENT_ID, str(key.actor_id))],
     )
     wire = key_to_wire(revoked)

@@ -16,7 +16,7 @@ from api.endpoint import Parsed, endpoint
 from api.headers import require_team_header
 from infra.repos import app_reads
 from schemas.apps import EntryMap, TaskCounts, TaskCountsQuery
-from schemas.errors import NotFound, Unauthorized, ValidationFailed
+from schemas.errors import NotFound, TeamNotFound, Unauthorized, ValidationFailed
 from schemas.memory import DiaryPath
 from schemas.task_api import NO_PROJECT
 
@@ -90,7 +90,7 @@ async def task_counts(request: web.Request, parsed: Parsed[None, TaskCountsQuery
     query = parsed.query
     team_id = require_team_header(request)
     if not await allowed(request, "Team", team_id, "verify_claim"):
-        raise NotFound("No such team", code="team-not-found")
+        raise TeamNotFound("No such team")
     project_id = query.projectId if isinstance(query.projectId, UUID) else None
     return await app_reads.task_counts(
         request.app[keys.READ_POOL],

@@ -68,8 +68,11 @@ from schemas.connector import (
 )
 from schemas.errors import (
     Conflict,
+    ConnectorClientExists,
+    ConnectorCsrf,
     ConnectorGrantInvalid,
     ConnectorRefused,
+    ConnectorRequestInvalid,
     ConnectorTokenInvalid,
     NotFound,
     Unauthorized,
@@ -153,7 +156,7 @@ async def connector_register_client(
     )
     row = await reads.get_client(request.app[keys.READ_POOL], body.clientId)
     if row is None or row.secret_hash != body.secretHash:
-        raise Conflict("Another client holds this id", code="connector-client-exists")
+        raise ConnectorClientExists("Another client holds this id")
     return _client_view(row)
 
 
@@ -412,9 +415,8 @@ def _authorize_request(request: web.Request, signed: str) -> AuthorizeRequest:
     secret = connector_secret(request.app[keys.SETTINGS].secret_bytes)
     found = read_authorize_request(signed, secret)
     if found is None:
-        raise ValidationFailed(
-            "The authorization request is forged or expired: start again from the MCP host",
-            code="connector-request-invalid",
+        raise ConnectorRequestInvalid(
+            "The authorization request is forged or expired: start again from the MCP host"
         )
     return found
 
@@ -472,7 +474,7 @@ async def consent_page(request: web.Request, parsed: Parsed[None, ConsentQuery])
         return _to_login(signed)
     client = await reads.get_client(request.app[keys.READ_POOL], auth.clientId)
     if client is None:
-        raise ValidationFailed("The client is not registered", code="connector-request-invalid")
+        raise ConnectorRequestInvalid("The client is not registered")
     page = _CONSENT_HTML.format(
         client=html.escape(client.client_name or client.client_id),
         host=html.escape(urlsplit(auth.redirectUri).netloc or auth.redirectUri),
@@ -526,7 +528,7 @@ async def consent_decision(request: web.Request, parsed: Parsed[ConsentForm]) ->
     if session is None:
         return _to_login(form.request)
     if not hmac.compare_digest(_csrf(request, session, form.request), form.csrf):
-        raise Unauthorized("The consent form is stale or forged", code="connector-csrf")
+        raise ConnectorCsrf("The consent form is stale or forged")
     if form.decision == "deny":
         return _back_to_client(auth, error="access_denied", error_description="Denied by the user")
     code = new_secret(CODE_PREFIX)

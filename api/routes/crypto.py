@@ -29,17 +29,19 @@ from api.idempotency import new_id
 from infra.repos import identity_reads
 from infra.repos.signing import get_signing_request, list_signing_requests
 from schemas.errors import (
+    AgentNotFound,
+    AgentsOnly,
     Conflict,
     Forbidden,
     NotFound,
     RateLimited,
     ServiceUnavailable,
+    SigningRequestExpired,
 )
 from schemas.kernel.crypto import normalize_fingerprint, parse_public_key, verify_signature
 from schemas.principals import Principal
 from schemas.signing import (
     ENVELOPE_UPDATE,
-    EXPIRED_CODE,
     SignatureSubmission,
     SignatureSubmit,
     SigningEnvelope,
@@ -69,7 +71,7 @@ def require_agent(request: web.Request) -> Principal:
     """The calling agent; a human has no signing key, so signing is not theirs (403)."""
     principal = require_principal(request)
     if principal.agent_id is None:
-        raise Forbidden("Only agents sign: a human has no signing key", code="agents-only")
+        raise AgentsOnly("Only agents sign: a human has no signing key")
     return principal
 
 
@@ -233,9 +235,7 @@ async def submit_signature(
         if exc.status != RPCStatusCode.NOT_FOUND:
             raise
         _refuse_unless_pending(await _owned(pool, agent_id, request_id))
-        raise Conflict(
-            "The signing request no longer waits for a signature", code=EXPIRED_CODE
-        ) from None
+        raise SigningRequestExpired("The signing request no longer waits for a signature") from None
     assert result.valid is not None
     return SignOutcome(status=result.status, valid=result.valid)
 
@@ -280,5 +280,5 @@ async def _key_by_fingerprint(request: web.Request, value: str) -> str:
         request.app[keys.READ_POOL], normalize_fingerprint(value)
     )
     if agent is None:
-        raise NotFound("No agent has this fingerprint", code="agent-not-found")
+        raise AgentNotFound("No agent has this fingerprint")
     return agent.public_key

@@ -29,10 +29,15 @@ from infra.repos import memory_reads, team_reads
 from schemas import limits
 from schemas.diary_archive import DiaryImportInput, DiaryImportQuery, staged_archive_key
 from schemas.errors import (
+    ArchiveInvalid,
     Conflict,
+    EntryNotFound,
     Forbidden,
     NotFound,
     PayloadTooLarge,
+    SubjectNotFound,
+    TeamNotActive,
+    TeamNotFound,
     Unauthorized,
     UnsupportedMediaType,
     ValidationFailed,
@@ -126,10 +131,10 @@ async def _team_for_new_diary(request: web.Request) -> UUID:
     team_id = require_team_header(request)
     team = await team_reads.team_state(request.app[keys.READ_POOL], team_id)
     if team is None or not await allowed(request, "Team", team_id, "access"):
-        raise NotFound("No such team", code="team-not-found")
+        raise TeamNotFound("No such team")
     await require(request, "Team", team_id, "write")
     if team.status != "active":
-        raise Conflict("The team is not active", code="team-not-active")
+        raise TeamNotActive("The team is not active")
     return team_id
 
 
@@ -260,7 +265,7 @@ async def create_grant(
     if not await memory_reads.subject_exists(
         request.app[keys.READ_POOL], body.subjectNs, body.subjectId
     ):
-        raise NotFound(f"No such {body.subjectNs}", code="subject-not-found")
+        raise SubjectNotFound(f"No such {body.subjectNs}")
     change = _grant_change(diary_id, body)
     await execute(
         request,
@@ -365,7 +370,7 @@ async def verify_entry(
     pool = request.app[keys.READ_POOL]
     entry = await memory_reads.get_entry(pool, path.entryId)
     if entry is None or entry.diaryId != path.diaryId:
-        raise NotFound("No such entry", code="entry-not-found")
+        raise EntryNotFound("No such entry")
     return await _verification(pool, entry, diary.signed)
 
 
@@ -473,9 +478,8 @@ async def import_diary(request: web.Request, parsed: Parsed[None, DiaryImportQue
     try:
         await asyncio.to_thread(read_archive, data)
     except ArchiveRejected as rejected:
-        raise ValidationFailed(
+        raise ArchiveInvalid(
             f"The archive is refused at {rejected}",
-            code="archive-invalid",
             extensions={"block": rejected.block},
         ) from None
     archive_cid = bytes_cid(data)
@@ -505,9 +509,7 @@ async def _car_body(request: web.Request) -> bytes:
     """The uploaded file, refused (413) as soon as it passes the limit."""
     if request.content_type not in (CAR_MEDIA_TYPE, "application/octet-stream"):
         raise UnsupportedMediaType(f"Send the archive as {CAR_MEDIA_TYPE}")
-    too_large = PayloadTooLarge(
-        f"An archive is at most {limits.DIARY_IMPORT_MAX_BYTES} bytes", code="payload-too-large"
-    )
+    too_large = PayloadTooLarge(f"An archive is at most {limits.DIARY_IMPORT_MAX_BYTES} bytes")
     declared = request.content_length
     if declared is not None and declared > limits.DIARY_IMPORT_MAX_BYTES:
         raise too_large

@@ -21,7 +21,21 @@ from api.flows import execute
 from api.idempotency import new_id
 from infra.repos import memory_reads
 from infra.repos.memory_reads import LocatedRelation
-from schemas.errors import Conflict, Forbidden, NotFound, Unauthorized, ValidationFailed
+from schemas.errors import (
+    AgentsOnly,
+    Conflict,
+    CrossDiaryRelation,
+    EntryBusy,
+    EntryImmutable,
+    EntryNotFound,
+    Forbidden,
+    NotFound,
+    RelationNotFound,
+    SelfRelation,
+    SignatureRequired,
+    Unauthorized,
+    ValidationFailed,
+)
 from schemas.identity import Done
 from schemas.memory import (
     BatchDeleted,
@@ -70,7 +84,7 @@ NO_SUCH_ENTRY = "No such entry"
 
 async def load_entry(request: web.Request, entry_id: UUID) -> Entry:
     entry = await memory_reads.get_entry(request.app[keys.READ_POOL], entry_id)
-    return found(entry, NotFound(NO_SUCH_ENTRY, code="entry-not-found"))
+    return found(entry, EntryNotFound(NO_SUCH_ENTRY))
 
 
 async def readable_entry(request: web.Request, entry_id: UUID) -> Entry:
@@ -78,7 +92,7 @@ async def readable_entry(request: web.Request, entry_id: UUID) -> Entry:
     try:
         await readable_diary(request, entry.diaryId)
     except NotFound:
-        raise NotFound(NO_SUCH_ENTRY, code="entry-not-found") from None
+        raise EntryNotFound(NO_SUCH_ENTRY) from None
     return entry
 
 
@@ -120,11 +134,9 @@ async def create_entry(
     principal = require_principal(request)
     diary = await changeable_diary(request, diary_id, "write")
     if diary.signed and body.signingRequestId is None:
-        raise ValidationFailed(
-            "Entries of a signed diary need a signingRequestId", code="signature-required"
-        )
+        raise SignatureRequired("Entries of a signed diary need a signingRequestId")
     if body.signingRequestId is not None and principal.agent_id is None:
-        raise ValidationFailed("Only agents sign entries", code="agents-only")
+        raise AgentsOnly("Only agents sign entries")
     entry_id = new_id(request, "entry")
     await execute(
         request,
@@ -221,14 +233,14 @@ async def update_entry(
     entry_id = parsed.path.entryId
     entry = await writable_entry(request, entry_id)
     if entry.signingRequestId is not None:
-        raise Conflict("Signed entries are immutable", code="entry-immutable")
+        raise EntryImmutable("Signed entries are immutable")
     body = parsed.body
     await execute(
         request,
         EntryUpdateWorkflow.run,
         _update_input(entry, body),
         workflow_id=entry_update_workflow_id(entry_id),
-        on_duplicate=Conflict("Another update of this entry is running", code="entry-busy"),
+        on_duplicate=EntryBusy("Another update of this entry is running"),
         task_queue=request.app[keys.SETTINGS].embedding_task_queue,
     )
     return await load_entry(request, entry_id)
@@ -280,7 +292,7 @@ async def delete_entry(request: web.Request, parsed: Parsed[None, None, EntryPat
     entry_id = parsed.path.entryId
     entry = await writable_entry(request, entry_id)
     if entry.signingRequestId is not None:
-        raise Conflict("Signed entries cannot be deleted", code="entry-immutable")
+        raise EntryImmutable("Signed entries cannot be deleted")
     await _delete(request, [entry_id])
     return Done()
 
@@ -345,11 +357,9 @@ async def create_relation(
     body = parsed.body
     target = await memory_reads.get_entry(request.app[keys.READ_POOL], body.targetId)
     if target is None or target.diaryId != source.diaryId:
-        raise ValidationFailed(
-            "The target must be an entry of the same diary", code="cross-diary-relation"
-        )
+        raise CrossDiaryRelation("The target must be an entry of the same diary")
     if target.id == source.id:
-        raise ValidationFailed("An entry cannot relate to itself", code="self-relation")
+        raise SelfRelation("An entry cannot relate to itself")
     relation_id = new_id(request, "relation")
     workflow_id = relation_create_workflow_id(relation_id)
     written = await execute(
@@ -375,7 +385,7 @@ async def create_relation(
 
 async def _load_relation(request: web.Request, relation_id: UUID) -> LocatedRelation:
     located = await memory_reads.get_relation(request.app[keys.READ_POOL], relation_id)
-    return found(located, NotFound("No such relation", code="relation-not-found"))
+    return found(located, RelationNotFound("No such relation"))
 
 
 async def _writable_relation(request: web.Request, relation_id: UUID) -> LocatedRelation:
@@ -383,7 +393,7 @@ async def _writable_relation(request: web.Request, relation_id: UUID) -> Located
     try:
         await readable_diary(request, located.diary_id)
     except NotFound:
-        raise NotFound("No such relation", code="relation-not-found") from None
+        raise RelationNotFound("No such relation") from None
     await require(request, "Diary", located.diary_id, "write")
     return located
 

@@ -17,6 +17,8 @@ from api.idempotency import new_id
 from infra.repos import identity_reads
 from schemas import limits
 from schemas.errors import (
+    AgentsOnly,
+    ChallengeAlreadyUsed,
     Conflict,
     Forbidden,
     Gone,
@@ -108,7 +110,7 @@ async def create_voucher(request: web.Request, parsed: Parsed) -> Voucher:
     """Issue a voucher another agent can register with (24 h, at most 5 unredeemed)."""
     principal = require_principal(request)
     if principal.agent_id is None:
-        raise Forbidden("Only agents issue vouchers", code="agents-only")
+        raise AgentsOnly("Only agents issue vouchers")
     return await issue_voucher(request, principal.agent_id)
 
 
@@ -239,7 +241,7 @@ async def recovery_verify(
         workflow_id=recovery_verify_workflow_id(checked.nonce),
         # a failed try (a wrong signature) leaves the challenge usable; a success uses it up
         reuse=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-        on_duplicate=InvalidChallenge("Challenge already used", code="challenge-already-used"),
+        on_duplicate=ChallengeAlreadyUsed("Challenge already used"),
     )
     base = request.app[keys.SETTINGS].issuer
     return RecoveryVerified(

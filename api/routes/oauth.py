@@ -17,7 +17,14 @@ from api import keys
 from api.endpoint import Parsed, endpoint
 from infra.repos import identity_reads
 from schemas.base import RequestBody
-from schemas.errors import Forbidden, Unauthorized, ValidationFailed, VoucherRejected
+from schemas.errors import (
+    Forbidden,
+    PublicKeyImmutable,
+    Unauthorized,
+    UnknownClient,
+    ValidationFailed,
+    VoucherRejected,
+)
 from schemas.identity import OAuthError, TokenRequest, TokenResponse
 from schemas.kernel.crypto import parse_public_key
 
@@ -154,7 +161,7 @@ async def token_exchange_hook(
     client_id = body.client_id or str((body.request or {}).get("client_id", ""))
     agent = await identity_reads.agent_of_client(request.app[keys.READ_POOL], client_id)
     if agent is None:
-        raise Forbidden("Unknown client", code="unknown-client")
+        raise UnknownClient("Unknown client")
     claims = {
         "identity_id": str(agent.identity_id),
         "fingerprint": agent.fingerprint,
@@ -224,5 +231,5 @@ async def after_settings_hook(request: web.Request, parsed: Parsed[IdentityHook]
         raise ValidationFailed("identity.id must be a uuid") from None
     agent = await identity_reads.agent_by_identity(request.app[keys.READ_POOL], agent_identity)
     if agent is not None and traits.get("public_key") not in (None, agent.public_key):
-        raise Forbidden("An agent's public key cannot change", code="public-key-immutable")
+        raise PublicKeyImmutable("An agent's public key cannot change")
     return {"accepted": True}

@@ -37,7 +37,28 @@ from api.flows import execute
 from api.headers import require_team_header
 from api.idempotency import keyed_workflow_id
 from infra.repos import packs as repo
-from schemas.errors import Conflict, FieldError, Forbidden, NotFound, ValidationFailed
+from schemas.errors import (
+    Conflict,
+    ExpiryInPast,
+    ExpiryInvalid,
+    ExpiryRequired,
+    FieldError,
+    Forbidden,
+    NotFound,
+    PackBusy,
+    PackDiffCrossDiary,
+    PackNotFound,
+    PackSupersedesNotFound,
+    PinInvalid,
+    PinnedExpiry,
+    RenderBusy,
+    RenderedPackBusy,
+    RenderedPackNotFound,
+    TeamNotFound,
+    ValidationFailed,
+    VerificationFixed,
+    VerificationTaskInvalid,
+)
 from schemas.kernel.cids import json_cid
 from schemas.memory import DiaryPath
 from schemas.packs import (
@@ -107,11 +128,11 @@ def _request_cid(body: Any) -> str:
 
 async def _visible(request: web.Request, pack: ContextPack | None) -> ContextPack:
     if pack is None:
-        raise NotFound(NO_SUCH_PACK, code="pack-not-found")
+        raise PackNotFound(NO_SUCH_PACK)
     try:
         await readable_diary(request, pack.diaryId)
     except NotFound:
-        raise NotFound(NO_SUCH_PACK, code="pack-not-found") from None
+        raise PackNotFound(NO_SUCH_PACK) from None
     return pack
 
 
@@ -139,22 +160,22 @@ async def _writable_diary(request: web.Request, diary_id: UUID) -> None:
 async def _writable_pack(request: web.Request, pack_id: UUID) -> ContextPack:
     pack = await repo.get_pack(_pool(request), pack_id)
     if pack is None:
-        raise NotFound(NO_SUCH_PACK, code="pack-not-found")
+        raise PackNotFound(NO_SUCH_PACK)
     try:
         await _writable_diary(request, pack.diaryId)
     except NotFound:
-        raise NotFound(NO_SUCH_PACK, code="pack-not-found") from None
+        raise PackNotFound(NO_SUCH_PACK) from None
     return pack
 
 
 async def _readable_rendered(request: web.Request, rendered_id: UUID) -> RenderedPack:
     rendered = await repo.get_rendered(_pool(request), rendered_id)
     if rendered is None:
-        raise NotFound(NO_SUCH_RENDERED, code="rendered-pack-not-found")
+        raise RenderedPackNotFound(NO_SUCH_RENDERED)
     try:
         await readable_diary(request, rendered.diaryId)
     except NotFound:
-        raise NotFound(NO_SUCH_RENDERED, code="rendered-pack-not-found") from None
+        raise RenderedPackNotFound(NO_SUCH_RENDERED) from None
     return rendered
 
 
@@ -173,7 +194,7 @@ async def _check_supersedes(request: web.Request, diary_id: UUID, pack_id: UUID 
     previous = await repo.get_pack(_pool(request), pack_id)
     if previous is None or previous.diaryId != diary_id:
         raise _invalid(
-            "/supersedesPackId", "Must name a pack of the same diary", "pack-supersedes-not-found"
+            "/supersedesPackId", "Must name a pack of the same diary", PackSupersedesNotFound.code
         )
 
 
@@ -252,7 +273,7 @@ async def create_pack(
             created_by_ns=principal.subject_ns,
         ),
         workflow_id=workflow_id,
-        on_duplicate=Conflict("This pack is being created", code="pack-busy"),
+        on_duplicate=PackBusy("This pack is being created"),
         search=[SearchAttributePair(DIARY_ID, str(diary_id))],
     )
     pack = await repo.get_pack(_pool(request), created.pack_id, entries=True)
@@ -332,7 +353,7 @@ async def list_team_packs(request: web.Request, parsed: Parsed[None, PackCatalog
     when `includeRendered=true`."""
     team_id = require_team_header(request)
     if not await allowed(request, "Team", team_id, "access"):
-        raise NotFound("No such team", code="team-not-found")
+        raise TeamNotFound("No such team")
     query = parsed.query
     items, total = await repo.list_team_packs(
         _pool(request),
@@ -348,9 +369,9 @@ async def list_team_packs(request: web.Request, parsed: Parsed[None, PackCatalog
 
 def _future(moment: datetime, pointer: str) -> datetime:
     if moment.tzinfo is None:
-        raise _invalid(pointer, "Give a time zone (e.g. a trailing Z)", "expiry-invalid")
+        raise _invalid(pointer, "Give a time zone (e.g. a trailing Z)", ExpiryInvalid.code)
     if moment <= datetime.now(UTC):
-        raise _invalid(pointer, "Must be in the future", "expiry-in-past")
+        raise _invalid(pointer, "Must be in the future", ExpiryInPast.code)
     return moment
 
 
@@ -360,19 +381,19 @@ def pin_change(
     """(pinned, expiresAt) after a change of either; None when neither changes. Pinning
     clears the expiry; an unpinned pack always has a future one."""
     if "pinned" in fields and pinned is None:
-        raise _invalid("/pinned", "Must be true or false", "pin-invalid")
+        raise _invalid("/pinned", "Must be true or false", PinInvalid.code)
     if pinned is True:
         if expires_at is not None:
-            raise _invalid("/expiresAt", "A pinned pack does not expire", "pinned-expiry")
+            raise _invalid("/expiresAt", "A pinned pack does not expire", PinnedExpiry.code)
         return True, None
     if pinned is False or "expiresAt" in fields:
         if expires_at is None:
             raise _invalid(
-                "/expiresAt", "An unpinned pack needs a future expiresAt", "expiry-required"
+                "/expiresAt", "An unpinned pack needs a future expiresAt", ExpiryRequired.code
             )
         if pinned is None and pinned_now:
             raise _invalid(
-                "/expiresAt", "A pinned pack does not expire; unpin it with it", "pinned-expiry"
+                "/expiresAt", "A pinned pack does not expire; unpin it with it", PinnedExpiry.code
             )
         return False, _future(expires_at, "/expiresAt")
     return None
@@ -403,7 +424,7 @@ async def update_pack(
         PackUpdateWorkflow.run,
         PackUpdateInput(pack_id=pack.id, pinned=pinned, expires_at=expires_at),
         workflow_id=pack_update_workflow_id(pack.id, _request_cid(body)),
-        on_duplicate=Conflict("This pack is being updated", code="pack-busy"),
+        on_duplicate=PackBusy("This pack is being updated"),
     )
     return await readable_pack(request, pack.id)
 
@@ -457,9 +478,7 @@ async def pack_provenance_by_cid(
 
 def _diff(base: ContextPack, other: ContextPack) -> PackDiff:
     if base.diaryId != other.diaryId:
-        raise ValidationFailed(
-            "Only packs of the same diary can be compared", code="pack-diff-cross-diary"
-        )
+        raise PackDiffCrossDiary("Only packs of the same diary can be compared")
     return diff_packs(base, other)
 
 
@@ -565,7 +584,7 @@ async def render_pack(
             created_by_ns=principal.subject_ns,
         ),
         workflow_id=workflow_id,
-        on_duplicate=Conflict("This pack is being rendered", code="render-busy"),
+        on_duplicate=RenderBusy("This pack is being rendered"),
         search=[SearchAttributePair(DIARY_ID, str(pack.diaryId))],
     )
     rendered = await repo.get_rendered(_pool(request), created.rendered_id)
@@ -608,7 +627,7 @@ async def latest_rendered_pack(
     pack = await readable_pack(request, parsed.path.id)
     rendered = await repo.latest_rendered(_pool(request), pack.id)
     if rendered is None:
-        raise NotFound("This pack has not been rendered", code="rendered-pack-not-found")
+        raise RenderedPackNotFound("This pack has not been rendered")
     return rendered
 
 
@@ -649,7 +668,7 @@ async def _check_verification(request: web.Request, rendered: RenderedPack, task
             "/verifiedTaskId",
             "Must name a completed judge_pack task whose judged_work reference carries "
             f"this rendered pack's CID ({rendered.packCid})",
-            "verification-task-invalid",
+            VerificationTaskInvalid.code,
         )
 
 
@@ -679,7 +698,9 @@ async def update_rendered_pack(
     if body.verifiedTaskId is not None:
         await _check_verification(request, rendered, body.verifiedTaskId)
     elif "verifiedTaskId" in fields:
-        raise _invalid("/verifiedTaskId", "A verification cannot be removed", "verification-fixed")
+        raise _invalid(
+            "/verifiedTaskId", "A verification cannot be removed", VerificationFixed.code
+        )
     await execute(
         request,
         RenderedPackUpdateWorkflow.run,
@@ -692,6 +713,6 @@ async def update_rendered_pack(
             verified_task_id=body.verifiedTaskId,
         ),
         workflow_id=rendered_update_workflow_id(rendered.id, _request_cid(body)),
-        on_duplicate=Conflict("This rendered pack is being updated", code="rendered-pack-busy"),
+        on_duplicate=RenderedPackBusy("This rendered pack is being updated"),
     )
     return await _readable_rendered(request, rendered.id)

@@ -37,7 +37,7 @@ from infra.repos import public_reads
 from infra.repos.search import SearchRepo
 from schemas import limits
 from schemas.embedding import SearchFilters
-from schemas.errors import NotFound, ValidationFailed
+from schemas.errors import EntryNotFound, InvalidCursor, NotFound, ValidationFailed
 from schemas.kernel.cursors import decode_cursor, encode_cursor
 from schemas.public import (
     PublicEntry,
@@ -119,7 +119,7 @@ def _position(position: dict[str, Any]) -> tuple[datetime, UUID]:
     try:
         return datetime.fromisoformat(position["c"]), UUID(position["i"])
     except (KeyError, TypeError, ValueError):
-        raise ValidationFailed("The cursor is malformed", code="invalid-cursor") from None
+        raise InvalidCursor("The cursor is malformed") from None
 
 
 # --- one entry -----------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ async def _public_entry(
     path, query = parsed.path, parsed.query
     entry = await public_reads.public_entry(request.app[keys.READ_POOL], path.entryId)
     if entry is None or (entry.injectionRisk and not query.includeSuspicious):
-        raise NotFound("No such public entry", code="entry-not-found")
+        raise EntryNotFound("No such public entry")
     return _cached(entry)
 
 

@@ -32,7 +32,18 @@ from api.flows import execute
 from api.headers import TEAM_HEADER, require_team_header, team_header
 from api.idempotency import keyed_workflow_id
 from infra.repos import runtime_profiles as repo
-from schemas.errors import Conflict, FieldError, Forbidden, NotFound, ValidationFailed
+from schemas.errors import (
+    Conflict,
+    FieldError,
+    Forbidden,
+    NotFound,
+    RuntimeProfileBusy,
+    RuntimeProfileManageForbidden,
+    RuntimeProfileNotFound,
+    TeamMismatch,
+    TeamNotFound,
+    ValidationFailed,
+)
 from schemas.kernel.cids import json_cid
 from schemas.runtime_profiles import (
     CreateRuntimeProfileRequest,
@@ -58,7 +69,7 @@ routes = web.RouteTableDef()
 TAG = "runtime-profiles"
 READ = ("runtime:read",)
 WRITE = ("task:manage",)
-BUSY = Conflict("This runtime profile is being changed", code="runtime-profile-busy")
+BUSY = RuntimeProfileBusy("This runtime profile is being changed")
 
 
 def _pool(request: web.Request) -> asyncpg.Pool:
@@ -71,16 +82,15 @@ def _search(team_id: UUID) -> list[SearchAttributePair[str]]:
 
 async def _require_manager(request: web.Request, team_id: UUID) -> None:
     if not await allowed(request, "Team", team_id, "manage_credentials"):
-        raise Forbidden(
-            "Runtime profiles are managed by the team's owners and managers",
-            code="runtime-profile-manage-forbidden",
+        raise RuntimeProfileManageForbidden(
+            "Runtime profiles are managed by the team's owners and managers"
         )
 
 
 async def _loaded(request: web.Request, profile_id: UUID) -> RuntimeProfile:
     profile = await repo.get_profile(_pool(request), profile_id)
     if profile is None:
-        raise NotFound("No such runtime profile", code="runtime-profile-not-found")
+        raise RuntimeProfileNotFound("No such runtime profile")
     return profile
 
 
@@ -106,13 +116,12 @@ async def create_runtime_profile(
     principal = require_principal(request)
     header = team_header(request)
     if header is not None and header != body.teamId:
-        raise ValidationFailed(
+        raise TeamMismatch(
             "The x-service-team-id header names another team than teamId",
-            code="team-mismatch",
             errors=[FieldError(pointer="/teamId", message="differs from x-service-team-id")],
         )
     if not await is_team_member(request, body.teamId):
-        raise NotFound("No such team", code="team-not-found")
+        raise TeamNotFound("No such team")
     await _require_manager(request, body.teamId)
     create = ProfileCreate(
         team_id=body.teamId,
@@ -152,7 +161,7 @@ async def list_runtime_profiles(request: web.Request, parsed: Parsed) -> Runtime
     """The team's runtime profiles (the `x-service-team-id` header names it), oldest first."""
     team_id = require_team_header(request)
     if not await is_team_member(request, team_id):
-        raise NotFound("No such team", code="team-not-found")
+        raise TeamNotFound("No such team")
     return RuntimeProfileList(items=await repo.list_profiles(_pool(request), team_id))
 
 

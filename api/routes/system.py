@@ -1,17 +1,31 @@
-"""Liveness, readiness (Postgres, Temporal, S3) and the OpenAPI document."""
+"""Liveness, readiness (Postgres, Temporal, S3), the OpenAPI document and the problem catalogue.
+
+A problem's `type` is `{base_url}/problems/{code}`: `GET /problems/{code}` describes it from the
+catalogue of `schemas/errors.py` (JSON, or a small HTML page for a browser), `GET /problems` lists
+every problem the service answers with.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import html
+from typing import Annotated, Any
 
 from aiohttp import web
+from pydantic import Field
 
 from api import keys
 from api.endpoint import Parsed, endpoint
 from api.openapi import build_openapi
-from schemas.base import ResponseBody
-from schemas.errors import ServiceUnavailable
+from schemas.base import RequestBody, ResponseBody
+from schemas.errors import (
+    DomainError,
+    ProblemTypeNotFound,
+    ServiceUnavailable,
+    problem_type,
+    problem_types,
+    type_uri,
+)
 
 routes = web.RouteTableDef()
 TAG = "system"
@@ -31,7 +45,9 @@ class Readiness(ResponseBody):
     checks: dict[str, str]
 
 
-@endpoint(routes, "GET", "/health", tag=TAG, response=Health, auth="none")
+# The probes are never rate limited: the kubelets of one node probe every pod on it from one
+# address, and a throttled readiness probe would take healthy pods out of service.
+@endpoint(routes, "GET", "/health", tag=TAG, response=Health, auth="none", rate_limited=False)
 async def health(request: web.Request, parsed: Parsed) -> Health:
     """Liveness: the process serves requests."""
     return Health(status="ok")
@@ -53,7 +69,7 @@ async def _check(name: str, probe: Any) -> tuple[str, str]:
     response=Readiness,
     also=((503, "Degraded: a check failed (`checks` names it)"),),
     auth="none",
-    rate_bucket="readiness",
+    rate_limited=False,
     errors=(ServiceUnavailable,),
 )
 async def ready(request: web.Request, parsed: Parsed) -> web.Response:
@@ -74,3 +90,79 @@ async def ready(request: web.Request, parsed: Parsed) -> web.Response:
 async def openapi(request: web.Request, parsed: Parsed) -> dict[str, Any]:
     """This document: OpenAPI 3.1, generated from the route declarations."""
     return build_openapi(request.app[keys.SETTINGS].base_url)
+
+
+class ProblemTypeInfo(ResponseBody):
+    """One problem type of the catalogue: what a problem with this code means."""
+
+    code: str
+    type: str = Field(description="The type URI problems of this code carry")
+    title: str
+    status: int = Field(description="The HTTP status answered with this code, REST and MCP alike")
+    meaning: str = Field(description="What it means and what to do, for a client developer")
+
+
+class ProblemTypeList(ResponseBody):
+    """Every problem type the service answers with, by code."""
+
+    items: list[ProblemTypeInfo]
+
+
+class ProblemPath(RequestBody):
+    code: Annotated[str, Field(max_length=100, description="A problem code")]
+
+
+def _info(base_url: str, problem: type[DomainError]) -> ProblemTypeInfo:
+    return ProblemTypeInfo(
+        code=problem.code,
+        type=type_uri(base_url, problem.code),
+        title=problem.title,
+        status=problem.status,
+        meaning=problem.meaning(),
+    )
+
+
+@endpoint(routes, "GET", "/problems", tag=TAG, response=ProblemTypeList, auth="none")
+async def list_problem_types(request: web.Request, parsed: Parsed) -> ProblemTypeList:
+    """The problem catalogue: every code the service answers with, its status and meaning."""
+    base_url = request.app[keys.SETTINGS].base_url
+    return ProblemTypeList(items=[_info(base_url, problem) for problem in problem_types()])
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/problems/{code}",
+    tag=TAG,
+    path_params=ProblemPath,
+    response=ProblemTypeInfo,
+    auth="none",
+    errors=(ProblemTypeNotFound,),
+)
+async def get_problem_type(
+    request: web.Request, parsed: Parsed[None, None, ProblemPath]
+) -> ProblemTypeInfo | web.Response:
+    """One problem type (where a problem's `type` URI leads): its title, status and meaning."""
+    problem = problem_type(parsed.path.code)
+    if problem is None:
+        raise ProblemTypeNotFound(f"No problem type {parsed.path.code!r}; see GET /problems")
+    info = _info(request.app[keys.SETTINGS].base_url, problem)
+    if _prefers_html(request):
+        return web.Response(text=_page(info), content_type="text/html")
+    return info
+
+
+def _prefers_html(request: web.Request) -> bool:
+    """A browser following the type URI asks for text/html before any JSON."""
+    accept = request.headers.get("Accept", "")
+    first = accept.split(",")[0].split(";")[0].strip().lower()
+    return first == "text/html"
+
+
+def _page(info: ProblemTypeInfo) -> str:
+    code, title, meaning = (html.escape(v) for v in (info.code, info.title, info.meaning))
+    return (
+        f'<!doctype html><html lang="en"><meta charset="utf-8"><title>{code}</title>'
+        f"<h1>{title}</h1><p><code>{code}</code> &middot; HTTP {info.status}</p>"
+        f'<p>{meaning}</p><p><a href="../problems">All problem types</a></p></html>'
+    )

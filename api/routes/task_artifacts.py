@@ -86,10 +86,16 @@ from schemas.artifacts import (
     artifact_from_row,
 )
 from schemas.errors import (
+    ArtifactContentMissing,
+    ArtifactNotFound,
     Conflict,
     Forbidden,
+    InvalidCursor,
     NotFound,
     PayloadTooLarge,
+    TaskProposeForbidden,
+    TeamNotActive,
+    TeamNotFound,
     UnsupportedMediaType,
     ValidationFailed,
 )
@@ -132,10 +138,7 @@ class SpooledBody:
 
 
 def _too_large() -> PayloadTooLarge:
-    return PayloadTooLarge(
-        f"An artifact is at most {limits.ARTIFACT_MAX_BYTES} bytes (25 MiB)",
-        code="payload-too-large",
-    )
+    return PayloadTooLarge(f"An artifact is at most {limits.ARTIFACT_MAX_BYTES} bytes (25 MiB)")
 
 
 def _check_body_type(request: web.Request) -> None:
@@ -222,13 +225,11 @@ async def _proposing_team(request: web.Request, team_id: UUID) -> None:
     """The team of the header, if the caller may create tasks in it (and so stage for them)."""
     team = await team_reads.get_team(request.app[keys.READ_POOL], team_id)
     if team is None or not await allowed(request, "Team", team_id, "verify_claim"):
-        raise NotFound("No such team", code="team-not-found")
+        raise TeamNotFound("No such team")
     if not await allowed(request, "Team", team_id, "propose_tasks"):
-        raise Forbidden(
-            "Staging artifacts needs 'propose_tasks' on the team", code="task-propose-forbidden"
-        )
+        raise TaskProposeForbidden("Staging artifacts needs 'propose_tasks' on the team")
     if team.status != "active":
-        raise Conflict("The team is not active", code="team-not-active")
+        raise TeamNotActive("The team is not active")
 
 
 @endpoint(
@@ -381,24 +382,21 @@ def _position(position: dict[str, Any]) -> tuple[datetime, UUID]:
     try:
         return datetime.fromisoformat(position["c"]), UUID(position["i"])
     except (KeyError, TypeError, ValueError):
-        raise ValidationFailed("The cursor is malformed", code="invalid-cursor") from None
+        raise InvalidCursor("The cursor is malformed") from None
 
 
 # --- downloads --------------------------------------------------------------------------------
 
 
 def _no_such_artifact() -> NotFound:
-    return NotFound("No such artifact on this task", code="artifact-not-found")
+    return ArtifactNotFound("No such artifact on this task")
 
 
 async def _stream(request: web.Request, artifact: ArtifactBlob) -> web.StreamResponse:
     """Send the artifact's bytes as they come from S3, with its metadata in headers."""
     reader: BlobReader | None = await request.app[keys.BLOBS].open(artifact_key(artifact.cid))
     if reader is None:  # its upload has not stored the bytes (yet)
-        raise NotFound(
-            "The artifact's bytes are not stored (yet): retry shortly",
-            code="artifact-content-missing",
-        )
+        raise ArtifactContentMissing("The artifact's bytes are not stored (yet): retry shortly")
     response = web.StreamResponse(
         headers=_metadata_headers(artifact) | _middleware_headers(request)
     )

@@ -50,12 +50,17 @@ from infra.repos import runtime_profiles, task_reads
 from infra.repos.task_reads import AttemptTarget, ClaimTarget
 from schemas.base import Payload
 from schemas.errors import (
+    AgentsOnly,
+    ClaimConditionUnmet,
     Conflict,
     FieldError,
     Forbidden,
     InternalError,
     InvalidSignature,
     NotFound,
+    OutputCidMismatch,
+    TaskNotQueued,
+    TaskOutputInvalid,
     ValidationFailed,
 )
 from schemas.kernel.attempts import is_claimant, state_refusal
@@ -71,12 +76,9 @@ from schemas.task_attempts import (
     CANCEL_UPDATE,
     CLAIM_UPDATE,
     COMPLETE_UPDATE,
-    CONDITION_UNMET_CODE,
     FAIL_UPDATE,
     HEARTBEAT_UPDATE,
     LIVENESS_SIGNAL,
-    NOT_QUEUED_CODE,
-    OUTPUT_CID_MISMATCH_CODE,
     AbortCommand,
     AbortRequest,
     CancelCommand,
@@ -154,7 +156,7 @@ async def _attempt_target(
 
 def _agent_of(principal: Principal) -> UUID:
     if principal.agent_id is None:
-        raise Forbidden("Only agents work on tasks", code="agents-only")
+        raise AgentsOnly("Only agents work on tasks")
     return principal.agent_id
 
 
@@ -219,16 +221,16 @@ async def claim_task(
     update_id = idempotency.update_id(request, "task-claim")
     # a keyed retry of a granted claim finds the task dispatched: the workflow answers it
     if target.status != "queued" and update_id is None:
-        raise Conflict(f"The task is {target.status}, not queued", code=NOT_QUEUED_CODE)
+        raise TaskNotQueued(f"The task is {target.status}, not queued")
     if not claim_condition_met(target.claim_condition, target.condition_status):
-        raise Conflict("The task's claim condition is not met", code=CONDITION_UNMET_CODE)
+        raise ClaimConditionUnmet("The task's claim condition is not met")
     command = ClaimCommand(
         agent_id=agent_id, lease_ttl_sec=body.leaseTtlSec, runtime_id=body.runtimeId, **profile
     )
     try:
         granted = await _update(request, path.id, CLAIM_UPDATE, command, ClaimGranted, update_id)
     except TaskClosed:
-        raise Conflict("The task is no longer queued", code=NOT_QUEUED_CODE) from None
+        raise TaskNotQueued("The task is no longer queued") from None
     task, attempt = await asyncio.gather(
         _task_view(request, path.id),
         task_reads.attempt_view(_pool(request), path.id, granted.attempt_n),
@@ -404,10 +406,8 @@ def _check_output(target: AttemptTarget, body: CompleteRequest) -> None:
         target.task_type, body.output, task_input=target.input, input_cid=target.input_cid
     )
     if errors:
-        raise ValidationFailed(
-            "The output does not match the task type's output schema",
-            errors=errors,
-            code="task-output-invalid",
+        raise TaskOutputInvalid(
+            "The output does not match the task type's output schema", errors=errors
         )
     try:
         expected = json_cid(body.output)
@@ -417,10 +417,9 @@ def _check_output(target: AttemptTarget, body: CompleteRequest) -> None:
             errors=[FieldError(pointer="/output", message=str(exc))],
         ) from None
     if body.outputCid != expected:
-        raise ValidationFailed(
+        raise OutputCidMismatch(
             "outputCid is not the CID of the output",
             errors=[FieldError(pointer="/outputCid", message=f"expected {expected}")],
-            code=OUTPUT_CID_MISMATCH_CODE,
         )
 
 

@@ -79,12 +79,30 @@ from api.task_flows import start_task
 from infra.repos import runtime_profiles, task_reads
 from infra.repos.task_messages import AppendRefused, append_messages
 from schemas.errors import (
+    ArtifactNotStaged,
+    AttemptNotFound,
+    ClaimConditionTaskNotFound,
     Conflict,
+    ContinuationProjectMismatch,
+    ContinuationSourceNotCompleted,
+    ContinuationSourceNotFound,
     DomainError,
     FieldError,
     Forbidden,
+    GrantInProgress,
+    IdempotencyKeyFailed,
     InternalError,
+    InvalidCursor,
     NotFound,
+    ProjectNotFound,
+    ProvenanceDiaryUnreadable,
+    ReferenceNotFound,
+    ReferencesRequired,
+    SubjectNotFound,
+    TaskManageForbidden,
+    TaskProposeForbidden,
+    TeamMismatch,
+    TeamNotFound,
     ValidationFailed,
 )
 from schemas.kernel.cids import json_cid
@@ -207,15 +225,12 @@ async def create_task(
     _check_input(task_type, body)
 
     if not await allowed(request, "Team", body.teamId, "propose_tasks"):
-        raise Forbidden(
-            "Proposing tasks needs an owner, a manager or an agent executor of the team",
-            code="task-propose-forbidden",
+        raise TaskProposeForbidden(
+            "Proposing tasks needs an owner, a manager or an agent executor of the team"
         )
     diary = await load_diary(request, body.diaryId)
     if not await can_read(request, diary):
-        raise Forbidden(
-            "The caller cannot read the provenance diary", code="provenance-diary-unreadable"
-        )
+        raise ProvenanceDiaryUnreadable("The caller cannot read the provenance diary")
 
     request_cid = json_cid(body.canonical())
     task_id = uuid.uuid4()
@@ -266,9 +281,8 @@ async def create_task(
         # id already ended: with a key, an earlier request's creation that failed (its run is
         # closed without a row), so this key cannot name a task any more.
         if key is not None:
-            raise Conflict(
-                f"An earlier request with this {IDEMPOTENCY_HEADER} failed; use a new key",
-                code="idempotency-key-failed",
+            raise IdempotencyKeyFailed(
+                f"An earlier request with this {IDEMPOTENCY_HEADER} failed; use a new key"
             )
         raise InternalError("The task was started but its row is not readable")
     if key is not None:
@@ -303,9 +317,8 @@ async def _replay(
 def _check_team_header(request: web.Request, team_id: UUID) -> None:
     header = team_header(request)
     if header is not None and header != team_id:
-        raise ValidationFailed(
+        raise TeamMismatch(
             "The x-service-team-id header names another team than teamId",
-            code="team-mismatch",
             errors=[FieldError(pointer="/teamId", message="differs from x-service-team-id")],
         )
 
@@ -317,16 +330,14 @@ def _check_input(task_type: TaskType, body: CreateTaskRequest) -> None:
             f"The input does not match the {task_type.name} input schema", errors=errors
         )
     if task_type.requires_references and not body.references:
-        raise ValidationFailed(
+        raise ReferencesRequired(
             f"A {task_type.name} task needs at least one reference",
-            code="references-required",
             errors=[FieldError(pointer="/references", message="at least one is required")],
         )
     role = task_type.required_reference_role
     if role is not None and not any(ref.role == role for ref in body.references):
-        raise ValidationFailed(
+        raise ReferencesRequired(
             f"A {task_type.name} task needs a {role} reference",
-            code="references-required",
             errors=[FieldError(pointer="/references", message=f"a {role} reference is required")],
         )
     for i, ref in enumerate(body.references):
@@ -337,7 +348,7 @@ def _check_input(task_type: TaskType, body: CreateTaskRequest) -> None:
             )
 
 
-def _invalid(pointer: str, message: str, code: str = "validation-failed") -> ValidationFailed:
+def _invalid(pointer: str, message: str, code: str = ValidationFailed.code) -> ValidationFailed:
     return ValidationFailed(
         message, code=code, errors=[FieldError(pointer=pointer, message=message)]
     )
@@ -355,7 +366,7 @@ async def _continuation(
     source_id = UUID(str(source_ref["taskId"]))
     source = await task_reads.get_task(_pool(request), source_id)
     if source is None or not await can_view_task(request, source.teamId, source.id):
-        raise _invalid(f"{pointer}/taskId", "No such task", "continuation-source-not-found")
+        raise _invalid(f"{pointer}/taskId", "No such task", ContinuationSourceNotFound.code)
     if source.teamId != body.teamId:
         raise _invalid(f"{pointer}/taskId", "The source task belongs to another team")
     if source.taskType != "freeform":
@@ -367,14 +378,14 @@ async def _continuation(
         raise _invalid(
             f"{pointer}/{'attemptN' if attempt_n is not None else 'taskId'}",
             f"The source {what} is not completed",
-            "continuation-source-not-completed",
+            ContinuationSourceNotCompleted.code,
         )
     inherited = source.projectId
     if "projectId" in body.model_fields_set and body.projectId != inherited:
         raise _invalid(
             "/projectId",
             "A continuation stays in its source's project; omit projectId",
-            "continuation-project-mismatch",
+            ContinuationProjectMismatch.code,
         )
     condition = {"kind": "task_status", "taskId": str(source_id), "statuses": ["completed"]}
     return inherited, condition
@@ -384,7 +395,7 @@ async def _check_project(request: web.Request, team_id: UUID, project_id: UUID |
     if project_id is None:
         return
     if await task_reads.project_team(_pool(request), project_id) != team_id:
-        raise _invalid("/projectId", "No such project in this team", "project-not-found")
+        raise _invalid("/projectId", "No such project in this team", ProjectNotFound.code)
 
 
 async def _check_allowed_profiles(request: web.Request, body: CreateTaskRequest) -> None:
@@ -413,7 +424,7 @@ async def _bound_references(request: web.Request, body: CreateTaskRequest) -> li
         if ref.taskId is not None:
             task = await task_reads.get_task(_pool(request), ref.taskId)
             if task is None or not await can_view_task(request, task.teamId, task.id):
-                raise _invalid(f"/references/{i}/taskId", "No such task", "reference-not-found")
+                raise _invalid(f"/references/{i}/taskId", "No such task", ReferenceNotFound.code)
             stored["taskId"] = str(ref.taskId)
         if names_rendered_pack(ref):
             stored["artifact"] = await rendered_pack_reference(request, ref, f"/references/{i}")
@@ -422,7 +433,7 @@ async def _bound_references(request: web.Request, body: CreateTaskRequest) -> li
             pointer = f"/references/{i}/artifact/cid"
             if cid not in staged:
                 raise _invalid(
-                    pointer, "Not an artifact staged by this team", "artifact-not-staged"
+                    pointer, "Not an artifact staged by this team", ArtifactNotStaged.code
                 )
             if cid in seen:
                 raise _invalid(pointer, "This CID is referenced twice")
@@ -444,7 +455,7 @@ async def _claim_condition(
         return automatic
     gate = await task_reads.get_task(_pool(request), body.claimCondition.taskId)
     if gate is None or not await can_view_task(request, gate.teamId, gate.id):
-        raise _invalid("/claimCondition/taskId", "No such task", "claim-condition-task-not-found")
+        raise _invalid("/claimCondition/taskId", "No such task", ClaimConditionTaskNotFound.code)
     return body.claimCondition.model_dump(mode="json")
 
 
@@ -476,7 +487,7 @@ async def list_tasks(
     query = parsed.query
     team_id = require_team_header(request)
     if not await allowed(request, "Team", team_id, "verify_claim"):
-        raise NotFound("No such team", code="team-not-found")
+        raise TeamNotFound("No such team")
     where = task_reads.TaskFilter(
         team_id=team_id,
         statuses=query.status_filter(),
@@ -544,7 +555,7 @@ def _position(position: dict[str, Any]) -> tuple[datetime, UUID]:
     try:
         return datetime.fromisoformat(position["c"]), UUID(position["i"])
     except (KeyError, TypeError, ValueError):
-        raise ValidationFailed("The cursor is malformed", code="invalid-cursor") from None
+        raise InvalidCursor("The cursor is malformed") from None
 
 
 @endpoint(
@@ -592,9 +603,8 @@ async def _managed_task(request: web.Request, task_id: UUID) -> Task:
         await allowed(request, "Team", task.teamId, "write")
         or await allowed(request, "Task", task_id, "cancel")
     ):
-        raise Forbidden(
-            "Sharing a task needs an owner or manager of its team or a task manager",
-            code="task-manage-forbidden",
+        raise TaskManageForbidden(
+            "Sharing a task needs an owner or manager of its team or a task manager"
         )
     return task
 
@@ -631,7 +641,7 @@ async def create_task_grant(
     grant = parsed.body
     task = await _managed_task(request, task_id)
     if not await task_reads.subject_exists(_pool(request), grant.subjectNs, grant.subjectId):
-        raise NotFound(f"No such {grant.subjectNs}", code="subject-not-found")
+        raise SubjectNotFound(f"No such {grant.subjectNs}")
     await execute(
         request,
         TaskGrantWriteWorkflow.run,
@@ -641,7 +651,7 @@ async def create_task_grant(
             "task-grant",
             task_grant_workflow_id(task_id, grant.subjectNs, grant.subjectId, grant.role),
         ),
-        on_duplicate=Conflict("This grant is being changed", code="grant-in-progress"),
+        on_duplicate=GrantInProgress("This grant is being changed"),
         search=_search(task),
     )
     return TaskGrant(
@@ -693,7 +703,7 @@ async def revoke_task_grant(
         TaskGrantRevokeWorkflow.run,
         TupleDelete(tuples=[_grant_tuple(task_id, grant)]),
         workflow_id=task_grant_workflow_id(task_id, grant.subjectNs, grant.subjectId, grant.role),
-        on_duplicate=Conflict("This grant is being changed", code="grant-in-progress"),
+        on_duplicate=GrantInProgress("This grant is being changed"),
         search=_search(task),
     )
     return TaskGrantRevoked(revoked=result.deleted > 0)
@@ -753,7 +763,7 @@ async def _append_refusal(
     """404 when the caller cannot see the task or the attempt, else why it may not write."""
     await visible_task(request, path.id)
     if refused.reason == "no-attempt":
-        return NotFound("No such attempt", code="attempt-not-found")
+        return AttemptNotFound("No such attempt")
     if refused.reason == "profile-scope-denied":
         return profile_scope_denied(attempt_scopes_denied(request, refused.policy))
     return report_refused(refused.reason, path.n, refused.status or "", "posts messages")
@@ -780,7 +790,7 @@ async def list_task_messages(
     await visible_task(request, path.id)
     attempt = await task_reads.get_attempt(_pool(request), path.id, path.n)
     if attempt is None:
-        raise NotFound("No such attempt", code="attempt-not-found")
+        raise AttemptNotFound("No such attempt")
     items = await task_reads.list_messages(_pool(request), attempt, query.afterSeq, query.limit)
     listing = TaskMessageList(items=items, lastSeq=items[-1].seq if items else None)
     return render(listing.model_dump(mode="json"))  # a null payload stays in the JSON

@@ -49,6 +49,8 @@ from schemas.errors import (
     Forbidden,
     Gone,
     NotFound,
+    TeamChangeRunning,
+    TeamNotFounding,
     ValidationFailed,
 )
 from schemas.principals import Principal
@@ -136,7 +138,7 @@ routes = web.RouteTableDef()
 TAG = "teams"
 ArgT = TypeVar("ArgT")
 ResultT = TypeVar("ResultT")
-BUSY = Conflict("The same change to this team is already running", code="team-change-running")
+BUSY = TeamChangeRunning("The same change to this team is already running")
 
 
 def _pool(request: web.Request) -> asyncpg.Pool:
@@ -457,7 +459,7 @@ async def _accepted_after_end(
 
 
 def _not_founding(status: str) -> DomainError:
-    return Conflict(f"The team is {status}, no longer founding", code="team-not-founding")
+    return TeamNotFounding(f"The team is {status}, no longer founding")
 
 
 # --- members ------------------------------------------------------------------------------------

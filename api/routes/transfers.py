@@ -41,10 +41,17 @@ from infra.repos.transfers import (
     pending_transfers_to,
     transfers_of_diary,
 )
-from schemas.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from schemas.errors import (
+    Conflict,
+    DiaryTransferNotFound,
+    DiaryTransferPending,
+    Forbidden,
+    NotDestinationOwner,
+    NotFound,
+    NotTeamOwner,
+    ValidationFailed,
+)
 from schemas.transfers import (
-    NOT_FOUND_CODE,
-    PENDING_CODE,
     TRANSFER_STORED,
     Decision,
     DiaryTransfersPath,
@@ -97,7 +104,7 @@ async def create_transfer(
         "Team",
         source_team_id,
         "manage",
-        denied=Forbidden("Only an owner of the diary's team transfers it", code="not-team-owner"),
+        denied=NotTeamOwner("Only an owner of the diary's team transfers it"),
     )
     pool = request.app[keys.READ_POOL]
     destination = await team_reads.team_state(pool, body.destinationTeamId)
@@ -105,7 +112,7 @@ async def create_transfer(
     transfer_id = new_id(request, "transfer")
     pending = await pending_transfer_of(pool, diary_id)
     if pending is not None and pending.id != transfer_id:  # its own: a keyed retry
-        raise Conflict("This diary already has a pending transfer", code=PENDING_CODE)
+        raise DiaryTransferPending("This diary already has a pending transfer")
     record = await start_with_update(
         request,
         DiaryTransferWorkflow.run,
@@ -119,7 +126,7 @@ async def create_transfer(
         workflow_id=transfer_workflow_id(transfer_id),
         update=TRANSFER_STORED,
         result_type=TransferRecord,
-        on_duplicate=Conflict("This transfer is being created", code=PENDING_CODE),
+        on_duplicate=DiaryTransferPending("This transfer is being created"),
         search=[
             SearchAttributePair(DIARY_ID, str(diary_id)),
             SearchAttributePair(TEAM_ID, str(source_team_id)),
@@ -182,9 +189,7 @@ async def _decide(request: web.Request, path: TransferPath, decision: Decision) 
         "Team",
         record.destination_team_id,
         "manage",
-        denied=Forbidden(
-            "Only an owner of the destination team decides", code="not-destination-owner"
-        ),
+        denied=NotDestinationOwner("Only an owner of the destination team decides"),
     )
     if record.effective_status(datetime.now(UTC)) == decision:
         return record.view()
@@ -219,7 +224,7 @@ def _refuse_unless_pending(record: TransferRecord) -> None:
 async def _visible_transfer(request: web.Request, path: TransferPath) -> TransferRecord:
     """The transfer, if the caller can know about it: a member of its source or destination
     team, or a reader of the diary. Anyone else gets the 404 of a transfer that is not there."""
-    missing = NotFound("No such transfer", code=NOT_FOUND_CODE)
+    missing = DiaryTransferNotFound("No such transfer")
     record = await get_transfer(request.app[keys.READ_POOL], path.transferId)
     if record is None or record.diary_id != path.diaryId:
         raise missing

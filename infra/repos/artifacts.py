@@ -30,7 +30,7 @@ from schemas.artifacts import (
     TaskArtifact,
     artifact_from_row,
 )
-from schemas.errors import Conflict, NotFound
+from schemas.errors import ArtifactMetadataConflict, AttemptNotFound, Conflict
 from schemas.kernel.attempts import report_refusal
 from schemas.task_attempts import report_refused  # the attempt routes' answer, one wording
 from schemas.tasks import AttemptStatus
@@ -38,8 +38,8 @@ from schemas.tasks import AttemptStatus
 Db: TypeAlias = asyncpg.Pool | asyncpg.Connection
 DeleteObjects: TypeAlias = Callable[[Sequence[str]], Awaitable[None]]
 
-ATTEMPT_NOT_FOUND_CODE: Final = "attempt-not-found"
-METADATA_CONFLICT_CODE: Final = "artifact-metadata-conflict"
+ATTEMPT_NOT_FOUND_CODE: Final = AttemptNotFound.code
+METADATA_CONFLICT_CODE: Final = ArtifactMetadataConflict.code
 
 
 def attempt_guard(attempt: AttemptGuard | None, attempt_n: int, agent_id: UUID | None) -> None:
@@ -50,17 +50,16 @@ def attempt_guard(attempt: AttemptGuard | None, attempt_n: int, agent_id: UUID |
     like complete and fail on a `claimed` or terminal attempt).
     """
     if attempt is None:
-        raise NotFound(f"The task has no attempt {attempt_n}", code=ATTEMPT_NOT_FOUND_CODE)
+        raise AttemptNotFound(f"The task has no attempt {attempt_n}")
     refusal = report_refusal(attempt.status, attempt.claimed_by_agent_id, agent_id)
     if refusal is not None:
         raise report_refused(refusal, attempt_n, attempt.status, "uploads its artifacts")
 
 
 def metadata_conflict(cid: str, attempt_n: int) -> Conflict:
-    return Conflict(
+    return ArtifactMetadataConflict(
         f"{cid} is already attached to attempt {attempt_n} with another kind, title, "
-        "content type or content encoding",
-        code=METADATA_CONFLICT_CODE,
+        "content type or content encoding"
     )
 
 

@@ -22,6 +22,16 @@ from schemas.diary_archive import (
     imported_entry_id,
     imported_relation_id,
 )
+from schemas.errors import (
+    ChainConflict,
+    DiaryHasSignedEntries,
+    DiaryInUse,
+    DomainError,
+    SignatureCidMismatch,
+    SigningRequestInvalid,
+    SigningRequestNotFound,
+    SigningRequestUsed,
+)
 from schemas.kernel.cids import entry_cid
 from schemas.kernel.crypto import fingerprint, parse_public_key
 from schemas.kernel.diary_car import ArchivedSignature, DiaryArchive
@@ -38,16 +48,16 @@ from schemas.memory import (
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why nothing was written: a stable code and a sentence for the problem detail."""
+    """Why nothing was written: the catalogue's problem type and a sentence for its detail."""
 
-    code: str
+    problem: type[DomainError]
     detail: str
     extensions: Mapping[str, Any] = field(default_factory=dict)  # problem members beyond detail
 
 
 def diary_in_use(kind: str, count: int) -> Refusal:
     return Refusal(
-        "diary-in-use",
+        DiaryInUse,
         f"{count} unfinished {kind}(s) name this diary: let them end first",
         {"referencingKind": kind, "referencingCount": count},
     )
@@ -114,7 +124,7 @@ class MemoryRepo:
                 await conn.fetchval(Q.memory_lock_diary, diary_id)
                 if await conn.fetchval(Q.memory_diary_has_signed_entries, diary_id):
                     raise _Refused(
-                        Refusal("diary-has-signed-entries", "A diary with signed entries stays")
+                        Refusal(DiaryHasSignedEntries, "A diary with signed entries stays")
                     )
                 references = await conn.fetchrow(Q.memory_diary_open_references, diary_id)
                 for kind, count in references.items():
@@ -184,7 +194,7 @@ class MemoryRepo:
                 except asyncpg.UniqueViolationError:
                     raise _Refused(
                         Refusal(
-                            "chain-conflict",
+                            ChainConflict,
                             "Another entry was appended to this signed diary first; "
                             "sign the entry again over the new predecessor",
                         )
@@ -295,22 +305,18 @@ async def _signature_for(
     """The signature of a completed, valid signing request of the author over `cid`."""
     request = await get_signing_request(conn, request_id)
     if request is None or request.agent_id != author:
-        raise _Refused(Refusal("signing-request-not-found", "No such signing request"))
+        raise _Refused(Refusal(SigningRequestNotFound, "No such signing request"))
     if request.status != "completed" or not request.valid or request.signature is None:
-        raise _Refused(
-            Refusal("signing-request-invalid", "The signing request has no valid signature")
-        )
+        raise _Refused(Refusal(SigningRequestInvalid, "The signing request has no valid signature"))
     if request.message != cid:
         raise _Refused(
             Refusal(
-                "signature-cid-mismatch",
+                SignatureCidMismatch,
                 f"The signed message is not the entry CID; sign {cid}",
             )
         )
     if await conn.fetchval(Q.memory_entry_signing_request_used, request.id) is not None:
-        raise _Refused(
-            Refusal("signing-request-used", "This signing request already signed an entry")
-        )
+        raise _Refused(Refusal(SigningRequestUsed, "This signing request already signed an entry"))
     return request.signature
 
 

@@ -22,7 +22,20 @@ from infra import permissions as tuples
 from infra.db import Q
 from schemas import limits
 from schemas.base import Payload
-from schemas.errors import Conflict, NotFound, ValidationFailed
+from schemas.errors import (
+    PackBudgetTooSmall,
+    PackEntryDeleted,
+    PackEntryNotInDiary,
+    PackInjectionFlagged,
+    PackNotFound,
+    PackSupersedesConflict,
+    PackSupersedesNotFound,
+    RenderedMarkdownNotAllowed,
+    RenderedMarkdownRequired,
+    RenderedPackNotFound,
+    UnknownRenderMethod,
+    ValidationFailed,
+)
 from schemas.kernel.cids import content_hash, rendered_pack_cid_from_hash
 from schemas.kernel.compression import estimate_tokens
 from schemas.kernel.pack_render import (
@@ -221,17 +234,15 @@ def checked_selection(
     the injection-flagged ones unless `force`."""
     missing = [i for i, _ in selection if i not in found or found[i].diary_id != diary_id]
     if missing:
-        raise ValidationFailed(
+        raise PackEntryNotInDiary(
             f"{_selected(len(missing))} not in this diary",
-            code="pack-entry-not-in-diary",
             extensions={"entryIds": [str(i) for i in missing]},
         )
     flagged = [found[i] for i, _ in selection if found[i].injection_risk]
     if flagged and not force:
-        raise Conflict(
+        raise PackInjectionFlagged(
             f"{_selected(len(flagged))} flagged for prompt injection; "
             "send force: true to pack them anyway",
-            code="pack-injection-flagged",
             extensions={
                 "flagged": [
                     {
@@ -261,9 +272,7 @@ def compiled(
     except ValueError as exc:
         raise ValidationFailed(f"The params cannot be content-addressed: {exc}") from None
     if not result.entries:
-        raise ValidationFailed(
-            "Not even the first entry fits the token budget", code="pack-budget-too-small"
-        )
+        raise PackBudgetTooSmall("Not even the first entry fits the token budget")
     return result
 
 
@@ -342,21 +351,16 @@ def check_render_request(render_method: str, markdown: str | None) -> None:
     """400 unless a server method comes without Markdown and any other method with it."""
     if is_server_method(render_method):
         if markdown is not None:
-            raise ValidationFailed(
-                "A server render method renders itself; omit renderedMarkdown",
-                code="rendered-markdown-not-allowed",
+            raise RenderedMarkdownNotAllowed(
+                "A server render method renders itself; omit renderedMarkdown"
             )
         if render_method not in SERVER_RENDER_METHODS:
-            raise ValidationFailed(
+            raise UnknownRenderMethod(
                 f"Unknown server render method {render_method!r}; the server knows "
-                + ", ".join(sorted(SERVER_RENDER_METHODS)),
-                code="unknown-render-method",
+                + ", ".join(sorted(SERVER_RENDER_METHODS))
             )
     elif markdown is None:
-        raise ValidationFailed(
-            "An agent-defined render method needs renderedMarkdown",
-            code="rendered-markdown-required",
-        )
+        raise RenderedMarkdownRequired("An agent-defined render method needs renderedMarkdown")
 
 
 async def rendering(
@@ -368,9 +372,8 @@ async def rendering(
     if is_server_method(render_method):
         entries = await render_entries(db, pack.id)
         if entries is None:
-            raise Conflict(
-                "An entry of this pack was deleted; it can no longer be rendered by the server",
-                code="pack-entry-deleted",
+            raise PackEntryDeleted(
+                "An entry of this pack was deleted; it can no longer be rendered by the server"
             )
         markdown = render_pack_to_docs_v1(pack.id, pack.createdAt, entries)
     assert markdown is not None
@@ -474,7 +477,7 @@ class PackRepo:
     async def update_pack(self, inp: PackUpdateInput) -> None:
         async with self._pool.acquire() as conn, conn.transaction():
             if await conn.fetchval(Q.pack_update, inp.pack_id, inp.pinned, inp.expires_at) is None:
-                raise NotFound("No such pack", code="pack-not-found")
+                raise PackNotFound("No such pack")
 
     async def render(self, inp: RenderInput) -> RenderCreated:
         """Render (or take the agent's Markdown), address and insert a rendered pack; the same
@@ -483,7 +486,7 @@ class PackRepo:
         async with self._pool.acquire() as conn, conn.transaction():
             pack = await get_pack(conn, inp.pack_id)
             if pack is None:
-                raise NotFound("No such pack", code="pack-not-found")
+                raise PackNotFound("No such pack")
             made = await rendering(conn, pack, inp.render_method, inp.markdown)
             assert made.content is not None
             inserted = await conn.fetchval(
@@ -519,7 +522,7 @@ class PackRepo:
                 inp.verified_task_id,
             )
             if updated is None:
-                raise NotFound("No such rendered pack", code="rendered-pack-not-found")
+                raise RenderedPackNotFound("No such rendered pack")
 
     async def delete_expired_rendered(self, before: datetime, limit: int) -> int:
         async with self._pool.acquire() as conn, conn.transaction():
@@ -545,10 +548,9 @@ def _chosen(row_id: UUID | None) -> UUID:
 
 def _existing(pack: ContextPack, inp: PackCreateInput) -> PackCreated:
     if pack.supersedesPackId != inp.supersedes_pack_id:
-        raise Conflict(
+        raise PackSupersedesConflict(
             "This selection is already pack "
             f"{pack.id}, which supersedes {pack.supersedesPackId or 'no pack'}",
-            code="pack-supersedes-conflict",
             extensions={"packId": str(pack.id)},
         )
     return PackCreated(pack_id=pack.id, created=pack.id == inp.pack_id)
@@ -559,10 +561,7 @@ async def _check_supersedes(conn: asyncpg.Connection, inp: PackCreateInput) -> N
         return
     previous = await get_pack(conn, inp.supersedes_pack_id)
     if previous is None or previous.diaryId != inp.diary_id:
-        raise ValidationFailed(
-            "supersedesPackId must name a pack of the same diary",
-            code="pack-supersedes-not-found",
-        )
+        raise PackSupersedesNotFound("supersedesPackId must name a pack of the same diary")
 
 
 async def _insert_entries(

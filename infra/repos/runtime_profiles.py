@@ -13,9 +13,16 @@ import asyncpg
 from infra.db import Q
 from infra.repos.rows import Db
 from schemas import limits
-from schemas.errors import Conflict, NotFound
+from schemas.errors import (
+    Conflict,
+    NotFound,
+    RuntimeProfileChanged,
+    RuntimeProfileLimit,
+    RuntimeProfileNameTaken,
+    RuntimeProfileNotFound,
+    TeamNotFound,
+)
 from schemas.runtime_profiles import (
-    PROFILE_NOT_FOUND_CODE,
     ProfileChanged,
     ProfileCreate,
     ProfileDelete,
@@ -51,7 +58,7 @@ async def team_profile_ids(db: Db, team_id: UUID) -> set[UUID]:
 
 
 def _not_found() -> NotFound:
-    return NotFound("No such runtime profile", code=PROFILE_NOT_FOUND_CODE)
+    return RuntimeProfileNotFound("No such runtime profile")
 
 
 class RuntimeProfileRepo:
@@ -63,16 +70,15 @@ class RuntimeProfileRepo:
         assert create.profile_id is not None
         async with self._pool.acquire() as conn, conn.transaction():
             if await conn.fetchrow(Q.runtime_profile_lock_team, create.team_id) is None:
-                raise NotFound("No such team", code="team-not-found")
+                raise TeamNotFound("No such team")
             existing = await get_profile(conn, create.profile_id)
             if existing is not None:
                 return ProfileChanged(profile_id=existing.id, revision=existing.revision)
             if await conn.fetchval(Q.runtime_profile_count, create.team_id) >= (
                 limits.RUNTIME_PROFILES_PER_TEAM_MAX
             ):
-                raise Conflict(
-                    f"A team has at most {limits.RUNTIME_PROFILES_PER_TEAM_MAX} runtime profiles",
-                    code="runtime-profile-limit",
+                raise RuntimeProfileLimit(
+                    f"A team has at most {limits.RUNTIME_PROFILES_PER_TEAM_MAX} runtime profiles"
                 )
             try:
                 async with conn.transaction():
@@ -114,9 +120,8 @@ class RuntimeProfileRepo:
             raise _not_found()
         if current.revision == update.revision + 1 and _applied(current, update):
             return ProfileChanged(profile_id=current.id, revision=current.revision)
-        raise Conflict(
-            f"The profile changed since revision {update.revision}; read it and retry",
-            code="runtime-profile-changed",
+        raise RuntimeProfileChanged(
+            f"The profile changed since revision {update.revision}; read it and retry"
         )
 
     async def delete(self, delete: ProfileDelete) -> None:
@@ -148,6 +153,4 @@ def _applied(current: RuntimeProfile, update: ProfileUpdate) -> bool:
 
 
 def _name_taken() -> Conflict:
-    return Conflict(
-        "The team has a runtime profile of this name", code="runtime-profile-name-taken"
-    )
+    return RuntimeProfileNameTaken("The team has a runtime profile of this name")

@@ -22,7 +22,7 @@ from uuid import UUID
 import asyncpg
 
 from infra.db import Q
-from schemas.errors import ValidationFailed
+from schemas.errors import InvalidPayload, ValidationFailed
 from schemas.kernel.attempts import ReportRefusal, message_refusal
 
 Refusal = Literal["no-attempt", "profile-scope-denied"] | ReportRefusal
@@ -72,7 +72,7 @@ async def append_messages(
 
 
 def _not_json(why: str) -> ValidationFailed:
-    return ValidationFailed(f"A message payload cannot be stored: {why}", code="invalid-payload")
+    return InvalidPayload(f"A message payload cannot be stored: {why}")
 
 
 def _refusal(

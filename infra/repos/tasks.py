@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from infra import permissions as tuples
 from infra.db import Q
-from schemas.errors import FieldError, NotFound, ValidationFailed
+from schemas.errors import ArtifactNotStaged, FieldError, TaskOwnerGone
 from schemas.kernel.permissions import Namespace, RelationTuple, Subject
 from schemas.packs import is_pack_cid
 from schemas.task_attempts import AttemptState, TaskProjection, TaskState, task_workflow_id
@@ -58,9 +58,7 @@ class TaskRepo:
             async with self._pool.acquire() as conn, conn.transaction():
                 return await _insert(conn, start)
         except asyncpg.ForeignKeyViolationError:
-            raise NotFound(
-                "The task's team, diary or project no longer exists", code="task-owner-gone"
-            ) from None
+            raise TaskOwnerGone("The task's team, diary or project no longer exists") from None
 
     async def project(self, projection: TaskProjection) -> None:
         """Write one transition: task state and attempt row in one statement (a heartbeat, the
@@ -208,10 +206,9 @@ async def _bind_inputs(conn: asyncpg.Connection, start: TaskStart) -> None:
     )
     missing = {artifact["cid"] for artifact in artifacts} - {row["cid"] for row in bound}
     if missing:
-        raise ValidationFailed(
+        raise ArtifactNotStaged(
             "An input artifact is no longer staged by the team",
             errors=[
                 FieldError(pointer="/references", message=f"not staged: {cid}") for cid in missing
             ],
-            code="artifact-not-staged",
         )

@@ -17,7 +17,25 @@ import asyncpg
 
 from infra import permissions as tuples
 from infra.db import Q
-from schemas.errors import Conflict, Forbidden, Gone, NotFound, ValidationFailed
+from schemas.errors import (
+    AlreadyMember,
+    Conflict,
+    GroupExists,
+    GroupMemberExists,
+    InviteExhausted,
+    InviteExpired,
+    NotATeamMember,
+    NotFound,
+    OwnerRequired,
+    ProjectExists,
+    TeamHasDiaries,
+    TeamInUse,
+    TeamLastOwner,
+    TeamNotActive,
+    TeamPersonalImmutable,
+    UnknownSubject,
+    ValidationFailed,
+)
 from schemas.kernel.permissions import RelationTuple, Subject
 from schemas.teams import (
     RELATION_ROLES,
@@ -47,18 +65,15 @@ def seat_tuple(team_id: uuid.UUID, seat: Seat) -> RelationTuple:
 
 
 def personal_immutable() -> ValidationFailed:
-    return ValidationFailed(
-        "A personal team has one owner and no members, groups or invites",
-        code="team-personal-immutable",
-    )
+    return TeamPersonalImmutable("A personal team has one owner and no members, groups or invites")
 
 
 def not_active(status: str) -> Conflict:
-    return Conflict(f"The team is {status}, not active", code="team-not-active")
+    return TeamNotActive(f"The team is {status}, not active")
 
 
 def last_owner() -> Conflict:
-    return Conflict("A team keeps at least one owner", code="team-last-owner")
+    return TeamLastOwner("A team keeps at least one owner")
 
 
 class TeamRepo:
@@ -144,18 +159,16 @@ class TeamRepo:
             if team["personal"]:
                 raise personal_immutable()
             if team["status"] == "founding":
-                raise Conflict("The team is still founding", code="team-not-active")
+                raise TeamNotActive("The team is still founding")
             if diaries := await conn.fetchval(Q.team_diary_count, team_id):
-                raise Conflict(
+                raise TeamHasDiaries(
                     "The team still owns diaries: delete or transfer them first",
-                    code="team-has-diaries",
                     extensions={"referencingKind": "diary", "referencingCount": diaries},
                 )
             for kind, count in (await conn.fetchrow(Q.team_work_counts, team_id)).items():
                 if count:
-                    raise Conflict(
+                    raise TeamInUse(
                         f"{count} {kind}(s) of the team are kept as history: the team stays",
-                        code="team-in-use",
                         extensions={"referencingKind": kind, "referencingCount": count},
                     )
             for row in await conn.fetch(Q.group_ids_of_team, team_id):
@@ -176,9 +189,7 @@ class TeamRepo:
             if current == [role]:
                 return subject_ns
             if "owner" in (*current, role) and not may_touch_owners:
-                raise Forbidden(
-                    "Only an owner grants or takes the owner role", code="owner-required"
-                )
+                raise OwnerRequired("Only an owner grants or takes the owner role")
             if "owner" in current and role != "owner":
                 await _require_another_owner(conn, team_id)
             await tuples.delete_tuples(
@@ -200,7 +211,7 @@ class TeamRepo:
             current, subject_ns = await _roles_of(conn, team_id, subject_id)
             if "owner" in current:
                 if not may_touch_owners:
-                    raise Forbidden("Only an owner removes an owner", code="owner-required")
+                    raise OwnerRequired("Only an owner removes an owner")
                 await _require_another_owner(conn, team_id)
             rows = await conn.fetch(Q.group_memberships_in_team, team_id, str(subject_id))
             await tuples.delete_tuples(
@@ -256,11 +267,11 @@ class TeamRepo:
             if current:
                 if [RELATION_ROLES[r["relation"]] for r in current] == [role]:
                     return Joined(teamId=team_id, role=role)
-                raise Conflict("You are already a member of this team", code="already-member")
+                raise AlreadyMember("You are already a member of this team")
             if invite["expired"]:
-                raise Gone("The invite has expired", code="invite-expired")
+                raise InviteExpired("The invite has expired")
             if invite["use_count"] >= invite["max_uses"]:
-                raise Gone("The invite has been used up", code="invite-exhausted")
+                raise InviteExhausted("The invite has been used up")
             await conn.execute(Q.invite_use, invite["id"])
             await tuples.write_tuples(conn, [role_tuple(team_id, role, subject_ns, subject_id)])
         return Joined(teamId=team_id, role=role)
@@ -275,7 +286,7 @@ class TeamRepo:
                 async with conn.transaction():
                     await conn.execute(Q.group_insert, group_id, team_id, name)
             except asyncpg.UniqueViolationError:
-                raise Conflict("The team has a group of this name", code="group-exists") from None
+                raise GroupExists("The team has a group of this name") from None
             parent = RelationTuple.grant(
                 "Group", group_id, "parent", Subject(ns="Team", id=str(team_id))
             )
@@ -308,15 +319,13 @@ class TeamRepo:
                 Q.team_subject_relations, str(group["team_id"]), str(subject_id)
             )
             if not relations or (subject_ns and relations[0]["subject_ns"] != subject_ns):
-                raise NotFound(
-                    "The subject is not a member of the group's team", code="not-a-team-member"
-                )
+                raise NotATeamMember("The subject is not a member of the group's team")
             ns: MemberNs = relations[0]["subject_ns"]
             member = RelationTuple.grant(
                 "Group", group_id, "members", Subject(ns=ns, id=str(subject_id))
             )
             if not await tuples.write_tuples(conn, [member]) and not retrying:
-                raise Conflict("The subject is already in the group", code="group-member-exists")
+                raise GroupMemberExists("The subject is already in the group")
             return ns
 
     async def remove_group_member(
@@ -347,9 +356,7 @@ class TeamRepo:
                 async with conn.transaction():
                     await conn.execute(Q.project_insert, project_id, team_id, name, created_by)
             except asyncpg.UniqueViolationError:
-                raise Conflict(
-                    "The team has a project of this name", code="project-exists"
-                ) from None
+                raise ProjectExists("The team has a project of this name") from None
             row = await conn.fetchrow(Q.project_get, project_id)
         assert row is not None
         return project_from_row(row)
@@ -379,7 +386,7 @@ async def _roles_of(
 ) -> tuple[list[TeamRole], MemberNs]:
     rows = await conn.fetch(Q.team_subject_relations, str(team_id), str(subject_id))
     if not rows:
-        raise NotFound("The subject is not a member of this team", code="not-a-team-member")
+        raise NotATeamMember("The subject is not a member of this team")
     return [RELATION_ROLES[row["relation"]] for row in rows], rows[0]["subject_ns"]
 
 
@@ -397,9 +404,7 @@ async def _require_subjects_exist(conn: asyncpg.Connection, seats: Sequence[Seat
     found |= {row["id"] for row in await conn.fetch(Q.team_existing_humans, wanted["Human"])}
     missing = [str(s.subject_id) for s in seats if s.subject_id not in found]
     if missing:
-        raise ValidationFailed(
-            f"No such agent or human: {', '.join(missing)}", code="unknown-subject"
-        )
+        raise UnknownSubject(f"No such agent or human: {', '.join(missing)}")
 
 
 def _tuple_from_row(row: asyncpg.Record) -> RelationTuple:

@@ -19,15 +19,19 @@ from infra import permissions as tuples
 from infra.db import Q
 from infra.repos.rows import fetch_one
 from infra.repos.team_reads import TeamState
-from schemas.errors import Conflict, NotFound, ValidationFailed
+from schemas.errors import (
+    Conflict,
+    DiaryNotFound,
+    DiaryTransferNotFound,
+    DiaryTransferPending,
+    DiaryTransferPersonalTeam,
+    DiaryTransferSameTeam,
+    DiaryTransferStale,
+    DiaryTransferTeamNotActive,
+    TeamNotFound,
+)
 from schemas.kernel.permissions import RelationTuple, Subject
 from schemas.transfers import (
-    DIARY_MOVED_CODE,
-    NOT_FOUND_CODE,
-    PENDING_CODE,
-    PERSONAL_TEAM_CODE,
-    SAME_TEAM_CODE,
-    TEAM_NOT_ACTIVE_CODE,
     TransferInsert,
     TransferRecord,
     TransferStatus,
@@ -78,13 +82,13 @@ def check_destination(
     Shared by the route (a cheap early answer) and the insert (the authority, under locks).
     """
     if team is None:
-        raise NotFound("No such destination team", code="team-not-found")
+        raise TeamNotFound("No such destination team")
     if destination_team_id == source_team_id:
-        raise ValidationFailed("The diary already belongs to this team", code=SAME_TEAM_CODE)
+        raise DiaryTransferSameTeam("The diary already belongs to this team")
     if team.personal:
-        raise ValidationFailed("A personal team cannot receive diaries", code=PERSONAL_TEAM_CODE)
+        raise DiaryTransferPersonalTeam("A personal team cannot receive diaries")
     if team.status != "active":
-        raise ValidationFailed("The destination team is not active", code=TEAM_NOT_ACTIVE_CODE)
+        raise DiaryTransferTeamNotActive("The destination team is not active")
 
 
 # --- writers ----------------------------------------------------------------------------------
@@ -106,9 +110,9 @@ class TransferRepo:
             # below cannot be overtaken (the unique index backs it up).
             diary = await conn.fetchrow(Q.transfer_lock_diary, t.diary_id)
             if diary is None:
-                raise NotFound("No such diary", code="diary-not-found")
+                raise DiaryNotFound("No such diary")
             if diary["team_id"] != t.source_team_id:
-                raise Conflict("The diary changed teams meanwhile", code=DIARY_MOVED_CODE)
+                raise DiaryTransferStale("The diary changed teams meanwhile")
             team = await fetch_one(conn, TeamState, Q.transfer_lock_team, t.destination_team_id)
             check_destination(team, t.source_team_id, t.destination_team_id)
             if await pending_transfer_of(conn, t.diary_id) is not None:
@@ -141,9 +145,7 @@ class TransferRepo:
                 raise already_resolved(record.status)
             team = await conn.fetchrow(Q.transfer_lock_team, record.destination_team_id)
             if team is None or team["status"] != "active":
-                raise Conflict(
-                    "The destination team is no longer active", code=TEAM_NOT_ACTIVE_CODE
-                )
+                raise DiaryTransferTeamNotActive("The destination team is no longer active")
             moved = await conn.fetchval(
                 Q.transfer_move_diary,
                 record.diary_id,
@@ -151,7 +153,7 @@ class TransferRepo:
                 record.destination_team_id,
             )
             if moved is None:
-                raise Conflict("The diary changed teams meanwhile", code=DIARY_MOVED_CODE)
+                raise DiaryTransferStale("The diary changed teams meanwhile")
             await tuples.delete_tuples(conn, [team_binding(record.diary_id, record.source_team_id)])
             await tuples.write_tuples(
                 conn, [team_binding(record.diary_id, record.destination_team_id)]
@@ -182,13 +184,13 @@ class TransferRepo:
 
 
 def _pending() -> Conflict:
-    return Conflict("This diary already has a pending transfer", code=PENDING_CODE)
+    return DiaryTransferPending("This diary already has a pending transfer")
 
 
 async def _locked(conn: asyncpg.Connection, transfer_id: UUID) -> TransferRecord:
     row = await conn.fetchrow(Q.transfer_lock, transfer_id)
     if row is None:
-        raise NotFound("No such transfer", code=NOT_FOUND_CODE)
+        raise DiaryTransferNotFound("No such transfer")
     return record_from_row(row)
 
 

@@ -152,10 +152,9 @@ _HMAC_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class RecoveryFailure(enum.StrEnum):
-    """Why a recovery verify failed; each maps to its own problem code.
-
-    The first five are detected by :func:`check_recovery_challenge`; the last three by the caller,
-    which owns the nonce store, the agent table and the order of the remaining checks.
+    """Why :func:`check_recovery_challenge` refused a challenge; each value is the code of an
+    `InvalidChallenge` of the problem catalogue (the caller's own checks, nonce, agent and
+    signature, raise their problems themselves).
     """
 
     MALFORMED = "challenge-malformed"
@@ -163,9 +162,6 @@ class RecoveryFailure(enum.StrEnum):
     BAD_HMAC = "challenge-hmac-invalid"
     EXPIRED = "challenge-expired"
     FROM_FUTURE = "challenge-from-future"
-    NONCE_USED = "challenge-already-used"
-    UNKNOWN_AGENT = "agent-not-found"
-    BAD_SIGNATURE = "signature-invalid"
 
 
 class RecoveryChallengeError(Exception):

@@ -19,9 +19,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from schemas.errors import ValidationFailed
+from schemas.errors import InvalidCursor, ValidationFailed
 
-INVALID_CURSOR_CODE: Final = "invalid-cursor"
+INVALID_CURSOR_CODE: Final = InvalidCursor.code
 CURSOR_MAX_CHARS: Final = 512
 _KEY_LABEL: Final = b"service:cursor:v1"
 
@@ -74,6 +74,4 @@ def decode_cursor(
 
 
 def _invalid() -> ValidationFailed:
-    return ValidationFailed(
-        "The cursor is not one this list gave for this query", code=INVALID_CURSOR_CODE
-    )
+    return InvalidCursor("The cursor is not one this list gave for this query")

@@ -276,7 +276,8 @@ async def test_task_tools(mcp_server: Any, actors: Any) -> None:
         unreferenced = await _refused(
             s, "tasks_create", {**base, "task_type": "assess_brief", "input": assess}
         )
-        assert unreferenced["code"] == "task-references-required"
+        # the local check answers with the code and status REST gives the same request
+        assert (unreferenced["status"], unreferenced["code"]) == (400, "references-required")
         unknown = await _refused(s, "tasks_create", {**base, "task_type": "poem", "input": {}})
         assert unknown["code"] == "unknown-task-type"
         listed = await _call(s, "tasks_list", {"team_id": team})
@@ -391,7 +392,8 @@ async def test_task_tools(mcp_server: Any, actors: Any) -> None:
         not_done = await _refused(
             s, "tasks_continue", {"task_id": referenced["id"], "team_id": team, "brief": "more"}
         )
-        assert not_done["code"] == "continuation-source-not-completed"
+        # the MCP server's own check answers as REST does for this code (400, tests_api)
+        assert (not_done["code"], not_done["status"]) == ("continuation-source-not-completed", 400)
 
         # cancel needs a reason, and task:manage rights
         assert (

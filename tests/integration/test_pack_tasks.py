@@ -158,7 +158,7 @@ async def test_judge_pack_needs_its_judged_work_reference(world: World, db_pool:
     assert status == 400 and problem["code"] == "judged-work-mismatch", problem
     unknown = "bafyreigzjrsd2ptwpaix37jo4eqpun6gdx2sk74ezklsvkv7iybz73fd2y"
     status, problem = await propose(world, "judge_pack", judge_input(world), [judged(unknown)])
-    assert status == 400 and problem["code"] == "rendered-pack-not-found", problem
+    assert status == 400 and problem["code"] == "rendered-pack-input-not-found", problem
     mismatched = {**judge_input(world), "sourcePackId": world.other_pack["packId"]}
     status, problem = await propose(
         world, "judge_pack", mismatched, [judged(world.rendered["packCid"])]

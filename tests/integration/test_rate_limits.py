@@ -285,6 +285,27 @@ async def test_the_connector_back_channel_counts_in_its_own_bucket(stack, defaul
     assert remaining[1] == remaining[0] - 1
 
 
+# --- the probes -----------------------------------------------------------------------------------
+
+ANON_LIMIT = RATE_LIMITS_PER_MINUTE["global_anon"]
+
+
+async def test_the_probes_are_never_rate_limited(defaults) -> None:
+    """Kubelets probing several pods from one node share an address: /health and /health/ready
+    answer every call, far past every anonymous limit, and count in no bucket."""
+    for path in ("/health", "/health/ready"):
+        for _ in range(2 * ANON_LIMIT + 1):
+            async with defaults.get(path) as response:
+                assert response.status == 200, await response.text()
+                assert "x-ratelimit-limit" not in response.headers
+    # the same address is limited on any other route: the limits are on
+    statuses = []
+    for _ in range(ANON_LIMIT + 1):
+        async with defaults.get("/agents/0000-0000-0000-0000") as response:
+            statuses.append(response.status)
+    assert statuses[-1] == 429 and set(statuses[:-1]) <= {404, 429}
+
+
 # --- leases: large buckets are counted in batches, small ones on every request --------------------
 
 LEASED = f"{RATE_LEASE_MIN_LIMIT}/hour"  # a batched bucket: one place a minute, leases of 6

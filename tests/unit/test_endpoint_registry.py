@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp import web
 
 import api.app  # noqa: F401  (registers every route)
@@ -19,6 +21,30 @@ def test_every_rate_bucket_has_a_limit() -> None:
     buckets = {spec.rate_bucket for spec in ENDPOINTS if spec.rate_bucket}
     buckets |= {GLOBAL_ANON_BUCKET, GLOBAL_AUTH_BUCKET, GLOBAL_READ_BUCKET}
     assert buckets - set(RATE_LIMITS_PER_MINUTE) == set()
+
+
+HELM_VALUES = Path(__file__).resolve().parents[2] / "infra/deploy/helm/cairn/values.yaml"
+PROBES = {"/health", "/health/ready"}
+
+
+def test_only_the_probes_are_exempt_from_rate_limits() -> None:
+    exempt = {spec.path for spec in ENDPOINTS if not spec.rate_limited}
+    assert exempt == PROBES
+
+
+def test_the_charts_api_probes_are_never_rate_limited() -> None:
+    """Kubelets of one node probe every pod on it from one address: a probe that can answer
+    429 takes healthy pods out of service."""
+    components = yaml.safe_load(HELM_VALUES.read_text())["components"]
+    api_probes = {
+        path
+        for component in components.values()
+        if component["command"] == ["api"]
+        for path in component["probes"].values()
+    }
+    assert api_probes == PROBES
+    gets = {spec.path: spec for spec in ENDPOINTS if spec.method == "GET"}
+    assert all(not gets[path].rate_limited for path in api_probes)
 
 
 def test_every_required_scope_exists() -> None:

@@ -303,7 +303,7 @@ def test_challenge_from_the_future() -> None:
 
 def test_failure_reasons_are_distinct_codes() -> None:
     codes = [reason.value for reason in RecoveryFailure]
-    assert len(codes) == len(set(codes)) == 8
+    assert len(codes) == len(set(codes)) == 5
 
 
 def test_recovery_signature_over_utf8_challenge() -> None:

@@ -15,6 +15,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from client.rest import ApiError
 from schemas import limits
+from schemas.errors import PackInjectionFlagged, PacksListScope, RenderedPackRef
 from schemas.packs import (
     ContextPack,
     PackCompiled,
@@ -29,9 +30,8 @@ from schemas.packs import (
     RenderedPackUpdateRequest,
     RenderRequest,
 )
-from toolserver.registry import Arguments, Call, Refusal, tool
+from toolserver.registry import Arguments, Call, tool
 
-INJECTION_FLAGGED = "pack-injection-flagged"  # the REST problem code of a refused selection
 SERVER_RENDER = "server:pack-to-docs-v1"
 
 PackId = UUID
@@ -89,13 +89,11 @@ class PacksList(Arguments):
 async def packs_list(call: Call, args: PacksList) -> PackList:
     """List packs of a diary or of a team (give one)."""
     if (args.diary_id is None) == (args.team_id is None):
-        raise Refusal(400, "packs-list-scope", "Give exactly one of diary_id or team_id")
+        raise PacksListScope("Give exactly one of diary_id or team_id")
     if args.diary_id is not None:
         if args.contains_entry is not None or args.include_rendered:
-            raise Refusal(
-                400,
-                "packs-list-scope",
-                "contains_entry and include_rendered go with team_id, not diary_id",
+            raise PacksListScope(
+                "contains_entry and include_rendered go with team_id, not diary_id"
             )
         return await call.api.list_diary_packs(
             args.diary_id, limit=args.limit, offset=args.offset, entries=args.include_entries
@@ -165,15 +163,13 @@ async def packs_create(call: Call, args: PacksCreate) -> PackCompiled:
             args.diary_id, _request(args, pinned=args.pinned, force=args.force)
         )
     except ApiError as error:
-        if error.code != INJECTION_FLAGGED:
+        if error.code != PackInjectionFlagged.code:
             raise
         flagged = error.body.get("flagged", [])
-        raise Refusal(
-            error.status,
-            INJECTION_FLAGGED,
+        raise PackInjectionFlagged(
             f"{error.detail} Review the flagged entries; call again with force: true to "
             "create the pack anyway.",
-            flagged=flagged,
+            extensions={"flagged": flagged},
         ) from error
 
 
@@ -278,7 +274,7 @@ class RenderedPacksGet(Arguments):
 async def rendered_packs_get(call: Call, args: RenderedPacksGet) -> RenderedPack:
     """Read a rendered pack (by id, or a pack's latest)."""
     if (args.rendered_id is None) == (args.pack_id is None):
-        raise Refusal(400, "rendered-pack-ref", "Give exactly one of rendered_id or pack_id")
+        raise RenderedPackRef("Give exactly one of rendered_id or pack_id")
     if args.rendered_id is not None:
         return await call.api.get_rendered_pack(args.rendered_id)
     assert args.pack_id is not None

@@ -12,6 +12,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas import limits
 from schemas.artifacts import StagedArtifact, TaskArtifact, TaskArtifactList
+from schemas.errors import (
+    ContinuationSourceNotCompleted,
+    InvalidBase64,
+    PayloadTooLarge,
+    ReferencesRequired,
+    TaskInputInvalid,
+    UnknownTaskType,
+)
 from schemas.task_api import (
     CreateTaskRequest,
     Task,
@@ -29,7 +37,7 @@ from schemas.tasks import (
     TaskStatusCondition,
     TrustLevel,
 )
-from toolserver.registry import Arguments, Call, NoArguments, Refusal, tool
+from toolserver.registry import Arguments, Call, NoArguments, tool
 
 TaskId = UUID
 TeamId = UUID
@@ -138,7 +146,7 @@ async def check_locally(
     type's `requiresReferences` before posting, so the model gets every error at once."""
     schema = await call.backend.task_types.get(call.api, task_type)
     if schema is None:
-        raise Refusal(400, "unknown-task-type", f"No task type {task_type!r}; see tasks_schemas")
+        raise UnknownTaskType(f"No task type {task_type!r}; see tasks_schemas")
     errors = [
         {
             "pointer": "/input/" + "/".join(str(p) for p in error.absolute_path),
@@ -147,16 +155,12 @@ async def check_locally(
         for error in call.backend.task_types.validator(schema).iter_errors(task_input)
     ]
     if errors:
-        raise Refusal(
-            400,
-            "task-input-invalid",
+        raise TaskInputInvalid(
             f"The input does not match the {task_type} schema ({schema.inputSchemaCid})",
-            errors=errors[:20],
+            extensions={"errors": errors[:20]},
         )
     if schema.requiresReferences and references == 0:
-        raise Refusal(
-            400, "task-references-required", f"A {task_type} task needs at least one reference"
-        )
+        raise ReferencesRequired(f"A {task_type} task needs at least one reference")
 
 
 def _create_request(**fields: Any) -> CreateTaskRequest:
@@ -205,9 +209,7 @@ async def tasks_continue(call: Call, args: TasksContinue) -> Task:
     """Continue a completed freeform task."""
     source = await call.api.get_task(args.task_id, team_id=args.team_id)
     if source.taskType != "freeform" or source.status != "completed":
-        raise Refusal(
-            409,
-            "continuation-source-not-completed",
+        raise ContinuationSourceNotCompleted(
             f"Only a completed freeform task can be continued; this one is a {source.taskType} "
             f"task in status {source.status}",
         )
@@ -323,11 +325,9 @@ def _decode(content_base64: str) -> bytes:
     try:
         content = base64.b64decode(content_base64, validate=True)
     except (binascii.Error, ValueError) as error:
-        raise Refusal(400, "invalid-base64", f"content_base64 is not base64: {error}") from error
+        raise InvalidBase64(f"content_base64 is not base64: {error}") from error
     if len(content) > limits.ARTIFACT_MAX_BYTES:
-        raise Refusal(
-            413, "artifact-too-large", f"Artifacts are at most {limits.ARTIFACT_MAX_BYTES} bytes"
-        )
+        raise PayloadTooLarge(f"Artifacts are at most {limits.ARTIFACT_MAX_BYTES} bytes")
     return content
 
 

@@ -1,0 +1,174 @@
+"""Problem codes live in one catalogue (`schemas/errors.py`, DECISIONS "Trust at the edges").
+
+Walks the service's code with `ast` and fails on a problem code written anywhere else: a string
+passed as `code=` (`NotFound("...", code="team-not-found")`), a string given to a helper that
+forwards its `code` parameter to a problem, a `*_CODE` constant spelling a catalogue code, or a
+code (through a constant or `Entry.code`) that the catalogue does not hold or that it answers
+with another status than the class raising it. Raise the catalogue's class instead
+(`TeamNotFound("...")`); `/work/wt/ops-codemod.py` rewrites such sites mechanically.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from schemas import errors
+from schemas.errors import DomainError
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("api", "schemas", "workflows", "activities", "infra", "client", "toolserver", "workers")
+CATALOGUE = ROOT / "schemas" / "errors.py"
+CLASSES: dict[str, type[DomainError]] = {
+    name: value
+    for name, value in vars(errors).items()
+    if isinstance(value, type) and issubclass(value, DomainError)
+}
+
+
+def sources() -> Iterator[tuple[str, ast.Module]]:
+    paths = [p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))]
+    for path in [*paths, ROOT / "cairn.py"]:
+        if path != CATALOGUE:
+            yield str(path.relative_to(ROOT)), ast.parse(path.read_text(), str(path))
+
+
+def constants(tree: ast.Module) -> dict[str, ast.expr]:
+    found: dict[str, ast.expr] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name):
+            found[target.id] = value
+    return found
+
+
+def is_literal(node: ast.expr) -> bool:
+    return isinstance(node, ast.JoinedStr) or (
+        isinstance(node, ast.Constant) and isinstance(node.value, str)
+    )
+
+
+def entry_code(node: ast.expr) -> str | None:
+    """The code of `Entry.code`, None for anything else."""
+    if not (isinstance(node, ast.Attribute) and node.attr == "code"):
+        return None
+    if isinstance(node.value, ast.Name) and node.value.id in CLASSES:
+        return CLASSES[node.value.id].code
+    return None
+
+
+def helpers(tree: ast.Module) -> dict[str, tuple[type[DomainError], int]]:
+    """Module-level functions forwarding their `code` parameter to a problem class:
+    name → (that class, the parameter's position)."""
+    found = {}
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        names = [a.arg for a in node.args.args]
+        if "code" not in names:
+            continue
+        for call in ast.walk(node):
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+                forwards = any(
+                    k.arg == "code" and isinstance(k.value, ast.Name) and k.value.id == "code"
+                    for k in call.keywords
+                )
+                if forwards and call.func.id in CLASSES:
+                    found[node.name] = (CLASSES[call.func.id], names.index("code"))
+    return found
+
+
+def advice(code: str, raised_as: type[DomainError] | None) -> str:
+    known = DomainError.registry.get(code)
+    if known is not None and (raised_as is None or known.status == raised_as.status):
+        return f"use {known.__name__} from schemas.errors (run /work/wt/ops-codemod.py)"
+    if known is not None:
+        return (
+            f"the catalogue answers {code!r} with {known.status} ({known.__name__}), not "
+            f"{raised_as.status if raised_as else '?'}: one code, one status"
+        )
+    base = raised_as.__name__ if raised_as else "DomainError"
+    name = "".join(part.capitalize() for part in code.split("-"))
+    return (
+        f"add to schemas/errors.py: class {name}({base}): "
+        f'"""<its meaning for a client developer>.""" code = "{code}"; title = "<title>"'
+    )
+
+
+def offences(where: str, tree: ast.Module) -> Iterator[str]:
+    local = constants(tree)
+    forwarding = helpers(tree)
+
+    def code_of(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Name) and node.id in local:
+            node = local[node.id]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        return entry_code(node)
+
+    for name, value in local.items():
+        if name.endswith("_CODE") and is_literal(value) and code_of(value) in DomainError.registry:
+            yield f"{where}:{value.lineno}: {name} spells a problem code: refer to Entry.code"
+    for helper in tree.body:
+        if not (isinstance(helper, ast.FunctionDef) and helper.name in forwarding):
+            continue
+        for arg, default in zip(helper.args.args[::-1], helper.args.defaults[::-1], strict=False):
+            if arg.arg == "code" and is_literal(default):
+                literal = code_of(default) or ast.unparse(default)
+                helper_class = forwarding[helper.name][0]
+                yield f"{where}:{default.lineno}: code literal {literal!r}: " + advice(
+                    literal, helper_class
+                )
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+            continue
+        raised_as = CLASSES.get(node.func.id)
+        given = next((k.value for k in node.keywords if k.arg == "code"), None)
+        if node.func.id in forwarding:
+            raised_as, position = forwarding[node.func.id]
+            if given is None and position < len(node.args):
+                given = node.args[position]
+        if given is None:
+            continue
+        code = code_of(given)
+        if is_literal(given):
+            shown = code if code is not None else ast.unparse(given)
+            yield f"{where}:{node.lineno}: code literal {shown!r}: " + advice(shown, raised_as)
+        elif code is not None:
+            known = DomainError.registry.get(code)
+            if known is None or (raised_as is not None and known.status != raised_as.status):
+                yield f"{where}:{node.lineno}: code {code!r}: " + advice(code, raised_as)
+
+
+def test_problem_codes_are_written_only_in_the_catalogue() -> None:
+    found = [line for where, tree in sources() for line in offences(where, tree)]
+    assert not found, "Problem codes outside schemas/errors.py:\n" + "\n".join(found)
+
+
+def test_the_check_catches_each_kind_of_offence() -> None:
+    """The walk itself: a literal, a constant, a helper's literal default, a forwarded literal,
+    an unknown code and a status that differs from the catalogue's are each reported; the
+    catalogue's class, its `.code` and a constant that refers to it are not."""
+    source = """
+TEAM_GONE_CODE = "team-not-found"
+def _invalid(message, code="validation-failed"):
+    return ValidationFailed(message, code=code)
+NotFound("x", code="team-not-found")
+NotFound("x", code=TEAM_GONE_CODE)
+Conflict("x", code="never-catalogued")
+_invalid("x", "diary-not-found")
+ValidationFailed("x", code=TeamNotFound.code)
+TeamNotFound("x")
+_invalid("x", ExpiryInPast.code)
+"""
+    reported = list(offences("probe.py", ast.parse(source)))
+    lines = sorted(int(line.split(":")[1]) for line in reported)
+    assert lines == [2, 3, 5, 7, 8, 9], reported
+    assert any("use TeamNotFound" in line for line in reported)
+    assert any("class NeverCatalogued(Conflict)" in line for line in reported)
