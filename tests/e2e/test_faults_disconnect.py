@@ -11,8 +11,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+import psutil
 import pytest
 from actors import personal_team
+from waiting import wait_until
 
 from infra.s3 import BlobStore, artifact_key
 from schemas import limits
@@ -39,10 +41,12 @@ async def artifact_rows(db_pool: Any) -> int:
 
 async def send_part_then_hang_up(
     base_url: str, path: str, headers: dict[str, str], body: bytes, sent: int
-) -> None:
-    """Announce the whole body, send its first `sent` bytes, and close the connection."""
+) -> int:
+    """Announce the whole body, send its first `sent` bytes, and close the connection; returns
+    the client's port, by which the server's side of the connection is known."""
     where = urlsplit(base_url)
     reader, writer = await asyncio.open_connection(where.hostname, where.port)
+    client_port = int(writer.get_extra_info("sockname")[1])
     head = [f"PUT {path} HTTP/1.1", f"Host: {where.netloc}", f"Content-Length: {len(body)}"]
     head += [f"{name}: {value}" for name, value in headers.items()]
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
@@ -51,6 +55,16 @@ async def send_part_then_hang_up(
         await writer.drain()
     writer.transport.abort()  # a reset, as when a client process dies
     reader.feed_eof()
+    return client_port
+
+
+def server_holds_connection_from(client_port: int) -> bool:
+    """Whether the API (served in this test process by the `stack` fixture) still has a socket
+    open to `client_port`: it closes it once it has noticed the client is gone."""
+    return any(
+        connection.raddr and connection.raddr.port == client_port
+        for connection in psutil.Process().net_connections(kind="tcp")
+    )
 
 
 async def test_a_disconnect_mid_upload_leaves_no_object_and_no_row(
@@ -66,10 +80,15 @@ async def test_a_disconnect_mid_upload_leaves_no_object_and_no_row(
         "x-service-team-id": team,
     }
     for sent in (12 * MIB, len(data) - 1):  # midway, and one byte short of the end
-        await send_part_then_hang_up(stack.base_url, "/task-artifacts/staged", headers, data, sent)
-        for _ in range(10):  # the server notices the lost connection on its next read
-            await asyncio.sleep(0.2)
-            assert await artifact_rows(db_pool) == before
+        port = await send_part_then_hang_up(
+            stack.base_url, "/task-artifacts/staged", headers, data, sent
+        )
+        # the server notices the lost connection on its next read, and closes its side
+        await wait_until(
+            lambda port=port: not server_holds_connection_from(port),
+            what="the server to drop the connection",
+        )
+        assert await artifact_rows(db_pool) == before
         assert not await blobs.exists(artifact_key(bytes_cid(data)))
         assert not await blobs.exists(artifact_key(bytes_cid(data[:sent])))
 

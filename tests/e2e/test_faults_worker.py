@@ -26,8 +26,8 @@ import pytest
 from actors import Actor, Actors, personal_team
 from faultstack import FaultStack, fault_settings, fault_stack, http_session
 from processes import service_env
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.api.enums.v1 import EventType, PendingActivityState, PendingWorkflowTaskState
+from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus
 
 from api.routes.packs import _request_cid as request_cid
 from infra.devstack import free_port
@@ -108,9 +108,10 @@ async def killed_mid_run(
     stack: FaultStack, worker: WorkerProcess, begin: Callable[[], Awaitable[Operation]]
 ) -> tuple[int, Any]:
     """Begin an operation, and the moment its first effect shows (`first_effect` answers its
-    workflow's id) freeze the worker; if the run has not ended, SIGKILL the worker, start a new
-    one and return the operation's response once it completes. A run that had ended already
-    (the effect was its last step) is let go and the operation begun afresh."""
+    workflow's id) freeze the worker; if the frozen worker holds one of the run's tasks, SIGKILL
+    it, start a new one and return the operation's response once it completes. A run that had
+    ended already (the effect was its last step), or that was between tasks at the freeze (a
+    kill then leaves nothing to time out), is let go and the operation begun afresh."""
     for _ in range(TRIES):
         request, first_effect = await begin()
         while (workflow_id := await first_effect()) is None:
@@ -118,7 +119,7 @@ async def killed_mid_run(
             await asyncio.sleep(0.001)
         worker.freeze()
         handle = stack.temporal.get_workflow_handle(workflow_id)
-        if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+        if holds_a_task(await handle.describe()):
             await worker.kill()
             await worker.start()
             response = await asyncio.wait_for(request, 90)
@@ -127,6 +128,19 @@ async def killed_mid_run(
         worker.thaw()
         await asyncio.wait_for(request, 30)
     raise AssertionError(f"no kill landed mid-run in {TRIES} tries")
+
+
+def holds_a_task(described: WorkflowExecutionDescription) -> bool:
+    """Whether the run is going and the worker (the only one, frozen now) holds one of its
+    tasks: a workflow task, or an activity (the worker process runs every queue)."""
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        return False
+    raw = described.raw_description
+    started_task = PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED
+    started_activity = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+    return raw.pending_workflow_task.state == started_task or any(
+        activity.state == started_activity for activity in raw.pending_activities
+    )
 
 
 async def assert_resumed_after_a_kill(handle: Any) -> None:
