@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import sys
 import time
 import uuid
@@ -147,10 +148,13 @@ async def search_all(
     queries: Sequence[SetQuery],
     loaded: Loaded,
     mode: str,
+    latencies_ms: list[float],
 ) -> dict[str, list[str]]:
-    """Every query through `POST /diary/search` in one mode: the entry keys returned, best first."""
+    """Every query through `POST /diary/search` in one mode: the entry keys returned, best first
+    (and each request's latency appended to `latencies_ms`)."""
     rankings: dict[str, list[str]] = {}
     for query in queries:
+        mark = time.perf_counter()
         body: dict[str, Any] = {"query": query.text, "limit": LIMIT, "mode": mode}
         if query.diary is not None:
             body["diaryId"] = str(loaded.diaries[query.diary])
@@ -160,6 +164,7 @@ async def search_all(
             data = await response.json(content_type=None)
             if response.status != 200:
                 raise RuntimeError(f"search {query.key} answered {response.status}: {data}")
+        latencies_ms.append((time.perf_counter() - mark) * 1000)
         rankings[query.key] = [loaded.keys[uuid.UUID(hit["id"])] for hit in data["results"]]
     return rankings
 
@@ -210,6 +215,15 @@ def evaluate(
             ),
         }
     return report
+
+
+def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
+    """p50 and p95 of the searches of one mode, in milliseconds (one request at a time)."""
+    ordered = sorted(latencies_ms)
+    return {
+        "p50": round(statistics.median(ordered), 2),
+        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
+    }
 
 
 def _answer(query: SetQuery) -> str:
@@ -337,11 +351,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 for mode in MODES:
                     log(f"{len(quality_set.queries)} queries, mode {mode}")
                     mark = time.perf_counter()
+                    latencies: list[float] = []
                     rankings = await search_all(
-                        session, stack, caller, quality_set.queries, loaded, mode
+                        session, stack, caller, quality_set.queries, loaded, mode, latencies
                     )
                     result["modes"][mode] = {
                         "seconds": round(time.perf_counter() - mark, 1),
+                        "search_ms": latency_summary(latencies),
                         **evaluate(quality_set.queries, rankings, loaded.flagged),
                     }
             if args.sweep:
