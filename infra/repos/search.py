@@ -318,10 +318,11 @@ async def vector_arm(
 async def linked_entries(
     conn: asyncpg.Connection, relevance: Mapping[UUID, float], filters: SearchFilters
 ) -> dict[UUID, float]:
-    """The entries that share a rare identifier with the best candidates (`search_linked_entries`),
-    each at `SEARCH_LINK_RELEVANCE` × the relevance of the candidate it came from."""
-    seeds = sorted(relevance, key=lambda entry_id: (-relevance[entry_id], str(entry_id)))
-    seeds = seeds[: limits.SEARCH_LINK_SEEDS]
+    """The entries that share a rare identifier with the best of the candidates given
+    (`search_linked_entries`), each at `SEARCH_LINK_RELEVANCE` × the relevance of the candidate
+    it came from."""
+    ranked = sorted(relevance, key=lambda entry_id: (-relevance[entry_id], str(entry_id)))
+    seeds = ranked[: limits.SEARCH_LINK_SEEDS]
     if not seeds:
         return {}
     rows = await conn.fetch(
