@@ -13,13 +13,14 @@ Starts the embedded stack (bench/_stack.py), then:
    query is cross-diary) in each mode: `hybrid`, `vector`, `fulltext`;
 3. reports recall@5, recall@10, MRR and nDCG@10 (bench/quality_metrics.py) per mode on the
    held-out half (the targets) and on the tuning half, overall and per category; the share of
-   supersession queries whose current fact ranks first; and how often an injection-flagged
-   entry reaches the first five results.
+   supersession queries whose current fact ranks first; how often an injection-flagged entry
+   reaches the first five results; and each mode's search latency (p50, p95; one at a time).
 
 `--sweep` also re-fuses the two arms' candidate lists of the *tuning* queries offline (the same
-lists the search fused, the same tie-break and `successors_first`) over a grid of the RRF
+lists the search fused and linked, the same tie-break and ranking rules) over a grid of the RRF
 constant and the vector arm's weight: how the fusion constants in `schemas/limits.py` were
-chosen. Prints one JSON document and writes it to bench/results/quality.json (~3 minutes).
+chosen; and the tuning metrics with each ranking rule switched off (its share). Prints one
+JSON document and writes it to bench/results/quality.json (~3 minutes).
 """
 
 from __future__ import annotations
@@ -241,13 +242,17 @@ def _above(ranked: list[str], first: str | None, second: str | None) -> bool:
 
 async def fusion_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) -> dict[str, Any]:
     """nDCG@10 and recall@10 of the tuning queries for each (k, vector weight), re-fusing the
-    arms' candidate lists the repository returned (the route's scope, limit 10)."""
+    arms' candidate lists the repository returned (the route's scope, limit 10) through the same
+    ranking rules as the search (identifier links at the link factor of the best candidate,
+    successors inheriting relevance, `successors_first`); and each rule's share at the shipped
+    constants (the metrics with that rule off)."""
     from infra.embeddings import OnnxEmbedder
     from infra.repos.search import (
         SearchHit,
         SearchRepo,
         reciprocal_rank_fusion,
         successors_first,
+        successors_inherit,
     )
     from schemas import limits
     from schemas.embedding import SearchFilters
@@ -256,19 +261,24 @@ async def fusion_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) 
     repo = SearchRepo(read_pool)
     tune = [q for q in quality_set.queries if q.split == "tune"]
     every_diary = tuple(sorted(loaded.diaries.values()))
-    arms: dict[str, tuple[list[uuid.UUID], list[uuid.UUID]]] = {}
+    arms: dict[str, tuple[list[uuid.UUID], list[uuid.UUID], list[uuid.UUID]]] = {}
     for query in tune:
         scope = every_diary if query.diary is None else (loaded.diaries[query.diary],)
         outcome = await repo.search(
             query.text, embedder.embed_one(query.text), SearchFilters(diary_ids=scope, limit=LIMIT)
         )
-        arms[query.key] = (outcome.vector_ids or [], outcome.fulltext_ids or [])
+        arms[query.key] = (outcome.vector_ids or [], outcome.fulltext_ids or [], outcome.linked_ids)
 
-    def fused(key: str, k: int, w_vector: float, *, successors: bool = True) -> list[str]:
-        vector_ids, fulltext_ids = arms[key]
+    def fused(key: str, k: int, w_vector: float, off: str = "") -> list[str]:
+        vector_ids, fulltext_ids, linked_ids = arms[key]
         scores = reciprocal_rank_fusion(
             vector_ids, fulltext_ids, k=k, weights=(w_vector, 1.0 - w_vector)
         )
+        if off != "links" and scores:  # the links the search found, from the best candidate
+            best = max(scores.values())
+            scores |= {i: limits.SEARCH_LINK_RELEVANCE * best for i in linked_ids}
+        if off != "inheritance":
+            scores = successors_inherit(scores, loaded.superseded_by)
         hits = [
             SearchHit(
                 row={"id": i, "superseded_by": loaded.superseded_by.get(i)}, score=s, relevance=s
@@ -276,7 +286,7 @@ async def fusion_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) 
             for i, s in scores.items()
         ]
         hits.sort(key=lambda hit: (-hit.score, str(hit.entry_id)))
-        ranked = successors_first(hits) if successors else hits
+        ranked = hits if off == "successors_first" else successors_first(hits)
         return [loaded.keys[hit.entry_id] for hit in ranked[:LIMIT]]
 
     grid = []
@@ -287,18 +297,21 @@ async def fusion_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) 
             )
             grid.append({"k": k, "w_vector": w_vector, **means})
     best = max(grid, key=lambda row: (row["ndcg@10"], row["recall@10"]))
-    # the ranking rule's share: current fact first with and without `successors_first`
     k, w_vector = limits.SEARCH_RRF_K, limits.SEARCH_RRF_WEIGHT_VECTOR
     supersession = [q for q in tune if q.current is not None]
-    ablation = {
-        name: round(
-            sum(fused(q.key, k, w_vector, successors=on)[:1] == [q.current] for q in supersession)
-            / len(supersession),
-            4,
-        )
-        for name, on in (("current_first_with_rule", True), ("current_first_without_rule", False))
-    }
-    return {"queries": len(tune), "best": best, "successors_first": ablation, "grid": grid}
+    rules = {}
+    for off in ("", "links", "inheritance", "successors_first"):
+        rankings = {q.key: fused(q.key, k, w_vector, off) for q in tune}
+        means = mean_metrics([query_metrics(rankings[q.key], q.judgments) for q in tune])
+        rules[f"without {off}" if off else "all rules"] = {
+            "recall@10": means["recall@10"],
+            "ndcg@10": means["ndcg@10"],
+            "current_first": round(
+                sum(rankings[q.key][:1] == [q.current] for q in supersession) / len(supersession),
+                4,
+            ),
+        }
+    return {"queries": len(tune), "best": best, "rules": rules, "grid": grid}
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -331,6 +344,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "weight_fulltext": limits.SEARCH_RRF_WEIGHT_FULLTEXT,
             "candidates_per_arm": limits.SEARCH_CANDIDATE_FACTOR * LIMIT,
             "max_cosine_distance": limits.SEARCH_MAX_COSINE_DISTANCE,
+            "link_seeds": limits.SEARCH_LINK_SEEDS,
+            "link_max_shared": limits.SEARCH_LINK_MAX_SHARED,
+            "link_relevance": limits.SEARCH_LINK_RELEVANCE,
             "limit": LIMIT,
         },
         "env": machine_info(),
