@@ -51,7 +51,9 @@ SEARCH_RRF_K: Final = 60  # reciprocal-rank-fusion constant, the usual value
 # Weights of the two arms in the fusion, tuned on the tuning half of bench/quality.py (nDCG@10
 # 0.536 with equal weights → 0.557): a full-text match needs every word of the query, so it is
 # the stronger evidence and wins a tie against a vector-only candidate of the same rank. Any
-# vector weight from 0.2 to 0.4 with k from 10 to 100 scored within 0.002 of the best.
+# vector weight from 0.2 to 0.4 with k from 10 to 100 scored within 0.002 of the best. Re-swept
+# with identifier links and successor inheritance (bench/results/quality.json, fusion_sweep):
+# these constants 0.619, the best cell (k 5, vector 0.2) 0.626, the same recall@10: kept.
 SEARCH_RRF_WEIGHT_VECTOR: Final = 0.4
 SEARCH_RRF_WEIGHT_FULLTEXT: Final = 0.6
 # Identifier links (infra/repos/search.py, `linked_entries`): the best fused candidate's rare
