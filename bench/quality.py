@@ -13,19 +13,21 @@ Starts the embedded stack (bench/_stack.py), then:
    query is cross-diary) in each mode: `hybrid`, `vector`, `fulltext`;
 3. reports recall@5, recall@10, MRR and nDCG@10 (bench/quality_metrics.py) per mode on the
    held-out half (the targets) and on the tuning half, overall and per category; the share of
-   supersession queries whose current fact ranks first; and how often an injection-flagged
-   entry reaches the first five results.
+   supersession queries whose current fact ranks first; how often an injection-flagged entry
+   reaches the first five results; and each mode's search latency (p50, p95; one at a time).
 
 `--sweep` also re-fuses the two arms' candidate lists of the *tuning* queries offline (the same
-lists the search fused, the same tie-break and `successors_first`) over a grid of the RRF
+lists the search fused and linked, the same tie-break and ranking rules) over a grid of the RRF
 constant and the vector arm's weight: how the fusion constants in `schemas/limits.py` were
-chosen. Prints one JSON document and writes it to bench/results/quality.json (~3 minutes).
+chosen; and the tuning metrics with each ranking rule switched off (its share). Prints one
+JSON document and writes it to bench/results/quality.json (~3 minutes).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import sys
 import time
 import uuid
@@ -147,10 +149,13 @@ async def search_all(
     queries: Sequence[SetQuery],
     loaded: Loaded,
     mode: str,
+    latencies_ms: list[float],
 ) -> dict[str, list[str]]:
-    """Every query through `POST /diary/search` in one mode: the entry keys returned, best first."""
+    """Every query through `POST /diary/search` in one mode: the entry keys returned, best first
+    (and each request's latency appended to `latencies_ms`)."""
     rankings: dict[str, list[str]] = {}
     for query in queries:
+        mark = time.perf_counter()
         body: dict[str, Any] = {"query": query.text, "limit": LIMIT, "mode": mode}
         if query.diary is not None:
             body["diaryId"] = str(loaded.diaries[query.diary])
@@ -160,6 +165,7 @@ async def search_all(
             data = await response.json(content_type=None)
             if response.status != 200:
                 raise RuntimeError(f"search {query.key} answered {response.status}: {data}")
+        latencies_ms.append((time.perf_counter() - mark) * 1000)
         rankings[query.key] = [loaded.keys[uuid.UUID(hit["id"])] for hit in data["results"]]
     return rankings
 
@@ -212,6 +218,15 @@ def evaluate(
     return report
 
 
+def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
+    """p50 and p95 of the searches of one mode, in milliseconds (one request at a time)."""
+    ordered = sorted(latencies_ms)
+    return {
+        "p50": round(statistics.median(ordered), 2),
+        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
+    }
+
+
 def _answer(query: SetQuery) -> str:
     return next(key for key, grade in query.judgments.items() if grade == 3)
 
@@ -227,13 +242,17 @@ def _above(ranked: list[str], first: str | None, second: str | None) -> bool:
 
 async def fusion_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) -> dict[str, Any]:
     """nDCG@10 and recall@10 of the tuning queries for each (k, vector weight), re-fusing the
-    arms' candidate lists the repository returned (the route's scope, limit 10)."""
+    arms' candidate lists the repository returned (the route's scope, limit 10) through the same
+    ranking rules as the search (identifier links at the link factor of the best candidate,
+    successors inheriting relevance, `successors_first`); and each rule's share at the shipped
+    constants (the metrics with that rule off)."""
     from infra.embeddings import OnnxEmbedder
     from infra.repos.search import (
         SearchHit,
         SearchRepo,
         reciprocal_rank_fusion,
         successors_first,
+        successors_inherit,
     )
     from schemas import limits
     from schemas.embedding import SearchFilters
@@ -242,19 +261,24 @@ async def fusion_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) 
     repo = SearchRepo(read_pool)
     tune = [q for q in quality_set.queries if q.split == "tune"]
     every_diary = tuple(sorted(loaded.diaries.values()))
-    arms: dict[str, tuple[list[uuid.UUID], list[uuid.UUID]]] = {}
+    arms: dict[str, tuple[list[uuid.UUID], list[uuid.UUID], list[uuid.UUID]]] = {}
     for query in tune:
         scope = every_diary if query.diary is None else (loaded.diaries[query.diary],)
         outcome = await repo.search(
             query.text, embedder.embed_one(query.text), SearchFilters(diary_ids=scope, limit=LIMIT)
         )
-        arms[query.key] = (outcome.vector_ids or [], outcome.fulltext_ids or [])
+        arms[query.key] = (outcome.vector_ids or [], outcome.fulltext_ids or [], outcome.linked_ids)
 
-    def fused(key: str, k: int, w_vector: float, *, successors: bool = True) -> list[str]:
-        vector_ids, fulltext_ids = arms[key]
+    def fused(key: str, k: int, w_vector: float, off: str = "") -> list[str]:
+        vector_ids, fulltext_ids, linked_ids = arms[key]
         scores = reciprocal_rank_fusion(
             vector_ids, fulltext_ids, k=k, weights=(w_vector, 1.0 - w_vector)
         )
+        if off != "links" and scores:  # the links the search found, from the best candidate
+            best = max(scores.values())
+            scores |= {i: limits.SEARCH_LINK_RELEVANCE * best for i in linked_ids}
+        if off != "inheritance":
+            scores = successors_inherit(scores, loaded.superseded_by)
         hits = [
             SearchHit(
                 row={"id": i, "superseded_by": loaded.superseded_by.get(i)}, score=s, relevance=s
@@ -262,7 +286,7 @@ async def fusion_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) 
             for i, s in scores.items()
         ]
         hits.sort(key=lambda hit: (-hit.score, str(hit.entry_id)))
-        ranked = successors_first(hits) if successors else hits
+        ranked = hits if off == "successors_first" else successors_first(hits)
         return [loaded.keys[hit.entry_id] for hit in ranked[:LIMIT]]
 
     grid = []
@@ -273,18 +297,21 @@ async def fusion_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) 
             )
             grid.append({"k": k, "w_vector": w_vector, **means})
     best = max(grid, key=lambda row: (row["ndcg@10"], row["recall@10"]))
-    # the ranking rule's share: current fact first with and without `successors_first`
     k, w_vector = limits.SEARCH_RRF_K, limits.SEARCH_RRF_WEIGHT_VECTOR
     supersession = [q for q in tune if q.current is not None]
-    ablation = {
-        name: round(
-            sum(fused(q.key, k, w_vector, successors=on)[:1] == [q.current] for q in supersession)
-            / len(supersession),
-            4,
-        )
-        for name, on in (("current_first_with_rule", True), ("current_first_without_rule", False))
-    }
-    return {"queries": len(tune), "best": best, "successors_first": ablation, "grid": grid}
+    rules = {}
+    for off in ("", "links", "inheritance", "successors_first"):
+        rankings = {q.key: fused(q.key, k, w_vector, off) for q in tune}
+        means = mean_metrics([query_metrics(rankings[q.key], q.judgments) for q in tune])
+        rules[f"without {off}" if off else "all rules"] = {
+            "recall@10": means["recall@10"],
+            "ndcg@10": means["ndcg@10"],
+            "current_first": round(
+                sum(rankings[q.key][:1] == [q.current] for q in supersession) / len(supersession),
+                4,
+            ),
+        }
+    return {"queries": len(tune), "best": best, "rules": rules, "grid": grid}
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -317,6 +344,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "weight_fulltext": limits.SEARCH_RRF_WEIGHT_FULLTEXT,
             "candidates_per_arm": limits.SEARCH_CANDIDATE_FACTOR * LIMIT,
             "max_cosine_distance": limits.SEARCH_MAX_COSINE_DISTANCE,
+            "link_seeds": limits.SEARCH_LINK_SEEDS,
+            "link_max_shared": limits.SEARCH_LINK_MAX_SHARED,
+            "link_relevance": limits.SEARCH_LINK_RELEVANCE,
             "limit": LIMIT,
         },
         "env": machine_info(),
@@ -337,11 +367,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 for mode in MODES:
                     log(f"{len(quality_set.queries)} queries, mode {mode}")
                     mark = time.perf_counter()
+                    latencies: list[float] = []
                     rankings = await search_all(
-                        session, stack, caller, quality_set.queries, loaded, mode
+                        session, stack, caller, quality_set.queries, loaded, mode, latencies
                     )
                     result["modes"][mode] = {
                         "seconds": round(time.perf_counter() - mark, 1),
+                        "search_ms": latency_summary(latencies),
                         **evaluate(quality_set.queries, rankings, loaded.flagged),
                     }
             if args.sweep:

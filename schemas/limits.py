@@ -42,15 +42,29 @@ SEARCH_QUERY_MAX_CHARS: Final = 500  # reference; bounds the text we embed per s
 EMBEDDING_DIMENSIONS: Final = 384  # all-MiniLM-L6-v2 output, pgvector column width
 EMBEDDING_MAX_TOKENS: Final = 256  # truncation; overrides tokenizer.json's 128
 EMBEDDING_BATCH_TEXTS: Final = 16  # texts of similar length share one batch of this size
-SEARCH_MAX_COSINE_DISTANCE: Final = 0.6  # vector candidates farther than this are noise
+# Vector candidates farther than this are noise. Measured on the tuning half of bench/quality.py
+# (recall@10 with identifier links): 0.6 → 0.645, 0.7 → 0.656, 0.8 → 0.675, 0.9 and 1.0 → 0.675:
+# MiniLM puts a paraphrase's answer at 0.6-0.8 from the query as often as below 0.6.
+SEARCH_MAX_COSINE_DISTANCE: Final = 0.8
 SEARCH_CANDIDATE_FACTOR: Final = 2  # each arm fetches top 2 x limit before fusion
 SEARCH_RRF_K: Final = 60  # reciprocal-rank-fusion constant, the usual value
 # Weights of the two arms in the fusion, tuned on the tuning half of bench/quality.py (nDCG@10
 # 0.536 with equal weights → 0.557): a full-text match needs every word of the query, so it is
 # the stronger evidence and wins a tie against a vector-only candidate of the same rank. Any
-# vector weight from 0.2 to 0.4 with k from 10 to 100 scored within 0.002 of the best.
+# vector weight from 0.2 to 0.4 with k from 10 to 100 scored within 0.002 of the best. Re-swept
+# with identifier links and successor inheritance (bench/results/quality.json, fusion_sweep):
+# these constants 0.619, the best cell (k 5, vector 0.2) 0.626, the same recall@10: kept.
 SEARCH_RRF_WEIGHT_VECTOR: Final = 0.4
 SEARCH_RRF_WEIGHT_FULLTEXT: Final = 0.6
+# Identifier links (infra/repos/search.py, `linked_entries`): the best fused candidate's rare
+# identifiers (a lexeme with three digits in a row: a ticket, error code, run or commit, found in
+# at most SEARCH_LINK_MAX_SHARED entries of the scope) bring in the entries that share them, at
+# SEARCH_LINK_RELEVANCE × its relevance. Tuned on the tuning half (cut-off 0.8): recall@10 0.592
+# without links, 0.675 with 1 seed, 0.671 with 2 or 3; caps from 3 to 20 score the same; factor
+# 0.9 scores a little above 0.999 on nDCG (a link stays below the entry it came from).
+SEARCH_LINK_SEEDS: Final = 1
+SEARCH_LINK_MAX_SHARED: Final = 10
+SEARCH_LINK_RELEVANCE: Final = 0.9
 EMBED_REQUEST_MAX_TEXTS: Final = 64  # texts per `embedding.embed_passages` call (~0.5 MiB out)
 # Micro-batching of concurrent embedding calls in one worker: the first call of a burst waits
 # this long for neighbours (calls arriving while a run is in progress join the next run without

@@ -2,12 +2,15 @@
 
 Two arms, each the best `2 × limit` candidates inside the scope and the filters:
 
-- the vector arm: cosine distance to the query vector, at most 0.6;
+- the vector arm: cosine distance to the query vector, at most 0.8;
 - the full-text arm: `websearch_to_tsquery('english', query)` over `tsv`, ranked by `ts_rank`;
 
-fused by weighted reciprocal rank (k = 60; full text 0.6, vector 0.4) into a relevance in 0..1,
-then mixed with recency and importance by the caller's weights; a superseded entry then ranks
-just below its successor when both are found (`successors_first`). A query with a negation
+fused by weighted reciprocal rank (k = 60; full text 0.6, vector 0.4) into a relevance in 0..1;
+then the entries that share a rare identifier (a ticket, an error code) with the best candidate
+join at 0.9 of its relevance (`linked_entries`: a follow-up that names only the ticket); a
+successor found with the entry it superseded takes the better relevance of the two
+(`successors_inherit`); relevance is mixed with recency and importance by the caller's weights,
+and a superseded entry ranks just below its successor (`successors_first`). A query with a negation
 (`-word`) keeps only entries that match its full-text query. `mode` (`vector`, `fulltext`) runs
 one arm alone, to measure it.
 
@@ -97,6 +100,27 @@ def reciprocal_rank_fusion(
     return {entry_id: score / best for entry_id, score in fused.items()}
 
 
+def successors_inherit(
+    relevance: Mapping[UUID, float], superseded_by: Mapping[UUID, UUID | None]
+) -> dict[UUID, float]:
+    """Relevance with every candidate successor raised to the best relevance of the candidates
+    it superseded, directly or down a chain (issue 26: a query in the old fact's words is a
+    question whose answer is now the new fact, so the new fact takes the old one's place and
+    `successors_first` puts the old one just below it). Measured in bench/quality.py: current
+    fact first 0.70 → 0.75 on the tuning half."""
+    inherited = dict(relevance)
+    links = [(old, new) for old, new in superseded_by.items() if old in inherited and new]
+    for _ in range(len(links)):  # a chain of n supersessions settles in at most n passes
+        raised = False
+        for old, new in links:
+            if new in inherited and inherited[old] > inherited[new]:
+                inherited[new] = inherited[old]
+                raised = True
+        if not raised:
+            break
+    return inherited
+
+
 def combined_score(
     relevance: float, hours_since_access: float, importance: int, weights: SearchWeights
 ) -> float:
@@ -143,6 +167,7 @@ class SearchOutcome:
     # What each arm returned, best first (None: the arm did not run); for tests and benchmarks.
     vector_ids: list[UUID] | None = field(default=None, repr=False)
     fulltext_ids: list[UUID] | None = field(default=None, repr=False)
+    linked_ids: list[UUID] = field(default_factory=list, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,13 +207,16 @@ class SearchRepo:
             fulltext_ids = await fulltext_arm(conn, query, filters) if run_fulltext else None
             if filters.mode == "hybrid":  # the query vector computed meanwhile
                 vector_ids, plan = await _vector_ids(conn, query_vector, filters, inputs)
-            hits = await _fused_hits(conn, query, filters, vector_ids, fulltext_ids, inputs)
+            relevance = reciprocal_rank_fusion(vector_ids, fulltext_ids)
+            linked = await linked_entries(conn, relevance, filters)
+            hits = await _fused_hits(conn, query, filters, relevance | linked, inputs)
         return SearchOutcome(
             hits=hits,
             search_type=search_type_of(vector_ids is not None, fulltext_ids is not None),
             vector_plan=plan,
             vector_ids=vector_ids,
             fulltext_ids=fulltext_ids,
+            linked_ids=list(linked),
         )
 
 
@@ -287,18 +315,48 @@ async def vector_arm(
     return [row["id"] for row in rows]
 
 
+async def linked_entries(
+    conn: asyncpg.Connection, relevance: Mapping[UUID, float], filters: SearchFilters
+) -> dict[UUID, float]:
+    """The entries that share a rare identifier with the best of the candidates given
+    (`search_linked_entries`), each at `SEARCH_LINK_RELEVANCE` × the relevance of the candidate
+    it came from."""
+    ranked = sorted(relevance, key=lambda entry_id: (-relevance[entry_id], str(entry_id)))
+    seeds = ranked[: limits.SEARCH_LINK_SEEDS]
+    if not seeds:
+        return {}
+    rows = await conn.fetch(
+        Q.search_linked_entries,
+        seeds,
+        *_filter_args(filters),
+        limits.SEARCH_LINK_MAX_SHARED,
+        filters.limit,
+    )
+    return {
+        row["id"]: limits.SEARCH_LINK_RELEVANCE * relevance[row["seed_id"]]
+        for row in rows
+        if row["id"] not in relevance
+    }
+
+
 async def _fused_hits(
     conn: asyncpg.Connection,
     query: str,
     filters: SearchFilters,
-    vector_ids: list[UUID] | None,
-    fulltext_ids: list[UUID] | None,
+    fused: Mapping[UUID, float],
     inputs: _PlanInputs,
 ) -> list[SearchHit]:
-    relevance = reciprocal_rank_fusion(vector_ids, fulltext_ids)
-    if not relevance:
+    if not fused:
         return []
-    rows = await conn.fetch(Q.search_fetch_entries, list(relevance), query)
+    rows = [
+        row
+        for row in await conn.fetch(Q.search_fetch_entries, list(fused), query)
+        if row["matches_query"] or not inputs.negated
+    ]
+    relevance = successors_inherit(
+        {row["id"]: fused[row["id"]] for row in rows},
+        {row["id"]: row["superseded_by"] for row in rows},
+    )
     hits = [
         SearchHit(
             row=row,
@@ -311,7 +369,6 @@ async def _fused_hits(
             relevance=relevance[row["id"]],
         )
         for row in rows
-        if row["matches_query"] or not inputs.negated
     ]
     hits.sort(key=lambda hit: (-hit.score, -hit.relevance, str(hit.row["id"])))
     return successors_first(hits)[: filters.limit]

@@ -121,3 +121,42 @@ SELECT e.id, e.diary_id, e.title, e.content, e.tags, e.importance, e.entry_type,
        e.tsv @@ websearch_to_tsquery('english', $2) AS matches_query
 FROM diary_entries e
 WHERE e.id = ANY($1::uuid[])
+
+-- name: search_linked_entries
+-- Entries that share a rare identifier with the seeds ($1, the best fused candidates): a lexeme
+-- of a seed's `tsv` with three digits in a row (a ticket, an error code, a run id, a commit:
+-- the parser splits `OPS-2697` into `op` and `-2697`) that at most $10 entries of the scope
+-- carry, so that `03:10` or `128 GPUs` link nothing. A follow-up written as "closed OPS-2697"
+-- shares no other word with the question its incident answers. Each lexeme is quoted into a
+-- tsquery only after the pattern has ruled out every character but [a-z0-9._-]. Returns each
+-- linked entry (in scope, passing the filters, not a seed) with the first seed it came from.
+WITH identifiers AS (
+    SELECT DISTINCT s.id AS seed_id, ('''' || l.lexeme || '''')::tsquery AS q
+    FROM diary_entries s, unnest(s.tsv) AS l
+    WHERE s.id = ANY($1::uuid[])
+      AND l.lexeme ~ '[0-9]{3}'
+      AND l.lexeme ~ '^[a-z0-9._-]+$'
+), rare AS (
+    SELECT i.seed_id, i.q
+    FROM identifiers i
+    WHERE (SELECT count(*) FROM (
+        SELECT 1 FROM diary_entries e WHERE e.tsv @@ i.q AND e.diary_id = ANY($2::uuid[])
+        LIMIT $10 + 1
+    ) AS carriers) <= $10
+)
+SELECT DISTINCT ON (e.id) e.id, link.seed_id
+FROM rare link
+JOIN diary_entries e ON e.tsv @@ link.q
+WHERE NOT e.id = ANY($1::uuid[])
+  AND e.diary_id = ANY($2::uuid[])
+  AND e.tags @> $3::text[]
+  AND NOT (e.tags && $4::text[])
+  AND (cardinality($5::text[]) = 0 OR e.entry_type = ANY($5::text[]))
+  AND (NOT $6::boolean OR (e.superseded_by IS NULL AND NOT EXISTS (
+        SELECT 1 FROM entry_relations r
+        WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')))
+  AND (NOT $7::boolean OR NOT e.injection_risk)
+  AND ($8::timestamptz IS NULL OR e.created_at < $8::timestamptz)
+  AND ($9::timestamptz IS NULL OR e.created_at > $9::timestamptz)
+ORDER BY e.id, array_position($1::uuid[], link.seed_id)
+LIMIT $11
