@@ -166,7 +166,8 @@ async def create_entry(
 async def list_entries(
     request: web.Request, parsed: Parsed[None, EntryListQuery, DiaryPath]
 ) -> EntryList:
-    """A diary's entries, newest first, filtered by tags and type, paged by limit and offset."""
+    """A diary's entries, newest first, filtered by tags and type, paged by limit and offset;
+    `asOf`: as the diary stood then."""
     diary_id = parsed.path.diaryId
     await readable_diary(request, diary_id)
     query = parsed.query
@@ -175,6 +176,7 @@ async def list_entries(
         tags=_split(query.tags),
         exclude_tags=_split(query.excludeTags),
         entry_type=query.entryType,
+        as_of=query.asOf,
     )
     entries, total = await memory_reads.list_entries(
         request.app[keys.READ_POOL], where, query.limit, query.offset

@@ -7,9 +7,10 @@ Two arms, each the best `2 × limit` candidates inside the scope and the filters
 
 fused by weighted reciprocal rank (k = 60; full text 0.6, vector 0.4) into a relevance in 0..1,
 then mixed with recency and importance by the caller's weights; a superseded entry then ranks
-just below its successor when both are found (`successors_first`). A query with a negation
-(`-word`) keeps only entries that match its full-text query. `mode` (`vector`, `fulltext`) runs
-one arm alone, to measure it.
+just below its successor when both are found (`successors_first`). `as_of` reads the scope as
+it stood at an instant: entries created by then, superseded as they were then (migration 0021).
+A query with a negation (`-word`) keeps only entries that match its full-text query. `mode`
+(`vector`, `fulltext`) runs one arm alone, to measure it.
 
 The vector arm's plan is chosen per scope, because pgvector 0.6 applies `WHERE diary_id = ANY`
 *after* its HNSW scan, which yields at most `hnsw.ef_search` rows: a scope that is a small share
@@ -222,7 +223,7 @@ def _candidates(filters: SearchFilters) -> int:
 
 
 def _filter_args(filters: SearchFilters) -> tuple[Any, ...]:
-    """Parameters $2..$9 of every arm (see the header of search.sql)."""
+    """Parameters $2..$10 of every arm (see the header of search.sql)."""
     return (
         list(filters.diary_ids),
         list(filters.tags),
@@ -232,6 +233,7 @@ def _filter_args(filters: SearchFilters) -> tuple[Any, ...]:
         filters.exclude_suspicious,
         filters.created_before,
         filters.created_after,
+        filters.as_of,
     )
 
 
@@ -298,7 +300,7 @@ async def _fused_hits(
     relevance = reciprocal_rank_fusion(vector_ids, fulltext_ids)
     if not relevance:
         return []
-    rows = await conn.fetch(Q.search_fetch_entries, list(relevance), query)
+    rows = await conn.fetch(Q.search_fetch_entries, list(relevance), query, filters.as_of)
     hits = [
         SearchHit(
             row=row,

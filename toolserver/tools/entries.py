@@ -35,6 +35,8 @@ Content = Annotated[
     str, Field(min_length=limits.ENTRY_CONTENT_MIN_CHARS, max_length=limits.ENTRY_CONTENT_MAX_CHARS)
 ]
 Title = Annotated[str, Field(max_length=limits.ENTRY_TITLE_MAX_CHARS)]
+# the API judges the instant (past, 400 otherwise); the tool only says what it means
+AsOf = Annotated[AwareDatetime, Field(description="The diary as it stood at this past instant")]
 
 
 def _entry_text(result: dict[str, Any]) -> str:
@@ -91,6 +93,7 @@ class EntriesList(Arguments):
     tags: Tags | None = None
     exclude_tags: Tags | None = None
     entry_type: EntryType | None = None
+    as_of: AsOf | None = None
 
 
 @tool(output=EntryList, read_only=True, render=_page_text)
@@ -103,6 +106,7 @@ async def entries_list(call: Call, args: EntriesList) -> EntryList:
         tags=args.tags,
         exclude_tags=args.exclude_tags,
         entry_type=args.entry_type,
+        as_of=args.as_of,
     )
 
 
@@ -143,6 +147,7 @@ class EntriesSearch(Arguments):
     exclude_superseded: bool = Field(default=False)
     created_after: AwareDatetime | None = None
     created_before: AwareDatetime | None = None
+    as_of: AsOf | None = None
     limit: int = Field(default=limits.SEARCH_PAGE.default, ge=1, le=limits.SEARCH_PAGE.max)
 
 
@@ -177,6 +182,7 @@ async def entries_search(call: Call, args: EntriesSearch) -> dict[str, Any]:
         excludeSuperseded=args.exclude_superseded,
         createdAfter=args.created_after,
         createdBefore=args.created_before,
+        asOf=args.as_of,
         limit=args.limit,
     )
     # the hot path: the API's JSON goes out as it came (the output schema is the same model)

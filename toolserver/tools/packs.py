@@ -30,6 +30,7 @@ from schemas.packs import (
     RenderRequest,
 )
 from toolserver.registry import Arguments, Call, Refusal, tool
+from toolserver.tools.entries import AsOf
 
 INJECTION_FLAGGED = "pack-injection-flagged"  # the REST problem code of a refused selection
 SERVER_RENDER = "server:pack-to-docs-v1"
@@ -131,6 +132,7 @@ class PacksPreview(Arguments):
     )
     params: dict[str, Any] = Field(default_factory=dict)
     supersedes_pack_id: UUID | None = None
+    as_of: AsOf | None = None
 
 
 class PacksCreate(PacksPreview):
@@ -148,6 +150,7 @@ def _request(args: PacksPreview, *, pinned: bool = False, force: bool = False) -
         pinned=pinned,
         force=force,
         supersedesPackId=args.supersedes_pack_id,
+        asOf=args.as_of,
     )
 
 
