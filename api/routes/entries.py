@@ -166,8 +166,7 @@ async def create_entry(
 async def list_entries(
     request: web.Request, parsed: Parsed[None, EntryListQuery, DiaryPath]
 ) -> EntryList:
-    """A diary's entries, newest first, filtered by tags and type, paged by limit and offset;
-    `asOf`: as the diary stood then."""
+    """A diary's entries, newest first, filtered (tags, type, `asOf`), paged by limit and offset."""
     diary_id = parsed.path.diaryId
     await readable_diary(request, diary_id)
     query = parsed.query
