@@ -232,7 +232,7 @@ def checked_selection(
     later = [i for i, _ in selection if as_of is not None and found[i].created_at > as_of]
     if later:
         raise ValidationFailed(
-            f"{_selected(len(later))} created after asOf",
+            f"{_selected(len(later))} newer than asOf",
             code="pack-entry-after-as-of",
             extensions={"entryIds": [str(i) for i in later]},
         )

@@ -157,7 +157,7 @@ async def test_listing_as_of_shows_the_entries_created_by_then(owner, story) -> 
     page = await listed(owner, story, story.new_at)
     assert [e["id"] for e in page["items"]] == [story.new["id"], story.old["id"]]
     now = await listed(owner, story, None)
-    assert [e["id"] for e in now["items"]][0] == story.later["id"] and now["total"] == 3
+    assert now["items"][0]["id"] == story.later["id"] and now["total"] == 3
 
 
 async def test_listing_as_of_shows_supersession_as_it_stood(owner, story) -> None:

@@ -35,8 +35,6 @@ Content = Annotated[
     str, Field(min_length=limits.ENTRY_CONTENT_MIN_CHARS, max_length=limits.ENTRY_CONTENT_MAX_CHARS)
 ]
 Title = Annotated[str, Field(max_length=limits.ENTRY_TITLE_MAX_CHARS)]
-# the API judges the instant (past, 400 otherwise); the tool only says what it means
-AsOf = Annotated[AwareDatetime, Field(description="The diary as it stood at this past instant")]
 
 
 def _entry_text(result: dict[str, Any]) -> str:
@@ -93,7 +91,7 @@ class EntriesList(Arguments):
     tags: Tags | None = None
     exclude_tags: Tags | None = None
     entry_type: EntryType | None = None
-    as_of: AsOf | None = None
+    as_of: AwareDatetime | None = None  # no description: the catalogue budget (issue 25)
 
 
 @tool(output=EntryList, read_only=True, render=_page_text)
@@ -147,7 +145,7 @@ class EntriesSearch(Arguments):
     exclude_superseded: bool = Field(default=False)
     created_after: AwareDatetime | None = None
     created_before: AwareDatetime | None = None
-    as_of: AsOf | None = None
+    as_of: AwareDatetime | None = None  # no description: the catalogue budget (issue 25)
     limit: int = Field(default=limits.SEARCH_PAGE.default, ge=1, le=limits.SEARCH_PAGE.max)
 
 

@@ -30,7 +30,6 @@ from schemas.packs import (
     RenderRequest,
 )
 from toolserver.registry import Arguments, Call, Refusal, tool
-from toolserver.tools.entries import AsOf
 
 INJECTION_FLAGGED = "pack-injection-flagged"  # the REST problem code of a refused selection
 SERVER_RENDER = "server:pack-to-docs-v1"
@@ -132,7 +131,7 @@ class PacksPreview(Arguments):
     )
     params: dict[str, Any] = Field(default_factory=dict)
     supersedes_pack_id: UUID | None = None
-    as_of: AsOf | None = None
+    as_of: AwareDatetime | None = None  # no description: the catalogue budget (issue 25)
 
 
 class PacksCreate(PacksPreview):
