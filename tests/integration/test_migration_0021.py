@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
+from migration_support import database_before
 
-from infra.db import migrate, migration_files
+from infra.db import migrate
 from infra.devstack import Postgres
 
 ACCEPTED_AT_MIGRATION = 21
@@ -21,22 +22,7 @@ DECIDED = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 @pytest.fixture
 async def before_0021(postgres: Postgres) -> AsyncIterator[str]:
     """A database migrated up to, not including, 0021 (the way a deployed one was)."""
-    name = f"t_mig0021_{uuid.uuid4().hex[:8]}"
-    dsn = postgres.ensure_database(name)
-    conn = await asyncpg.connect(dsn)
-    try:
-        await conn.execute(
-            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        for version, label, sql in migration_files():
-            if version < ACCEPTED_AT_MIGRATION:
-                await conn.execute(sql)
-                await conn.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, label
-                )
-    finally:
-        await conn.close()
+    name, dsn = await database_before(postgres, ACCEPTED_AT_MIGRATION)
     yield dsn
     postgres.drop_database(name)
 
