@@ -14,7 +14,9 @@ Starts the embedded stack (bench/_stack.py), then:
 3. reports recall@5, recall@10, MRR and nDCG@10 (bench/quality_metrics.py) per mode on the
    held-out half (the targets) and on the tuning half, overall and per category; the share of
    supersession queries whose current fact ranks first; how often an injection-flagged entry
-   reaches the first five results; and each mode's search latency (p50, p95; one at a time).
+   reaches the first five results; each mode's search latency (p50, p95; one at a time); and,
+   searching `asOf` just before each supersession, the share where the superseded fact (then
+   current) ranks first.
 
 `--sweep` also re-fuses the two arms' candidate lists of the *tuning* queries offline (the same
 lists the search fused and linked, the same tie-break and ranking rules) over a grid of the RRF
@@ -71,6 +73,7 @@ class Loaded:
         self.diaries = {name: uuid.uuid4() for name in quality_set.diaries}
         self.flagged: set[str] = set()
         self.superseded_by: dict[uuid.UUID, uuid.UUID] = {}
+        self.created_at: dict[str, datetime] = {}
 
 
 async def load_set(pool: Any, quality_set: QualitySet, caller: BenchAgent) -> Loaded:
@@ -103,6 +106,7 @@ async def load_set(pool: Any, quality_set: QualitySet, caller: BenchAgent) -> Lo
         + [("Diary", str(d), "team", "Team", str(team)) for d in loaded.diaries.values()],
     )
     now = datetime.now(UTC)
+    loaded.created_at = {entry.key: now - timedelta(days=entry.age_days) for entry in entries}
     rows = []
     for entry, vector in zip(entries, vectors, strict=True):
         verdict = scan(entry.title, entry.content)
@@ -112,7 +116,7 @@ async def load_set(pool: Any, quality_set: QualitySet, caller: BenchAgent) -> Lo
             loaded.ids[entry.key], loaded.diaries[entry.diary], entry.title, entry.content,
             vector, entry.tags, entry.importance, entry.entry_type, verdict.risk,
             [t.model_dump(mode="json") for t in verdict.threats], f"bafyquality{entry.key}",
-            caller.agent_id, now - timedelta(days=entry.age_days),
+            caller.agent_id, loaded.created_at[entry.key],
         ))  # fmt: skip
     await pool.executemany(
         "INSERT INTO diary_entries (id, diary_id, title, content, embedding, tags, importance,"
@@ -122,9 +126,11 @@ async def load_set(pool: Any, quality_set: QualitySet, caller: BenchAgent) -> Lo
     )
     for relation in quality_set.relations:
         source, target = loaded.ids[relation.source], loaded.ids[relation.target]
+        # accepted the moment the newer fact was written: `asOf` before it sees the old fact alone
         await pool.execute(
             "INSERT INTO entry_relations (id, source_id, target_id, relation, status,"
-            " source_cid_snapshot, target_cid_snapshot) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            " source_cid_snapshot, target_cid_snapshot, accepted_at)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             uuid.uuid4(),
             source,
             target,
@@ -132,6 +138,7 @@ async def load_set(pool: Any, quality_set: QualitySet, caller: BenchAgent) -> Lo
             relation.status,
             f"bafyquality{relation.source}",
             f"bafyquality{relation.target}",
+            loaded.created_at[relation.source] if relation.status == "accepted" else None,
         )
         await pool.execute(Q.memory_sync_superseded_by, target)
         loaded.superseded_by[target] = source
@@ -150,13 +157,17 @@ async def search_all(
     loaded: Loaded,
     mode: str,
     latencies_ms: list[float],
+    as_of: dict[str, datetime] | None = None,
 ) -> dict[str, list[str]]:
-    """Every query through `POST /diary/search` in one mode: the entry keys returned, best first
-    (and each request's latency appended to `latencies_ms`)."""
+    """Every query through `POST /diary/search` in one mode (`as_of`: at that instant, by query
+    key): the entry keys returned, best first (and each request's latency appended to
+    `latencies_ms`)."""
     rankings: dict[str, list[str]] = {}
     for query in queries:
         mark = time.perf_counter()
         body: dict[str, Any] = {"query": query.text, "limit": LIMIT, "mode": mode}
+        if as_of is not None:
+            body["asOf"] = as_of[query.key].isoformat()
         if query.diary is not None:
             body["diaryId"] = str(loaded.diaries[query.diary])
         async with session.post(
@@ -235,6 +246,32 @@ def _above(ranked: list[str], first: str | None, second: str | None) -> bool:
     if first not in ranked:
         return False
     return second not in ranked or ranked.index(first) < ranked.index(second)
+
+
+async def as_of_before_supersession(
+    session: aiohttp.ClientSession,
+    stack: BenchStack,
+    caller: BenchAgent,
+    queries: Sequence[SetQuery],
+    loaded: Loaded,
+) -> dict[str, float]:
+    """Per split, the share of supersession queries whose *superseded* fact ranks first in a
+    hybrid search `asOf` just before the current fact was written (and its relation accepted):
+    what an agent knew then wins then."""
+    supersession = [q for q in queries if q.current is not None and q.superseded is not None]
+    before = {
+        q.key: loaded.created_at[q.current] - timedelta(microseconds=1)
+        for q in supersession
+        if q.current is not None
+    }
+    rankings = await search_all(session, stack, caller, supersession, loaded, "hybrid", before)
+    return {
+        split: round(
+            sum(rankings[q.key][:1] == [q.superseded] for q in of_split) / len(of_split), 4
+        )
+        for split in SPLITS
+        if (of_split := [q for q in supersession if q.split == split])
+    }
 
 
 # --- the fusion sweep (tuning half only) --------------------------------------------------------
@@ -376,6 +413,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         "search_ms": latency_summary(latencies),
                         **evaluate(quality_set.queries, rankings, loaded.flagged),
                     }
+                log("supersession queries asOf before the supersession")
+                result[
+                    "as_of_superseded_first_before_supersession"
+                ] = await as_of_before_supersession(
+                    session, stack, caller, quality_set.queries, loaded
+                )
             if args.sweep:
                 log("fusion sweep on the tuning half")
                 result["fusion_sweep"] = await fusion_sweep(read_pool, quality_set, loaded)

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -509,6 +510,7 @@ class CairnClient:
         tags: list[str] | None = None,
         exclude_tags: list[str] | None = None,
         entry_type: str | None = None,
+        as_of: datetime | None = None,
     ) -> EntryList:
         params = {
             "limit": limit,
@@ -516,6 +518,7 @@ class CairnClient:
             "tags": tags,
             "excludeTags": exclude_tags,
             "entryType": entry_type,
+            "asOf": as_of,
         }
         body = await self.request("GET", f"/diaries/{diary_id}/entries", params=params)
         return EntryList.model_validate(body)
@@ -873,6 +876,8 @@ def _query(params: Mapping[str, Any]) -> dict[str, str]:
             continue
         if isinstance(value, bool):
             query[name] = "true" if value else "false"
+        elif isinstance(value, datetime):
+            query[name] = value.isoformat()
         elif isinstance(value, list | tuple):
             query[name] = ",".join(str(v) for v in value)
         else:

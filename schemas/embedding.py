@@ -18,7 +18,7 @@ from pydantic import AwareDatetime, Field, StringConstraints
 
 from schemas import limits
 from schemas.base import Payload, RequestBody, ResponseBody
-from schemas.memory import Entry, EntryType, Tag
+from schemas.memory import AsOf, Entry, EntryType, Tag
 
 # --- the embedding activity ---------------------------------------------------------------
 
@@ -62,10 +62,13 @@ class SearchRequest(RequestBody):
     excludeTags: FilterTags | None = Field(default=None, description="Entries carry none")
     entryTypes: Annotated[list[EntryType], Field(max_length=4)] | None = None
     excludeSuperseded: bool = Field(
-        default=False, description="Leave out entries an accepted `supersedes` relation targets"
+        default=False,
+        description="Leave out entries an accepted `supersedes` relation targets (by default "
+        "they rank just below the entry that superseded them)",
     )
     createdBefore: AwareDatetime | None = None
     createdAfter: AwareDatetime | None = None
+    asOf: AsOf | None = None
     limit: int = Field(default=limits.SEARCH_PAGE.default, ge=1, le=limits.SEARCH_PAGE.max)
     wRelevance: Weight | None = Field(default=None, description="Default 1")
     wRecency: Weight | None = Field(default=None, description="Default 0")
@@ -109,5 +112,6 @@ class SearchFilters:
     exclude_suspicious: bool = False
     created_before: datetime | None = None
     created_after: datetime | None = None
+    as_of: datetime | None = None  # None: now
     weights: SearchWeights = field(default_factory=SearchWeights)
     mode: SearchMode = "hybrid"

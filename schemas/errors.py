@@ -864,6 +864,14 @@ class SigningRequestLimitReached(RateLimited):
 # --- context packs -------------------------------------------------------------------------------
 
 
+class PackEntryAfterAsOf(ValidationFailed):
+    """A pack made `asOf` an instant selects entries created after it (`entryIds`): leave them
+    out, or make the pack at a later instant."""
+
+    code = "pack-entry-after-as-of"
+    title = "Selected entries are newer than asOf"
+
+
 class PackNotFound(NotFound):
     """No context pack with this id or CID, or one the caller may not read."""
 

@@ -9,11 +9,18 @@ public feed).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from schemas import limits
 from schemas.base import Payload, RequestBody, ResponseBody
@@ -180,12 +187,38 @@ class DiaryEntryPath(RequestBody):
     entryId: UUID
 
 
+def _past_instant(instant: datetime) -> datetime:
+    """An `asOf` names a moment already past, in UTC. A future one is refused rather than clamped
+    to now: the diary can still change before that moment, so a pack made "as of" it would not
+    pin what was known, and the same request later would answer differently."""
+    if instant > datetime.now(UTC):
+        raise ValueError("asOf is in the future; name an instant already past")
+    return instant.astimezone(UTC)
+
+
+AS_OF_DESCRIPTION = (
+    "An ISO 8601 instant with an offset, not in the future (400): the diary as it stood then, "
+    "that is its entries created by then, each superseded only by a `supersedes` relation "
+    "accepted by then. Entries show their current content (an edit since is not undone), and "
+    "an entry or relation deleted since is gone from the past too"
+)
+AsOf = Annotated[AwareDatetime, AfterValidator(_past_instant), Field(description=AS_OF_DESCRIPTION)]
+"""`asOf` on search, entry listing and packs (issue 26, time-aware retrieval)."""
+
+
+def as_of_text(instant: datetime) -> str:
+    """The one spelling of an instant a pack's params record (UTC, microseconds, `Z`), so the
+    same instant written with another offset makes the same pack CID."""
+    return instant.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
 class EntryListQuery(RequestBody):
     limit: int = Field(default=limits.ENTRIES_PAGE.default, ge=1, le=limits.ENTRIES_PAGE.max)
     offset: SqlCount = 0
     tags: str | None = Field(default=None, description="Comma-separated; entries carry all")
     excludeTags: str | None = Field(default=None, description="Comma-separated; none of these")
     entryType: EntryType | None = None
+    asOf: AsOf | None = None
 
 
 class EntryBatchDelete(RequestBody):

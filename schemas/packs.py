@@ -30,6 +30,7 @@ from schemas.kernel.cids import (
     parse_cid,
 )
 from schemas.kernel.compression import CompressionLevel, FitCandidate, fit_entries
+from schemas.memory import AsOf, as_of_text
 from schemas.numbers import SqlCount, SqlOrdinal
 
 PackType = Literal["optimized", "custom"]
@@ -65,6 +66,12 @@ class PackCreateRequest(RequestBody):
     pinned: bool = False
     force: bool = Field(default=False, description="create even with injection-flagged entries")
     supersedesPackId: UUID | None = None
+    asOf: AsOf | None = Field(
+        default=None,
+        description="Pack the diary as it stood at this instant: every selected entry must have "
+        "been created by then (400 `pack-entry-after-as-of`). Recorded in `params.asOf`, so the "
+        "pack CID pins it; entries are packed with their current content",
+    )
 
     @field_validator("entries")
     @classmethod
@@ -82,6 +89,24 @@ class PackCreateRequest(RequestBody):
         if len(json.dumps(params, ensure_ascii=False)) > limits.PACK_PARAMS_MAX_BYTES:
             raise ValueError(f"params exceed {limits.PACK_PARAMS_MAX_BYTES} bytes of JSON")
         return params
+
+    @model_validator(mode="after")
+    def _as_of_is_the_request_s(self) -> PackCreateRequest:
+        """`params.asOf` is what `asOf` writes: a pack cannot claim an instant it was not made
+        at. Sending back the params of a pack made `asOf` (with that `asOf`) is accepted."""
+        given = self.params.get(PARAMS_AS_OF)
+        if given is not None and (self.asOf is None or given != as_of_text(self.asOf)):
+            raise ValueError("params.asOf is set from asOf (the same instant, in UTC with Z)")
+        return self
+
+    def hashed_params(self) -> dict[str, Any]:
+        """The params the pack records and its CID hashes: the caller's, plus `asOf`."""
+        if self.asOf is None:
+            return self.params
+        return {**self.params, PARAMS_AS_OF: as_of_text(self.asOf)}
+
+
+PARAMS_AS_OF: Final = "asOf"
 
 
 # JavaScript's exact integers: a pack CID must come out the same in every language
@@ -380,6 +405,7 @@ class PackCreateInput(Payload):
     supersedes_pack_id: UUID | None = None
     created_by: UUID
     created_by_ns: str = "Agent"
+    as_of: datetime | None = None  # every selected entry was created by then (params.asOf)
 
 
 class PackCreated(Payload):

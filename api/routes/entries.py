@@ -178,7 +178,7 @@ async def create_entry(
 async def list_entries(
     request: web.Request, parsed: Parsed[None, EntryListQuery, DiaryPath]
 ) -> EntryList:
-    """A diary's entries, newest first, filtered by tags and type, paged by limit and offset."""
+    """A diary's entries, newest first, filtered (tags, type, `asOf`), paged by limit and offset."""
     diary_id = parsed.path.diaryId
     await readable_diary(request, diary_id)
     query = parsed.query
@@ -187,6 +187,7 @@ async def list_entries(
         tags=_split(query.tags),
         exclude_tags=_split(query.excludeTags),
         entry_type=query.entryType,
+        as_of=query.asOf,
     )
     entries, total = await memory_reads.list_entries(
         request.app[keys.READ_POOL], where, query.limit, query.offset

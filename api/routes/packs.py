@@ -219,13 +219,14 @@ async def preview_pack(
     await _check_supersedes(request, diary_id, body.supersedesPackId)
     selection = [(e.entryId, e.rank) for e in body.entries]
     found = await repo.selected_entries(_pool(request), [i for i, _ in selection])
-    sources = repo.checked_selection(diary_id, selection, found, force=body.force)
-    pack = repo.compiled(diary_id, body.packType, body.params, sources, body.tokenBudget)
+    sources = repo.checked_selection(diary_id, selection, found, force=body.force, as_of=body.asOf)
+    params = body.hashed_params()
+    pack = repo.compiled(diary_id, body.packType, params, sources, body.tokenBudget)
     return PackCompiled(
         diaryId=diary_id,
         packCid=pack.pack_cid,
         packType=body.packType,
-        params=body.params,
+        params=params,
         entries=pack.entries,
         droppedEntryIds=pack.dropped,
         compileStats=compile_stats(pack.entries, body.tokenBudget),
@@ -263,7 +264,7 @@ async def create_pack(
         PackCreateInput(
             diary_id=diary_id,
             pack_type=body.packType,
-            params=body.params,
+            params=body.hashed_params(),
             selection=[(e.entryId, e.rank) for e in body.entries],
             token_budget=body.tokenBudget,
             pinned=body.pinned,
@@ -271,6 +272,7 @@ async def create_pack(
             supersedes_pack_id=body.supersedesPackId,
             created_by=principal.subject_id,
             created_by_ns=principal.subject_ns,
+            as_of=body.asOf,
         ),
         workflow_id=workflow_id,
         on_duplicate=PackBusy("This pack is being created"),

@@ -95,6 +95,7 @@ def _filters(body: SearchRequest, diary_ids: tuple[UUID, ...]) -> SearchFilters:
         exclude_superseded=body.excludeSuperseded,
         created_before=body.createdBefore,
         created_after=body.createdAfter,
+        as_of=body.asOf,
         mode=body.mode,
         weights=SearchWeights(
             relevance=_weight(body.wRelevance, limits.SEARCH_WEIGHT_RELEVANCE_DEFAULT),

@@ -8,6 +8,7 @@ model (`infra.repos.rows`) where it decides on columns the wire does not show.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from uuid import UUID
 
 import asyncpg
@@ -64,9 +65,12 @@ class EntryFilter(Row):
     tags: list[str] | None = None
     exclude_tags: list[str] | None = None
     entry_type: str | None = None
+    as_of: datetime | None = None  # the diary as it stood then (see memory_list_entries)
 
-    def args(self) -> tuple[UUID, list[str] | None, list[str] | None, str | None]:
-        return (self.diary_id, self.tags, self.exclude_tags, self.entry_type)
+    def args(
+        self,
+    ) -> tuple[UUID, list[str] | None, list[str] | None, str | None, datetime | None]:
+        return (self.diary_id, self.tags, self.exclude_tags, self.entry_type, self.as_of)
 
 
 # --- diaries ----------------------------------------------------------------------------------

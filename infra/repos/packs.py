@@ -24,6 +24,7 @@ from schemas import limits
 from schemas.base import Payload
 from schemas.errors import (
     PackBudgetTooSmall,
+    PackEntryAfterAsOf,
     PackEntryDeleted,
     PackEntryNotInDiary,
     PackInjectionFlagged,
@@ -200,6 +201,7 @@ class SelectedEntry(PackSource):
     diary_id: UUID
     injection_risk: bool
     injection_threats: list[dict[str, Any]]
+    created_at: datetime
 
 
 async def selected_entries(db: Db, entry_ids: Sequence[UUID]) -> dict[UUID, SelectedEntry]:
@@ -213,6 +215,7 @@ async def selected_entries(db: Db, entry_ids: Sequence[UUID]) -> dict[UUID, Sele
             diary_id=r["diary_id"],
             injection_risk=r["injection_risk"],
             injection_threats=list(r["injection_threats"] or []),
+            created_at=r["created_at"],
         )
         for r in rows
     }
@@ -229,14 +232,21 @@ def checked_selection(
     found: Mapping[UUID, SelectedEntry],
     *,
     force: bool,
+    as_of: datetime | None = None,
 ) -> list[PackSource]:
-    """The selection as compile sources: 400 when an entry is not in the diary; 409 listing
-    the injection-flagged ones unless `force`."""
+    """The selection as compile sources: 400 when an entry is not in the diary, or (`as_of`)
+    was not yet in it then; 409 listing the injection-flagged ones unless `force`."""
     missing = [i for i, _ in selection if i not in found or found[i].diary_id != diary_id]
     if missing:
         raise PackEntryNotInDiary(
             f"{_selected(len(missing))} not in this diary",
             extensions={"entryIds": [str(i) for i in missing]},
+        )
+    later = [i for i, _ in selection if as_of is not None and found[i].created_at > as_of]
+    if later:
+        raise PackEntryAfterAsOf(
+            f"{_selected(len(later))} newer than asOf",
+            extensions={"entryIds": [str(i) for i in later]},
         )
     flagged = [found[i] for i, _ in selection if found[i].injection_risk]
     if flagged and not force:
@@ -445,7 +455,9 @@ class PackRepo:
         pack_id = _chosen(inp.pack_id)
         async with self._pool.acquire() as conn, conn.transaction():
             found = await selected_entries(conn, [i for i, _ in inp.selection])
-            sources = checked_selection(inp.diary_id, inp.selection, found, force=inp.force)
+            sources = checked_selection(
+                inp.diary_id, inp.selection, found, force=inp.force, as_of=inp.as_of
+            )
             pack = compiled(inp.diary_id, inp.pack_type, inp.params, sources, inp.token_budget)
             existing = await get_pack_by_cid(conn, pack.pack_cid)
             if existing is not None:

@@ -12,7 +12,8 @@ successor found with the entry it superseded takes the better relevance of the t
 (`successors_inherit`); relevance is mixed with recency and importance by the caller's weights,
 and a superseded entry ranks just below its successor (`successors_first`). A query with a negation
 (`-word`) keeps only entries that match its full-text query. `mode` (`vector`, `fulltext`) runs
-one arm alone, to measure it.
+one arm alone, to measure it. `as_of` reads the scope as it stood at an instant: entries created
+by then, superseded as they were then (migration 0021).
 
 The vector arm's plan is chosen per scope, because pgvector 0.6 applies `WHERE diary_id = ANY`
 *after* its HNSW scan, which yields at most `hnsw.ef_search` rows: a scope that is a small share
@@ -250,7 +251,7 @@ def _candidates(filters: SearchFilters) -> int:
 
 
 def _filter_args(filters: SearchFilters) -> tuple[Any, ...]:
-    """Parameters $2..$9 of every arm (see the header of search.sql)."""
+    """Parameters $2..$10 of every arm (see the header of search.sql)."""
     return (
         list(filters.diary_ids),
         list(filters.tags),
@@ -260,6 +261,7 @@ def _filter_args(filters: SearchFilters) -> tuple[Any, ...]:
         filters.exclude_suspicious,
         filters.created_before,
         filters.created_after,
+        filters.as_of,
     )
 
 
@@ -350,7 +352,7 @@ async def _fused_hits(
         return []
     rows = [
         row
-        for row in await conn.fetch(Q.search_fetch_entries, list(fused), query)
+        for row in await conn.fetch(Q.search_fetch_entries, list(fused), query, filters.as_of)
         if row["matches_query"] or not inputs.negated
     ]
     relevance = successors_inherit(

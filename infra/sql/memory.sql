@@ -96,8 +96,11 @@ FROM diary_entries e
 WHERE e.id = ANY($1::uuid[])
 
 -- name: memory_list_entries
+-- $5 = as of (NULL: now): the entries created by then, superseded as they were then.
 SELECT id, diary_id, title, content, tags, importance, entry_type, injection_risk,
-       injection_threats, cid, prev_cid, signing_request_id, content_signature, superseded_by,
+       injection_threats, cid, prev_cid, signing_request_id, content_signature,
+       CASE WHEN $5::timestamptz IS NULL THEN superseded_by
+            ELSE superseded_by_as_of(id, $5::timestamptz) END AS superseded_by,
        embedding IS NOT NULL AS has_embedding, access_count, last_accessed_at, created_by,
        created_at, updated_at, count(*) OVER () AS total
 FROM diary_entries
@@ -105,8 +108,9 @@ WHERE diary_id = $1
   AND ($2::text[] IS NULL OR tags @> $2)
   AND ($3::text[] IS NULL OR NOT tags && $3)
   AND ($4::text IS NULL OR entry_type = $4)
+  AND ($5::timestamptz IS NULL OR created_at <= $5::timestamptz)
 ORDER BY created_at DESC, id DESC
-LIMIT $5 OFFSET $6
+LIMIT $6 OFFSET $7
 
 -- name: memory_count_entries
 SELECT count(*)
@@ -115,6 +119,7 @@ WHERE diary_id = $1
   AND ($2::text[] IS NULL OR tags @> $2)
   AND ($3::text[] IS NULL OR NOT tags && $3)
   AND ($4::text IS NULL OR entry_type = $4)
+  AND ($5::timestamptz IS NULL OR created_at <= $5::timestamptz)
 
 -- name: memory_tag_histogram
 SELECT tag, count(*) AS count
@@ -190,13 +195,10 @@ RETURNING source_id, target_id, relation
 DELETE FROM entry_relations WHERE id = $1 RETURNING source_id, target_id, relation
 
 -- name: memory_sync_superseded_by
--- An entry is superseded by the newest source of an accepted `supersedes` relation onto it.
+-- An entry is superseded by the source of the `supersedes` relation onto it accepted last
+-- (migration 0021: the same rule `asOf` reads at an earlier instant).
 UPDATE diary_entries e
-SET superseded_by = (
-    SELECT r.source_id FROM entry_relations r
-    WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted'
-    ORDER BY r.updated_at DESC, r.id DESC
-    LIMIT 1)
+SET superseded_by = superseded_by_as_of(e.id, 'infinity')
 WHERE e.id = $1
 
 -- name: memory_get_team

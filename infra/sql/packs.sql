@@ -1,8 +1,8 @@
 -- Context packs and rendered packs (infra/repos/packs.py).
 
 -- name: pack_entries_for_selection
--- The selected entries of a diary, with what compiling and the injection gate need.
-SELECT id, diary_id, cid, content, injection_risk, injection_threats
+-- The selected entries of a diary, with what compiling, the injection gate and `asOf` need.
+SELECT id, diary_id, cid, content, injection_risk, injection_threats, created_at
 FROM diary_entries
 WHERE id = ANY($1::uuid[])
 

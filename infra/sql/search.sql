@@ -6,7 +6,8 @@
 -- its LIMIT) or the arm returns fewer than N candidates. The block's parameters are:
 --   $2 diary ids (the scope), $3 tags (all required; '{}' = any), $4 excluded tags ('{}' =
 --   none), $5 entry types ('{}' = all), $6 exclude superseded, $7 exclude suspicious,
---   $8 created before (NULL = open), $9 created after (NULL = open).
+--   $8 created before (NULL = open), $9 created after (NULL = open), $10 as of (NULL = now:
+--   entries created by then, superseded by the relations accepted by then; migration 0021).
 
 -- name: search_plan_inputs
 -- What the repo needs to choose a plan: the scope's size counted up to $2 (an index-only scan
@@ -53,20 +54,23 @@ WHERE e.diary_id = ANY($2::uuid[])
   AND e.tags @> $3::text[]
   AND NOT (e.tags && $4::text[])
   AND (cardinality($5::text[]) = 0 OR e.entry_type = ANY($5::text[]))
-  AND (NOT $6::boolean OR (e.superseded_by IS NULL AND NOT EXISTS (
-        SELECT 1 FROM entry_relations r
-        WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')))
+  AND (NOT $6::boolean OR CASE WHEN $10::timestamptz IS NULL
+        THEN e.superseded_by IS NULL AND NOT EXISTS (
+            SELECT 1 FROM entry_relations r
+            WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')
+        ELSE superseded_by_as_of(e.id, $10::timestamptz) IS NULL END)
   AND (NOT $7::boolean OR NOT e.injection_risk)
   AND ($8::timestamptz IS NULL OR e.created_at < $8::timestamptz)
   AND ($9::timestamptz IS NULL OR e.created_at > $9::timestamptz)
-  AND cosine_distance(e.embedding, $1) <= $10::float8
+  AND ($10::timestamptz IS NULL OR e.created_at <= $10::timestamptz)
+  AND cosine_distance(e.embedding, $1) <= $11::float8
 ORDER BY cosine_distance(e.embedding, $1), e.id
-LIMIT $11
+LIMIT $12
 
 -- name: search_vector_hnsw
 -- The approximate nearest neighbours through the HNSW index (`ORDER BY <=> LIMIT`). The scan
 -- yields at most `hnsw.ef_search` rows and the filters drop some of them, so the caller checks
--- whether it got the $10 rows it asked for. The distance cut-off is applied by the caller too:
+-- whether it got the $11 rows it asked for. The distance cut-off is applied by the caller too:
 -- inside this query it would be one more filter after the scan.
 SELECT e.id, e.embedding <=> $1 AS distance
 FROM diary_entries e
@@ -74,14 +78,17 @@ WHERE e.diary_id = ANY($2::uuid[])
   AND e.tags @> $3::text[]
   AND NOT (e.tags && $4::text[])
   AND (cardinality($5::text[]) = 0 OR e.entry_type = ANY($5::text[]))
-  AND (NOT $6::boolean OR (e.superseded_by IS NULL AND NOT EXISTS (
-        SELECT 1 FROM entry_relations r
-        WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')))
+  AND (NOT $6::boolean OR CASE WHEN $10::timestamptz IS NULL
+        THEN e.superseded_by IS NULL AND NOT EXISTS (
+            SELECT 1 FROM entry_relations r
+            WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')
+        ELSE superseded_by_as_of(e.id, $10::timestamptz) IS NULL END)
   AND (NOT $7::boolean OR NOT e.injection_risk)
   AND ($8::timestamptz IS NULL OR e.created_at < $8::timestamptz)
   AND ($9::timestamptz IS NULL OR e.created_at > $9::timestamptz)
+  AND ($10::timestamptz IS NULL OR e.created_at <= $10::timestamptz)
 ORDER BY e.embedding <=> $1
-LIMIT $10
+LIMIT $11
 
 -- name: search_fulltext
 -- The best full-text matches inside the scope: `websearch_to_tsquery` (quotes, `or`, `-word`)
@@ -93,14 +100,17 @@ WHERE e.tsv @@ q
   AND e.tags @> $3::text[]
   AND NOT (e.tags && $4::text[])
   AND (cardinality($5::text[]) = 0 OR e.entry_type = ANY($5::text[]))
-  AND (NOT $6::boolean OR (e.superseded_by IS NULL AND NOT EXISTS (
-        SELECT 1 FROM entry_relations r
-        WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')))
+  AND (NOT $6::boolean OR CASE WHEN $10::timestamptz IS NULL
+        THEN e.superseded_by IS NULL AND NOT EXISTS (
+            SELECT 1 FROM entry_relations r
+            WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')
+        ELSE superseded_by_as_of(e.id, $10::timestamptz) IS NULL END)
   AND (NOT $7::boolean OR NOT e.injection_risk)
   AND ($8::timestamptz IS NULL OR e.created_at < $8::timestamptz)
   AND ($9::timestamptz IS NULL OR e.created_at > $9::timestamptz)
+  AND ($10::timestamptz IS NULL OR e.created_at <= $10::timestamptz)
 ORDER BY ts_rank(e.tsv, q) DESC, e.id
-LIMIT $10
+LIMIT $11
 
 -- name: search_scope_has_vectors
 -- Whether any entry of the scope has a vector: when none has, the search is full text only.
@@ -111,12 +121,18 @@ SELECT EXISTS (
 -- name: search_fetch_entries
 -- The fused candidates as `schemas.memory.entry_from_row` renders them, with what the score
 -- needs: hours since the entry was last read (or written), and whether it matches the query
--- (a query with a negation keeps only the entries that match it).
+-- (a query with a negation keeps only the entries that match it). As of $3, an entry is
+-- superseded as it was then, and its age counts from then (a later read is not known then).
 SELECT e.id, e.diary_id, e.title, e.content, e.tags, e.importance, e.entry_type,
        e.injection_risk, e.injection_threats, e.cid, e.prev_cid, e.signing_request_id,
-       e.content_signature, e.superseded_by, e.embedding IS NOT NULL AS has_embedding,
+       e.content_signature,
+       CASE WHEN $3::timestamptz IS NULL THEN e.superseded_by
+            ELSE superseded_by_as_of(e.id, $3::timestamptz) END AS superseded_by,
+       e.embedding IS NOT NULL AS has_embedding,
        e.access_count, e.last_accessed_at, e.created_by, e.created_at, e.updated_at,
-       extract(epoch FROM now() - coalesce(e.last_accessed_at, e.created_at)) / 3600.0
+       CASE WHEN $3::timestamptz IS NULL
+            THEN extract(epoch FROM now() - coalesce(e.last_accessed_at, e.created_at))
+            ELSE extract(epoch FROM $3::timestamptz - e.created_at) END / 3600.0
            AS hours_since_access,
        e.tsv @@ websearch_to_tsquery('english', $2) AS matches_query
 FROM diary_entries e
@@ -125,11 +141,12 @@ WHERE e.id = ANY($1::uuid[])
 -- name: search_linked_entries
 -- Entries that share a rare identifier with the seeds ($1, the best fused candidates): a lexeme
 -- of a seed's `tsv` with three digits in a row (a ticket, an error code, a run id, a commit:
--- the parser splits `OPS-2697` into `op` and `-2697`) that at most $10 entries of the scope
+-- the parser splits `OPS-2697` into `op` and `-2697`) that at most $12 entries of the scope
 -- carry, so that `03:10` or `128 GPUs` link nothing. A follow-up written as "closed OPS-2697"
 -- shares no other word with the question its incident answers. Each lexeme is quoted into a
 -- tsquery only after the pattern has ruled out every character but [a-z0-9._-]. Returns each
--- linked entry (in scope, passing the filters, not a seed) with the first seed it came from.
+-- linked entry (in scope, passing the filters $2..$10 of the arms, not a seed) with the first
+-- seed it came from; $13 caps the rows.
 WITH identifiers AS (
     SELECT DISTINCT s.id AS seed_id, ('''' || l.lexeme || '''')::tsquery AS q
     FROM diary_entries s, unnest(s.tsv) AS l
@@ -141,8 +158,8 @@ WITH identifiers AS (
     FROM identifiers i
     WHERE (SELECT count(*) FROM (
         SELECT 1 FROM diary_entries e WHERE e.tsv @@ i.q AND e.diary_id = ANY($2::uuid[])
-        LIMIT $10 + 1
-    ) AS carriers) <= $10
+        LIMIT $12 + 1
+    ) AS carriers) <= $12
 )
 SELECT DISTINCT ON (e.id) e.id, link.seed_id
 FROM rare link
@@ -152,11 +169,14 @@ WHERE NOT e.id = ANY($1::uuid[])
   AND e.tags @> $3::text[]
   AND NOT (e.tags && $4::text[])
   AND (cardinality($5::text[]) = 0 OR e.entry_type = ANY($5::text[]))
-  AND (NOT $6::boolean OR (e.superseded_by IS NULL AND NOT EXISTS (
-        SELECT 1 FROM entry_relations r
-        WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')))
+  AND (NOT $6::boolean OR CASE WHEN $10::timestamptz IS NULL
+        THEN e.superseded_by IS NULL AND NOT EXISTS (
+            SELECT 1 FROM entry_relations r
+            WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')
+        ELSE superseded_by_as_of(e.id, $10::timestamptz) IS NULL END)
   AND (NOT $7::boolean OR NOT e.injection_risk)
   AND ($8::timestamptz IS NULL OR e.created_at < $8::timestamptz)
   AND ($9::timestamptz IS NULL OR e.created_at > $9::timestamptz)
+  AND ($10::timestamptz IS NULL OR e.created_at <= $10::timestamptz)
 ORDER BY e.id, array_position($1::uuid[], link.seed_id)
-LIMIT $11
+LIMIT $13

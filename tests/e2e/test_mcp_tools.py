@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -118,6 +119,10 @@ async def test_entry_search_and_relation_tools(mcp_server: Any, actors: Any) -> 
         rest = await _call(s, "entries_list", {"diary_id": diary, "limit": 2, "offset": 2})
         assert len(rest["items"]) == 1
         assert (await s.call_tool("entries_list", {"diary_id": diary, "limit": 1000})).is_error
+        then = {"diary_id": diary, "as_of": entries[0]["createdAt"]}  # the diary as it was then
+        assert [e["id"] for e in (await _call(s, "entries_list", then))["items"]] == [
+            entries[0]["id"]
+        ]
 
         updated = await _call(s, "entries_update", {"entry_id": first, "title": "vacuum"})
         assert updated["title"] == "vacuum" and updated["content"] == texts[0]
@@ -130,6 +135,9 @@ async def test_entry_search_and_relation_tools(mcp_server: Any, actors: Any) -> 
         assert everywhere["scope"] == {"allReadableDiaries": True}
         assert entries[2]["id"] in [r["id"] for r in everywhere["results"]]
         assert (await s.call_tool("entries_search", {"query": ""})).is_error
+        early = {"query": "deterministic workflows", "as_of": entries[0]["createdAt"]}
+        found_then = await _call(s, "entries_search", early)  # before that entry was written
+        assert entries[2]["id"] not in [r["id"] for r in found_then["results"]]
 
         link = {"source_id": entries[1]["id"], "target_id": first, "relation": "elaborates"}
         relation = await _call(s, "relations_create", link)
@@ -439,6 +447,13 @@ async def test_pack_tools(mcp_server: Any, actors: Any) -> None:
         )
         assert "packId" not in preview and len(preview["entries"]) == 3
         assert (await s.call_tool("packs_preview", {"diary_id": diary, "entries": []})).is_error
+        before = {"diary_id": diary, "entries": _selection(*notes), "as_of": "2020-01-01T00:00:00Z"}
+        assert (await _refused(s, "packs_preview", before))["status"] == 400
+        now = datetime.now(UTC).isoformat()
+        pinned = await _call(
+            s, "packs_preview", {"diary_id": diary, "entries": _selection(*notes), "as_of": now}
+        )
+        assert pinned["params"]["asOf"] and pinned["packCid"] != preview["packCid"]
 
         first = await _call(s, "packs_create", {"diary_id": diary, "entries": _selection(*notes)})
         assert first["created"] is True and first["packCid"] == preview["packCid"]

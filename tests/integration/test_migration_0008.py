@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
+from migration_support import database_before
 
-from infra.db import migrate, migration_files
+from infra.db import migrate
 from infra.devstack import Postgres
 
 PROOF_MIGRATION = 8
@@ -20,22 +21,7 @@ PROOF_MIGRATION = 8
 @pytest.fixture
 async def before_0008(postgres: Postgres) -> AsyncIterator[str]:
     """A database migrated up to, not including, 0008 (the way a deployed one was)."""
-    name = f"t_mig0008_{uuid.uuid4().hex[:8]}"
-    dsn = postgres.ensure_database(name)
-    conn = await asyncpg.connect(dsn)
-    try:
-        await conn.execute(
-            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        for version, label, sql in migration_files():
-            if version < PROOF_MIGRATION:
-                await conn.execute(sql)
-                await conn.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, label
-                )
-    finally:
-        await conn.close()
+    name, dsn = await database_before(postgres, PROOF_MIGRATION)
     yield dsn
     postgres.drop_database(name)
 

@@ -91,6 +91,7 @@ class EntriesList(Arguments):
     tags: Tags | None = None
     exclude_tags: Tags | None = None
     entry_type: EntryType | None = None
+    as_of: AwareDatetime | None = None  # no description: the catalogue budget (issue 25)
 
 
 @tool(output=EntryList, read_only=True, render=_page_text)
@@ -103,6 +104,7 @@ async def entries_list(call: Call, args: EntriesList) -> EntryList:
         tags=args.tags,
         exclude_tags=args.exclude_tags,
         entry_type=args.entry_type,
+        as_of=args.as_of,
     )
 
 
@@ -143,6 +145,7 @@ class EntriesSearch(Arguments):
     exclude_superseded: bool = Field(default=False)
     created_after: AwareDatetime | None = None
     created_before: AwareDatetime | None = None
+    as_of: AwareDatetime | None = None  # no description: the catalogue budget (issue 25)
     limit: int = Field(default=limits.SEARCH_PAGE.default, ge=1, le=limits.SEARCH_PAGE.max)
 
 
@@ -177,6 +180,7 @@ async def entries_search(call: Call, args: EntriesSearch) -> dict[str, Any]:
         excludeSuperseded=args.exclude_superseded,
         createdAfter=args.created_after,
         createdBefore=args.created_before,
+        asOf=args.as_of,
         limit=args.limit,
     )
     # the hot path: the API's JSON goes out as it came (the output schema is the same model)

@@ -129,6 +129,7 @@ class PacksPreview(Arguments):
     )
     params: dict[str, Any] = Field(default_factory=dict)
     supersedes_pack_id: UUID | None = None
+    as_of: AwareDatetime | None = None  # no description: the catalogue budget (issue 25)
 
 
 class PacksCreate(PacksPreview):
@@ -146,6 +147,7 @@ def _request(args: PacksPreview, *, pinned: bool = False, force: bool = False) -
         pinned=pinned,
         force=force,
         supersedesPackId=args.supersedes_pack_id,
+        asOf=args.as_of,
     )
 
 
