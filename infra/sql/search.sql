@@ -141,12 +141,12 @@ WHERE e.id = ANY($1::uuid[])
 -- name: search_linked_entries
 -- Entries that share a rare identifier with the seeds ($1, the best fused candidates): a lexeme
 -- of a seed's `tsv` with three digits in a row (a ticket, an error code, a run id, a commit:
--- the parser splits `OPS-2697` into `op` and `-2697`) that at most $12 entries of the scope
+-- the parser splits `OPS-2697` into `op` and `-2697`) that at most $11 entries of the scope
 -- carry, so that `03:10` or `128 GPUs` link nothing. A follow-up written as "closed OPS-2697"
 -- shares no other word with the question its incident answers. Each lexeme is quoted into a
 -- tsquery only after the pattern has ruled out every character but [a-z0-9._-]. Returns each
 -- linked entry (in scope, passing the filters $2..$10 of the arms, not a seed) with the first
--- seed it came from; $13 caps the rows.
+-- seed it came from; $12 caps the rows.
 WITH identifiers AS (
     SELECT DISTINCT s.id AS seed_id, ('''' || l.lexeme || '''')::tsquery AS q
     FROM diary_entries s, unnest(s.tsv) AS l
@@ -158,8 +158,8 @@ WITH identifiers AS (
     FROM identifiers i
     WHERE (SELECT count(*) FROM (
         SELECT 1 FROM diary_entries e WHERE e.tsv @@ i.q AND e.diary_id = ANY($2::uuid[])
-        LIMIT $12 + 1
-    ) AS carriers) <= $12
+        LIMIT $11 + 1
+    ) AS carriers) <= $11
 )
 SELECT DISTINCT ON (e.id) e.id, link.seed_id
 FROM rare link
@@ -179,4 +179,4 @@ WHERE NOT e.id = ANY($1::uuid[])
   AND ($9::timestamptz IS NULL OR e.created_at > $9::timestamptz)
   AND ($10::timestamptz IS NULL OR e.created_at <= $10::timestamptz)
 ORDER BY e.id, array_position($1::uuid[], link.seed_id)
-LIMIT $13
+LIMIT $12

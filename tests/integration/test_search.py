@@ -472,6 +472,37 @@ async def test_an_entry_sharing_a_rare_identifier_with_the_best_hit_joins_it(
     assert untagged.linked_ids == [linked.followup]
 
 
+async def test_a_link_written_after_as_of_is_not_brought_in(
+    db_pool: Any, repo: SearchRepo, embedder: OnnxEmbedder, rows: Corpus
+) -> None:
+    """Links read the diary as it stood at `as_of`, like the arms: a follow-up written later
+    does not join a search made at an earlier instant."""
+    diary, incident, late = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    await db_pool.execute(
+        "INSERT INTO diaries (id, created_by, team_id, name, visibility)"
+        " VALUES ($1, $2, $3, 'as of links', 'private')",
+        diary,
+        rows.author,
+        rows.team,
+    )
+    written = [
+        (incident, "The mail relays dropped queued mail after a restart (OPS-4815).", NOW),
+        (late, "Follow-up on OPS-4815: the relays were replaced.", NOW + timedelta(hours=1)),
+    ]
+    for entry_id, content, created_at in written:
+        entry = CorpusEntry(topic="as-of", content=content, tags=(), key="as-of")
+        vector = embedder.embed_one(content)
+        await insert_entry(db_pool, entry_id, diary, entry, vector, created_at, rows.author)
+    query = "mail relays dropped queued mail after a restart"
+    scope = SearchFilters(diary_ids=(diary,), mode="fulltext")
+
+    now = await search(repo, embedder, query, scope)
+    before = await search(repo, embedder, query, replace(scope, as_of=NOW + timedelta(minutes=30)))
+
+    assert now.fulltext_ids == [incident] and now.linked_ids == [late]
+    assert before.fulltext_ids == [incident] and before.linked_ids == []
+
+
 async def test_a_common_number_links_nothing(
     repo: SearchRepo, embedder: OnnxEmbedder, linked: Linked
 ) -> None:
