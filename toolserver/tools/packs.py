@@ -15,6 +15,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from client.rest import ApiError
 from schemas import limits
+from schemas.kernel.task_types import VERIFYING_TYPE_NAMES
 from schemas.packs import (
     ContextPack,
     PackCompiled,
@@ -318,7 +319,7 @@ class RenderedPacksUpdate(Arguments):
     )
     verified_task_id: UUID | None = Field(
         default=None,
-        description="A completed judge_pack task (set once)",
+        description=f"A completed {' or '.join(VERIFYING_TYPE_NAMES)} task (set once)",
     )
 
 
