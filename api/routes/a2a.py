@@ -41,7 +41,7 @@ from api import keys
 from api.a2a import REFUSALS, REQUEST, CairnRequestHandler
 from api.endpoint import endpoint
 from api.headers import TEAM_HEADER
-from schemas.errors import DomainError, ValidationFailed
+from schemas.errors import DomainError, Forbidden, MissingScope, UnsupportedMediaType
 from schemas.kernel.task_types import DEFAULT_TASK_TYPE, TASK_TYPES
 
 routes = web.RouteTableDef()
@@ -135,13 +135,18 @@ async def get_agent_card(request: web.Request, parsed: Any) -> web.StreamRespons
     raw_body="application/json",
     raw_response="application/json",
     headers=(TEAM_HEADER,),
+    errors=(Forbidden, MissingScope, UnsupportedMediaType),
 )
 async def a2a_rpc(request: web.Request, parsed: Any) -> web.StreamResponse:
-    """A2A v1.0 JSON-RPC: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask,
-    SubscribeToTask (streams answer `text/event-stream`). Each runs the task route that does the
-    same, with its scopes, permissions, rate limits and idempotency."""
+    """A2A v1.0 JSON-RPC (SendMessage, GetTask, ListTasks, CancelTask and the streams).
+
+    `SendStreamingMessage` and `SubscribeToTask` answer `text/event-stream`. Each operation runs
+    the task route that does the same, with its scopes, permissions, rate limits and
+    idempotency; a refused caller is that route's 401, 403 or 429 problem."""
     if request.content_type != "application/json":
-        raise ValidationFailed("Send the JSON-RPC request as application/json")
+        raise UnsupportedMediaType(
+            f"Send the JSON-RPC request as application/json, not {request.content_type}"
+        )
     # each call of a route runs on a clone of this request, which aiohttp allows only unread
     unread = request.clone()
     body = await request.read()
