@@ -120,7 +120,7 @@ async def invoke(
     sub = request.clone(method=spec.method, headers=merged)
     sub[keys.ENDPOINT] = spec
     try:
-        await authorize(sub, spec)
+        await authorize(sub, spec, counted=True)  # /a2a's own count was the global one
         parsed: Parsed[Any, Any, Any] = Parsed(
             body=_validated(spec.body, body, "body"),
             query=_validated(spec.query, query, "query"),
