@@ -28,7 +28,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from actors import Actor
 from google.protobuf.json_format import MessageToDict, ParseDict
-from google.protobuf.struct_pb2 import Struct
+from google.protobuf.struct_pb2 import Struct, Value
 from processes import alive, wait_until
 from test_daemon import OUTPUT, Team, until_status
 
@@ -194,3 +194,30 @@ async def test_refusals_both_ways(team: Team, actors: Any, a2a: ClientOf) -> Non
     stranger = await a2a(await actors.agent(), streaming=False)
     with pytest.raises(TaskNotFoundError):
         await stranger.get_task(GetTaskRequest(id=created.id))
+
+
+def data_message(team: Team, data: dict[str, Any]) -> Any:
+    request = message(team, "unused")
+    request.message.ClearField("parts")
+    request.message.parts.append(Part(data=ParseDict(data, Value())))
+    return request
+
+
+async def test_a_data_part_names_another_type_and_its_input(team: Team, a2a: ClientOf) -> None:
+    client = await a2a(team.owner, streaming=False)
+    asked = {"taskType": "fulfill_brief", "input": {"brief": "Add a --json flag"}, "title": "flag"}
+    created = await first_task(client.send_message(data_message(team, asked)))
+    status, task = await team.owner.call("GET", f"/tasks/{created.id}", team=team.team_id)
+    assert status == 200, task
+    assert (task["taskType"], task["input"], task["title"]) == (
+        "fulfill_brief",
+        {"brief": "Add a --json flag"},
+        "flag",
+    )
+    # the route's own validation answers, as invalid params carrying its problem
+    with pytest.raises(InvalidParamsError) as refused:
+        await first_task(
+            client.send_message(data_message(team, {"taskType": "fulfill_brief", "input": {}}))
+        )
+    assert refused.value.data is not None
+    assert [e["pointer"] for e in refused.value.data["problem"]["errors"]] == ["/input/brief"]
