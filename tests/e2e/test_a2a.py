@@ -23,9 +23,10 @@ from a2a.types.a2a_pb2 import (
     Role,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     TaskState,
 )
-from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
+from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 from actors import Actor
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Struct, Value
@@ -143,6 +144,14 @@ async def test_a_daemon_completes_a_task_sent_over_a2a_and_the_client_streams_it
     assert again.task.id == created.id
     listed = await client.list_tasks(ListTasksRequest(tenant=team.team_id))
     assert created.id in [t.id for t in listed.tasks]
+
+    # subscribing to the ended task answers it, its signed output and its final status
+    replay = [e async for e in client.subscribe(SubscribeToTaskRequest(id=created.id))]
+    assert replay[0].task.id == created.id
+    assert [e.artifact_update.artifact.artifact_id for e in replay if e.HasField("artifact_update")]
+    assert replay[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    with pytest.raises(TaskNotCancelableError):  # a completed task is the route's 409
+        await client.cancel_task(CancelTaskRequest(id=created.id))
 
 
 async def test_cancel_over_a2a_reaches_the_executor(
