@@ -431,6 +431,8 @@ async def _follow(request: web.Request, task: CairnTask) -> AsyncGenerator[Event
                 )
             yield _update(current, None, final=True)
             return
+        if request.transport is None or request.transport.is_closing():
+            return  # the client left: aiohttp does not cancel the handler, so stop reading
         await asyncio.sleep(limits.A2A_STREAM_POLL_SEC)
 
 

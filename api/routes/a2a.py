@@ -1,8 +1,8 @@
 """A2A v1.0 on the API: the Agent Card and the JSON-RPC endpoint (`api/a2a.py` maps the calls).
 
 The SDK's `JsonRpcDispatcher` (parsing, method routing, JSON-RPC errors, SSE framing) is a
-Starlette handler; it runs here on the aiohttp request through a small ASGI bridge: the request
-as an ASGI scope and body, the response's ASGI messages written to an aiohttp response. The
+Starlette handler; it runs here on the aiohttp request through a small bridge: the request as an
+ASGI scope and body, its Starlette response written back as an aiohttp one. The
 card's skills are the registered task types, each declared in its home
 (`schemas/kernel/task_types.py`); its security schemes are our OAuth2 client credentials (REST
 access tokens) and agent keys, both sent as bearer tokens.
@@ -13,7 +13,6 @@ other refusal is a JSON-RPC error with the problem in its `data`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import MutableMapping
 from typing import Any, Final
 
@@ -35,7 +34,10 @@ from a2a.types.a2a_pb2 import (
 )
 from aiohttp import web
 from google.protobuf.json_format import MessageToDict
+from sse_starlette.event import ensure_bytes
+from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request as StarletteRequest
+from starlette.responses import Response
 
 from api import keys
 from api.a2a import REFUSALS, REQUEST, CairnRequestHandler
@@ -155,7 +157,7 @@ async def a2a_rpc(request: web.Request, parsed: Any) -> web.StreamResponse:
     response = await _DISPATCHER.handle_requests(StarletteRequest(scope, _receive(body)))
     if refusals:
         raise refusals[0]
-    return await _send(request, scope, response, body)
+    return await _send(request, response)
 
 
 def _scope(
@@ -179,40 +181,33 @@ def _scope(
 
 
 def _receive(body: bytes) -> Any:
-    """The ASGI receive of a request whose body was read: the body once, then nothing until the
-    response ends (a disconnect ends the aiohttp handler, and with it the stream)."""
-    sent = False
-    never = asyncio.Event()
+    """The ASGI receive of a request whose body was read: the body, once."""
 
     async def receive() -> MutableMapping[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await never.wait()
-        return {"type": "http.disconnect"}
+        return {"type": "http.request", "body": body, "more_body": False}
 
     return receive
 
 
-async def _send(
-    request: web.Request, scope: dict[str, Any], response: Any, body: bytes
-) -> web.StreamResponse:
-    """Run the Starlette response as an ASGI app, writing its messages to an aiohttp response."""
-    out = web.StreamResponse()
+async def _send(request: web.Request, response: Response) -> web.StreamResponse:
+    """The dispatcher's Starlette response as an aiohttp one: a JSON body as it is, an event
+    stream written event by event as the SDK's generator yields it.
 
-    async def send(message: MutableMapping[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            out.set_status(message["status"])
-            for name, value in message.get("headers", []):
-                if name.lower() not in (b"content-length", b"transfer-encoding"):
-                    out.headers.add(name.decode(), value.decode())
-            await out.prepare(request)
-        elif message["type"] == "http.response.body":
-            chunk = message.get("body", b"")
-            if chunk:
-                await out.write(chunk)
-
-    await response(scope, _receive(body), send)
+    The stream is not run through sse-starlette's own runner: its shutdown watcher ends every
+    stream of the process once any in-process uvicorn server starts shutting down."""
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-length",)}
+    if not isinstance(response, EventSourceResponse):
+        assert isinstance(response.body, bytes)
+        return web.Response(body=response.body, status=response.status_code, headers=headers)
+    out = web.StreamResponse(status=response.status_code, headers=headers)
+    await out.prepare(request)
+    events = response.body_iterator
+    try:
+        async for event in events:
+            await out.write(ensure_bytes(event, response.sep))
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
     await out.write_eof()
     return out
