@@ -261,7 +261,8 @@ async def _create(params: SendMessageRequest, context: ServerCallContext) -> Cai
     body: dict[str, Any] = {"teamId": team_id, "diaryId": diary_id, **_task_of(message)}
     if _is_uuid(message.context_id):
         body.setdefault("correlationId", message.context_id)
-    headers = {TEAM_HEADER: str(team_id)}
+    # a header naming another team than teamId stays, for the route's 400 `team-mismatch`
+    headers = {} if request.headers.get(TEAM_HEADER) else {TEAM_HEADER: str(team_id)}
     if message.message_id:
         headers[IDEMPOTENCY_HEADER] = message.message_id
     task: CairnTask = await _call(

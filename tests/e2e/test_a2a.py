@@ -230,3 +230,19 @@ async def test_a_data_part_names_another_type_and_its_input(team: Team, a2a: Cli
         )
     assert refused.value.data is not None
     assert [e["pointer"] for e in refused.value.data["problem"]["errors"]] == ["/input/brief"]
+
+
+async def test_a_team_header_naming_another_team_than_the_metadata_is_refused(
+    team: Team,
+) -> None:
+    http = httpx.AsyncClient(headers={**team.owner.auth, "x-service-team-id": str(uuid.uuid4())})
+    try:
+        client = await create_client(
+            team.stack.base_url, ClientConfig(streaming=False, httpx_client=http)
+        )
+        with pytest.raises(InvalidParamsError) as refused:
+            await first_task(client.send_message(message(team, "Write a haiku")))
+        assert refused.value.data is not None
+        assert refused.value.data["problem"]["code"] == "team-mismatch"
+    finally:
+        await http.aclose()
