@@ -24,6 +24,7 @@ from api.metrics import request_metrics
 from api.middleware import problem_middleware, tracing_middleware
 from api.ratelimit import Clock, RateLimiter
 from api.routes import (
+    a2a,
     agent_keys,
     apps,
     connector,
@@ -104,6 +105,7 @@ def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Applicati
         runtime_profiles,
         apps,
         console,
+        a2a,
     ):
         app.router.add_routes(module.routes)
     return app

@@ -152,7 +152,13 @@ def require_connector(request: web.Request) -> None:
         raise ConnectorRefused(f"Send the connector secret in {CONNECTOR_HEADER}")
 
 
-async def authorize(request: web.Request, spec: EndpointSpec) -> Principal | None:
+async def authorize(
+    request: web.Request, spec: EndpointSpec, *, counted: bool = False
+) -> Principal | None:
+    """Authenticate, count the request in its rate buckets and check the route's scopes.
+
+    `counted`: the carrying request was already counted in its global bucket (a route run for
+    an A2A call), so only the route's own bucket counts here."""
     if spec.auth == "connector":
         require_connector(request)
         request[keys.PRINCIPAL] = None
@@ -167,7 +173,9 @@ async def authorize(request: web.Request, spec: EndpointSpec) -> Principal | Non
             raise Unauthorized("This endpoint needs a bearer token or a session")
     request[keys.PRINCIPAL] = principal
     if spec.rate_limited:
-        _start_count(request, _rate_key(request, principal), _buckets(request, spec, principal))
+        buckets = _buckets(request, spec, principal)[1 if counted else 0 :]
+        if buckets:
+            _start_count(request, _rate_key(request, principal), buckets)
         if not _may_overlap(request, spec):
             await settle_rate(request)
     if principal is not None and not principal.has_scopes(spec.scopes):

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import UnionType
 from typing import Annotated, Any, Generic, Union, get_args, get_origin, get_type_hints
 
 from aiohttp import web
-from multidict import MultiMapping
+from multidict import CIMultiDict, MultiMapping
 from pydantic import BaseModel, ValidationError
 from typing_extensions import TypeVar
 
@@ -30,6 +30,7 @@ from schemas.text import printable
 Handler = Callable[..., Awaitable[Any]]
 
 ENDPOINTS: list[EndpointSpec] = []
+_SPECS: dict[Handler, EndpointSpec] = {}
 
 
 # A part the endpoint does not declare is None (the PEP 696 default), so a handler names only
@@ -65,6 +66,7 @@ def endpoint(
         )
         _check_declaration(handler, spec)
         ENDPOINTS.append(spec)
+        _SPECS[handler] = spec
 
         async def run(request: web.Request) -> web.StreamResponse:
             if spec.path_params is not None:
@@ -94,6 +96,53 @@ def endpoint(
         return handler
 
     return decorate
+
+
+async def invoke(
+    request: web.Request,
+    handler: Handler,
+    *,
+    body: Any = None,
+    query: Any = None,
+    path: Any = None,
+    headers: Mapping[str, str] | None = None,
+) -> Any:
+    """Run a declared route's handler for a call that came through another door (A2A): the same
+    authentication, scopes, rate-limit buckets, models and idempotency as the route itself.
+
+    `body`, `query` and `path` are plain JSON values validated by the route's models (a bad one
+    is the route's own 400); `headers` are added to the request's (a team header, an
+    `Idempotency-Key`). Answers the handler's result, a rendered response read back as its model.
+    """
+    spec = _SPECS[handler]
+    merged = CIMultiDict(request.headers)
+    merged.update(headers or {})
+    sub = request.clone(method=spec.method, headers=merged)
+    sub[keys.ENDPOINT] = spec
+    try:
+        await authorize(sub, spec, counted=True)  # /a2a's own count was the global one
+        parsed: Parsed[Any, Any, Any] = Parsed(
+            body=_validated(spec.body, body, "body"),
+            query=_validated(spec.query, query, "query"),
+            path=_validated(spec.path_params, path, "path"),
+        )
+        sub[keys.PARSED] = parsed
+        if spec.idempotent:
+            idempotency_key(sub)
+        result = await handler(sub, parsed)
+        await settle_rate(sub)
+    except Exception:
+        await settle_rate(sub)
+        await give_back_rate(sub, spec)
+        raise
+    if isinstance(result, web.Response) and spec.response is not None:
+        assert isinstance(result.body, bytes)
+        return spec.response.model_validate_json(result.body)
+    return result
+
+
+def _validated(model: type[BaseModel] | None, data: Any, where: str) -> Any:
+    return None if model is None else validate_model(model, data or {}, where)
 
 
 def _refuse_a_literal_path(request: web.Request) -> None:

@@ -88,7 +88,9 @@ def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
 def _responses(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
     responses: dict[str, Any] = {}
     if spec.raw_response is not None:
-        content = {spec.raw_response: {"schema": {"type": "string"}}}
+        # a JSON document the handler builds itself (the A2A Agent Card, JSON-RPC responses)
+        raw = {"type": "object"} if spec.raw_response.endswith("json") else {"type": "string"}
+        content = {spec.raw_response: {"schema": raw}}
         responses[str(spec.status)] = {"description": "OK", "content": content}
     elif spec.response is not None:
         schema = refs[(spec.response, "serialization")]

@@ -1,4 +1,6 @@
-"""What the task routes check about packs (SPEC 2.6 curate_pack, render_pack, judge_pack).
+"""What the task routes check about packs (SPEC 2.6 curate_pack, render_pack, judge_pack); the
+checks are the hooks those types declare in `schemas/kernel/task_types.py`, run through
+`api/task_type_checks.py`.
 
 - A `judged_work` reference may carry a rendered pack's CID (dag-cbor) instead of a staged
   artifact's: the rendered pack must exist and be readable by the proposer; it is recorded in
@@ -112,21 +114,13 @@ async def check_judge_pack_input(
         )
 
 
-async def check_pack_output(
+async def check_curated_output(
     request: web.Request,
     task_id: UUID,
-    task_type: str,
     task_input: Mapping[str, Any] | None,
     output: Mapping[str, Any],
 ) -> None:
-    """The pack a curate_pack output names, or the rendering a render_pack output names."""
-    if task_type == "curate_pack":
-        await _check_curated(request, task_id, output)
-    elif task_type == "render_pack" and output.get("renderedPackId") is not None:
-        await _check_rendered(request, task_input or {}, output)
-
-
-async def _check_curated(request: web.Request, task_id: UUID, output: Mapping[str, Any]) -> None:
+    """A curate_pack output's pack is one of the task's provenance diary, with its CID."""
     diary_id = await repo.task_diary(_pool(request), task_id)
     pack = await repo.get_pack(_pool(request), UUID(str(output["packId"])))
     if pack is None or pack.diaryId != diary_id:
@@ -141,13 +135,19 @@ async def _check_curated(request: web.Request, task_id: UUID, output: Mapping[st
         )
 
 
-async def _check_rendered(
-    request: web.Request, task_input: Mapping[str, Any], output: Mapping[str, Any]
+async def check_rendered_output(
+    request: web.Request,
+    task_id: UUID,
+    task_input: Mapping[str, Any] | None,
+    output: Mapping[str, Any],
 ) -> None:
+    """A render_pack output's persisted rendering (when any) renders `input.packId`."""
+    if output.get("renderedPackId") is None:
+        return
     rendered = await repo.get_rendered(
         _pool(request), UUID(str(output["renderedPackId"])), content=False
     )
-    if rendered is None or str(rendered.sourcePackId) != str(task_input.get("packId")):
+    if rendered is None or str(rendered.sourcePackId) != str((task_input or {}).get("packId")):
         raise _invalid(
             "/output/renderedPackId",
             "Must name a rendered pack of the task's source pack (input.packId)",

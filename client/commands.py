@@ -27,6 +27,7 @@ from client.credentials import cli_credential, require_safe_transport, signing_k
 from client.rest import ApiError, CairnClient
 from client.secrets import SecretError, SecretRefusal, SecretSource
 from schemas.embedding import SearchRequest
+from schemas.kernel.task_types import DEFAULT_TASK_TYPE
 from schemas.memory import EntryCreateRequest
 from schemas.task_api import CreateTaskRequest
 
@@ -58,7 +59,7 @@ def register(commands: Any, common: Callable[[argparse.ArgumentParser], None]) -
     tcreate = _command(tasks, "create", _tasks_create, common, "propose a task")
     tcreate.add_argument("--team", type=UUID, required=True)
     tcreate.add_argument("--diary", type=UUID, required=True)
-    tcreate.add_argument("--type", default="freeform", dest="task_type")
+    tcreate.add_argument("--type", default=DEFAULT_TASK_TYPE.name, dest="task_type")
     tcreate.add_argument("--input", required=True, help="the input object as JSON")
     tcreate.add_argument("--title")
     tcreate.add_argument("--max-attempts", type=int)

@@ -255,6 +255,8 @@ RELATIONS_PAGE: Final = PageSize(50, 100)
 PACKS_PAGE: Final = PageSize(20, 100)  # packs and rendered packs
 TASKS_PAGE: Final = PageSize(20, 100)
 TASK_MESSAGES_PAGE: Final = PageSize(200, 200)
+# how often an A2A stream (SendStreamingMessage, SubscribeToTask) reads its task's rows again
+A2A_STREAM_POLL_SEC: Final = 0.5
 ARTIFACTS_PAGE: Final = PageSize(50, 100)
 AGENT_KEYS_PAGE: Final = PageSize(20, 100)
 SIGNING_REQUESTS_PAGE: Final = PageSize(20, 100)

@@ -60,6 +60,7 @@ from schemas.errors import (
     VerificationTaskInvalid,
 )
 from schemas.kernel.cids import json_cid
+from schemas.kernel.task_types import VERIFYING_TYPE_NAMES
 from schemas.memory import DiaryPath
 from schemas.packs import (
     ContextPack,
@@ -662,13 +663,14 @@ async def _check_verification(request: web.Request, rendered: RenderedPack, task
     task = await repo.get_judge_task(_pool(request), task_id)
     if (
         task is None
-        or task.task_type != "judge_pack"
+        or task.task_type not in VERIFYING_TYPE_NAMES
         or task.status != "completed"
         or rendered.packCid not in repo.judged_cids(task)
     ):
         raise _invalid(
             "/verifiedTaskId",
-            "Must name a completed judge_pack task whose judged_work reference carries "
+            "Must name a completed task of a verifying type "
+            f"({', '.join(VERIFYING_TYPE_NAMES)}) whose judged_work reference carries "
             f"this rendered pack's CID ({rendered.packCid})",
             VerificationTaskInvalid.code,
         )

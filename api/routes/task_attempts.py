@@ -44,8 +44,8 @@ from api.access import allowed, can_view_task, require_attempt_scopes
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.headers import TEAM_HEADER, team_header
-from api.pack_tasks import check_pack_output
 from api.task_flows import TaskClosed, task_signal, task_update
+from api.task_type_checks import run_complete_checks
 from infra.repos import runtime_profiles, task_reads
 from infra.repos.task_reads import AttemptTarget, ClaimTarget
 from schemas.base import Payload
@@ -67,7 +67,7 @@ from schemas.kernel.attempts import is_claimant, state_refusal
 from schemas.kernel.cids import json_cid
 from schemas.kernel.crypto import parse_public_key, verify_signature
 from schemas.kernel.runtime_profiles import claim_refusal, policy_snapshot_hash
-from schemas.kernel.task_types import validate_output
+from schemas.kernel.task_types import get_task_type, validate_output
 from schemas.principals import Principal
 from schemas.runtime_profiles import claim_refused, unknown_profile
 from schemas.task_api import AttemptPath, Task, TaskPath
@@ -386,7 +386,9 @@ async def complete_attempt(
     body = parsed.body
     target = await _attempt_target(request, path, with_input=True)
     _check_output(target, body)
-    await check_pack_output(request, path.id, target.task_type, target.input, body.output)
+    await run_complete_checks(
+        request, get_task_type(target.task_type), path.id, target.input, body.output
+    )
     await _check_signature(request, target.claimant, body)
     _refuse_report(target, path.n)
     command = CompleteCommand(

@@ -31,7 +31,8 @@ Choices where the spec is terse:
   (`allowedProfiles`) to other profiles and types outside its policy's `taskTypes` are left
   out, unrestricted ones stay (400 `unknown-runtime-profile` for a profile not of the team).
   On create, each `allowedProfiles` entry must be a profile of the team (the same 400).
-- A continuation (`input.continueFrom`) must name a completed `freeform` task of the same team
+- A continuation (`input.continueFrom`, on a `continuable` type: freeform) must name a
+  completed task of the same type and team
   that the caller can read; it inherits the source's project. The automatic claim condition
   (the source is `completed`) is added unless the request brings its own: the source is already
   completed, a terminal state, so the automatic one can never gate anything.
@@ -70,12 +71,9 @@ from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
 from api.headers import IDEMPOTENCY_HEADER, require_team_header, team_header
 from api.idempotency import idempotency_key, key_reused, keyed_workflow_id
-from api.pack_tasks import (
-    check_judge_pack_input,
-    names_rendered_pack,
-    rendered_pack_reference,
-)
+from api.pack_tasks import names_rendered_pack, rendered_pack_reference
 from api.task_flows import start_task
+from api.task_type_checks import run_create_checks
 from infra.repos import runtime_profiles, task_reads
 from infra.repos.task_messages import AppendRefused, append_messages
 from schemas.errors import (
@@ -244,8 +242,7 @@ async def create_task(
     await _check_project(request, body.teamId, project_id)
     await _check_allowed_profiles(request, body)
     references = await _bound_references(request, body)
-    if task_type.name == "judge_pack":
-        await check_judge_pack_input(request, body.input, body.references)
+    await run_create_checks(request, task_type, body.input, body.references)
     claim_condition = await _claim_condition(request, body, continuation_condition)
 
     start = TaskStart(
@@ -359,7 +356,8 @@ async def _continuation(
 ) -> tuple[UUID | None, dict[str, Any] | None]:
     """The project and automatic claim condition of a continuation; `(projectId, None)` for
     any other task. The schema already rejected `execution.workspace` with `continueFrom`."""
-    source_ref = body.input.get("continueFrom") if body.taskType == "freeform" else None
+    task_type = get_task_type(body.taskType)
+    source_ref = body.input.get("continueFrom") if task_type.continuable else None
     if not isinstance(source_ref, dict):
         return body.projectId, None
     pointer = "/input/continueFrom"
@@ -369,8 +367,8 @@ async def _continuation(
         raise _invalid(f"{pointer}/taskId", "No such task", ContinuationSourceNotFound.code)
     if source.teamId != body.teamId:
         raise _invalid(f"{pointer}/taskId", "The source task belongs to another team")
-    if source.taskType != "freeform":
-        raise _invalid(f"{pointer}/taskId", "Only a freeform task can be continued")
+    if source.taskType != task_type.name:
+        raise _invalid(f"{pointer}/taskId", f"Only a {task_type.name} task can be continued")
     attempt_n = source_ref.get("attemptN")
     completed = await task_reads.completed_attempt_n(_pool(request), source_id, attempt_n)
     if source.status != "completed" or completed is None:

@@ -12,6 +12,12 @@ say well live in small post-checks run after the schema passes: rubric weights s
 boolean rubrics for ``pr_review``, a freeform ``outputContract`` typing ``output.result``,
 ``verification`` when success criteria are set, and judge assertions agreeing with the score.
 Validation answers ``FieldError``s whose pointers start at ``/input`` or ``/output``.
+
+Each type's entry in ``TASK_TYPES`` is its one home: schemas, post-checks, the I/O checks the
+API runs at create and complete (declared here by name, implemented in ``api/task_type_checks``
+because this layer does no I/O), whether it can be continued or verify a rendered pack, and its
+A2A skill. Code elsewhere asks these properties and never compares a type's name
+(``tests/unit/test_task_type_homes.py`` fails on a type name written as a literal elsewhere).
 """
 
 from __future__ import annotations
@@ -43,6 +49,14 @@ from schemas.limits import (
 
 OutputKind = Literal["artifact", "judgment"]
 Schema = dict[str, Any]
+CreateHook = Literal["judged_work_is_rendered_pack"]
+"""An I/O check at create, by name: `judged_work_is_rendered_pack`: the rendered pack named by
+`input.renderedPackId` exists, is readable, renders `input.sourcePackId`, and a `judged_work`
+reference carries its CID."""
+CompleteHook = Literal["curated_pack_in_diary", "rendered_pack_of_source"]
+"""An I/O check at complete, by name: `curated_pack_in_diary`: `output.packId` is a pack of the
+task's provenance diary with `output.packCid`; `rendered_pack_of_source`: a non-null
+`output.renderedPackId` renders `input.packId` with `output.renderedCid`."""
 
 JSON_SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 _MESSAGE_MAX_CHARS: Final = 300
@@ -668,6 +682,16 @@ def _scores_agree_with_assertions(
 
 
 @dataclass(frozen=True, slots=True)
+class Skill:
+    """How a type is offered as an A2A skill on the Agent Card (its id is the type's name)."""
+
+    name: str
+    description: str
+    tags: tuple[str, ...]
+    examples: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class TaskType:
     """One task type. Schemas are shared data: read them, never mutate them."""
 
@@ -676,11 +700,19 @@ class TaskType:
     description: str
     input_schema: Schema
     output_schema: Schema
+    skill: Skill
     requires_references: bool = False
     # a reference of this role must be among them (judge_pack: its `judged_work`)
     required_reference_role: str | None = None
     input_checks: tuple[Check, ...] = ()
     output_checks: tuple[Check, ...] = ()
+    create_hooks: tuple[CreateHook, ...] = ()
+    complete_hooks: tuple[CompleteHook, ...] = ()
+    # a completed task of this type can be continued by a new one of the same type through
+    # `input.continueFrom` (SPEC 2.6 rule 3)
+    continuable: bool = False
+    # a completed task of this type may be recorded as a rendered pack's `verifiedTaskId`
+    verifies_rendered_packs: bool = False
     _input_validator: Draft202012Validator = field(init=False, repr=False, compare=False)
     _output_validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
@@ -701,10 +733,15 @@ def _type(
     input_schema: Schema,
     output_schema: Schema,
     *,
+    skill: Skill,
     requires_references: bool = False,
     required_reference_role: str | None = None,
     input_checks: Sequence[Check] = (),
     output_checks: Sequence[Check] = (),
+    create_hooks: Sequence[CreateHook] = (),
+    complete_hooks: Sequence[CompleteHook] = (),
+    continuable: bool = False,
+    verifies_rendered_packs: bool = False,
 ) -> TaskType:
     def titled(schema: Schema, role: str) -> Schema:
         return {"$schema": JSON_SCHEMA_DIALECT, "title": f"{name} {role}", **schema}
@@ -715,10 +752,15 @@ def _type(
         description=description,
         input_schema=titled(input_schema, "input"),
         output_schema=titled(output_schema, "output"),
+        skill=skill,
         requires_references=requires_references,
         required_reference_role=required_reference_role,
         input_checks=tuple(input_checks),
         output_checks=tuple(output_checks),
+        create_hooks=tuple(create_hooks),
+        complete_hooks=tuple(complete_hooks),
+        continuable=continuable,
+        verifies_rendered_packs=verifies_rendered_packs,
     )
 
 
@@ -734,6 +776,14 @@ TASK_TYPES: Final[tuple[TaskType, ...]] = (
         FREEFORM_OUTPUT,
         input_checks=(_output_contract_is_a_schema,),
         output_checks=(_result_meets_output_contract, *_PRODUCER_OUTPUT_CHECKS),
+        continuable=True,
+        skill=Skill(
+            "Freeform task",
+            "Any work described in plain words: the message text is the brief; the output is a "
+            "summary with optional artifacts, content-addressed and signed by the executor.",
+            ("task", "freeform", "brief"),
+            ("Summarise the open issues of this repository", "Write a release note for v1.2"),
+        ),
     ),
     _type(
         "fulfill_brief",
@@ -742,6 +792,12 @@ TASK_TYPES: Final[tuple[TaskType, ...]] = (
         FULFILL_BRIEF_INPUT,
         FULFILL_BRIEF_OUTPUT,
         output_checks=_PRODUCER_OUTPUT_CHECKS,
+        skill=Skill(
+            "Fulfil a brief",
+            "Produce a branch with signed commits and a summary for a brief.",
+            ("task", "code", "brief"),
+            ('{"brief": "Add a --json flag to the CLI"}',),
+        ),
     ),
     _type(
         "assess_brief",
@@ -751,6 +807,11 @@ TASK_TYPES: Final[tuple[TaskType, ...]] = (
         ASSESS_BRIEF_OUTPUT,
         requires_references=True,
         input_checks=_JUDGE_INPUT_CHECKS,
+        skill=Skill(
+            "Assess a brief",
+            "Grade a fulfilled brief against a weighted rubric; needs a reference to the work.",
+            ("task", "judge", "rubric"),
+        ),
     ),
     _type(
         "pr_review",
@@ -759,6 +820,11 @@ TASK_TYPES: Final[tuple[TaskType, ...]] = (
         PR_REVIEW_INPUT,
         PR_REVIEW_OUTPUT,
         input_checks=(*_JUDGE_INPUT_CHECKS, _rubric_is_boolean),
+        skill=Skill(
+            "Review a change",
+            "Score a review subject (a pull request, a document) against a boolean rubric.",
+            ("task", "review", "judge"),
+        ),
     ),
     _type(
         "curate_pack",
@@ -767,6 +833,12 @@ TASK_TYPES: Final[tuple[TaskType, ...]] = (
         CURATE_PACK_INPUT,
         CURATE_PACK_OUTPUT,
         output_checks=_PRODUCER_OUTPUT_CHECKS,
+        complete_hooks=("curated_pack_in_diary",),
+        skill=Skill(
+            "Curate a context pack",
+            "Select and rank diary entries for a task prompt into a content-addressed pack.",
+            ("task", "memory", "pack"),
+        ),
     ),
     _type(
         "render_pack",
@@ -775,6 +847,12 @@ TASK_TYPES: Final[tuple[TaskType, ...]] = (
         RENDER_PACK_INPUT,
         RENDER_PACK_OUTPUT,
         output_checks=_PRODUCER_OUTPUT_CHECKS,
+        complete_hooks=("rendered_pack_of_source",),
+        skill=Skill(
+            "Render a context pack",
+            "Render a pack to Markdown, optionally persisted as a rendered pack.",
+            ("task", "memory", "pack"),
+        ),
     ),
     _type(
         "judge_pack",
@@ -786,6 +864,14 @@ TASK_TYPES: Final[tuple[TaskType, ...]] = (
         required_reference_role="judged_work",
         input_checks=_JUDGE_INPUT_CHECKS,
         output_checks=(_scores_agree_with_assertions,),
+        create_hooks=("judged_work_is_rendered_pack",),
+        verifies_rendered_packs=True,
+        skill=Skill(
+            "Judge a rendered pack",
+            "Score a rendered context pack against a rubric; the judged_work reference carries "
+            "the rendered pack's CID.",
+            ("task", "judge", "pack"),
+        ),
     ),
     _type(
         "run_eval",
@@ -794,6 +880,11 @@ TASK_TYPES: Final[tuple[TaskType, ...]] = (
         RUN_EVAL_INPUT,
         RUN_EVAL_OUTPUT,
         output_checks=_PRODUCER_OUTPUT_CHECKS,
+        skill=Skill(
+            "Run an evaluation",
+            "Run a scenario prompt under a named context variant and report the response.",
+            ("task", "eval"),
+        ),
     ),
     _type(
         "judge_eval_attempt",
@@ -803,10 +894,29 @@ TASK_TYPES: Final[tuple[TaskType, ...]] = (
         JUDGE_EVAL_ATTEMPT_OUTPUT,
         input_checks=_JUDGE_INPUT_CHECKS,
         output_checks=(_scores_agree_with_assertions,),
+        skill=Skill(
+            "Judge an evaluation attempt",
+            "Grade a completed run_eval attempt against a rubric hidden from its executor.",
+            ("task", "eval", "judge"),
+        ),
     ),
 )
 _BY_NAME: Final[Mapping[str, TaskType]] = {t.name: t for t in TASK_TYPES}
 TASK_TYPE_NAMES: Final[tuple[str, ...]] = tuple(_BY_NAME)
+# the type of a task given only words (the CLI's default, an A2A message without a data part)
+DEFAULT_TASK_TYPE: Final[TaskType] = _BY_NAME["freeform"]
+CONTINUABLE_TYPE_NAMES: Final[tuple[str, ...]] = tuple(t.name for t in TASK_TYPES if t.continuable)
+
+
+def is_continuable(name: str) -> bool:
+    """Whether a completed task of the type named ``name`` can be continued (any unknown: no)."""
+    return name in CONTINUABLE_TYPE_NAMES
+
+
+# the types whose completed task may be a rendered pack's `verifiedTaskId`
+VERIFYING_TYPE_NAMES: Final[tuple[str, ...]] = tuple(
+    t.name for t in TASK_TYPES if t.verifies_rendered_packs
+)
 _SCHEMA_CIDS: Final[Mapping[str, str]] = {t.name: json_cid(t.input_schema) for t in TASK_TYPES}
 
 

@@ -46,6 +46,8 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("POST", "/tasks/{id}/attempts/{n}/fail"): "SPEC 3.1: on a terminal attempt, 409",
     ("POST", "/tasks/{id}/attempts/{n}/abort"): "SPEC 3.1: on a terminal attempt, 409",
     ("POST", "/crypto/signing-requests/{id}/sign"): "SPEC 3.4: a completed request is 409",
+    # A2A: keyed by the protocol itself; each operation runs its REST route with the same rule
+    ("POST", "/a2a"): "SendMessage's message id is the Idempotency-Key of the POST /tasks it runs",
     # secrets shown once: a retry cannot answer the secret again
     ("POST", "/agent-keys/{id}/rotate"): "a new secret, shown once; recover by listing",
 }

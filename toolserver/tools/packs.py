@@ -16,6 +16,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from client.rest import ApiError
 from schemas import limits
 from schemas.errors import PackInjectionFlagged, PacksListScope, RenderedPackRef
+from schemas.kernel.task_types import VERIFYING_TYPE_NAMES
 from schemas.packs import (
     ContextPack,
     PackCompiled,
@@ -316,7 +317,7 @@ class RenderedPacksUpdate(Arguments):
     )
     verified_task_id: UUID | None = Field(
         default=None,
-        description="A completed judge_pack task (set once)",
+        description=f"A completed {' or '.join(VERIFYING_TYPE_NAMES)} task (set once)",
     )
 
 

@@ -20,6 +20,7 @@ from schemas.errors import (
     TaskInputInvalid,
     UnknownTaskType,
 )
+from schemas.kernel.task_types import CONTINUABLE_TYPE_NAMES, is_continuable
 from schemas.task_api import (
     CreateTaskRequest,
     Task,
@@ -208,18 +209,18 @@ class TasksContinue(Arguments):
 async def tasks_continue(call: Call, args: TasksContinue) -> Task:
     """Continue a completed freeform task."""
     source = await call.api.get_task(args.task_id, team_id=args.team_id)
-    if source.taskType != "freeform" or source.status != "completed":
+    if not is_continuable(source.taskType) or source.status != "completed":
         raise ContinuationSourceNotCompleted(
-            f"Only a completed freeform task can be continued; this one is a {source.taskType} "
-            f"task in status {source.status}",
+            f"Only a completed task of a continuable type ({', '.join(CONTINUABLE_TYPE_NAMES)}) "
+            f"can be continued; this one is a {source.taskType} task in status {source.status}",
         )
     continue_from: dict[str, Any] = {"taskId": str(source.id), "mode": args.mode}
     if args.attempt_n is not None:
         continue_from["attemptN"] = args.attempt_n
     task_input = {"brief": args.brief, "continueFrom": continue_from}
-    await check_locally(call, "freeform", task_input, 0)
+    await check_locally(call, source.taskType, task_input, 0)
     body = _create_request(
-        taskType="freeform",
+        taskType=source.taskType,
         teamId=source.teamId,
         diaryId=source.diaryId,
         title=args.title,
