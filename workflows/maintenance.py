@@ -2,7 +2,8 @@
 packs on a schedule"), each on a Temporal Schedule the worker makes at start-up
 (`workers.schedules.ensure_maintenance_schedules`, idempotent; visible, pausable and
 triggerable in the Temporal UI or with `temporal schedule trigger`). Each run returns what it
-did; the cutoffs follow `workflow.now()`, so Temporal's clock (and the time-skipping test server's) decides what is old.
+did; the cutoffs follow `workflow.now()`, so Temporal's clock (and the time-skipping test
+server's) decides what is old.
 
 - `ExpiredRowsPurge` deletes, at most a batch of each per run: signing requests not completed
   whose expiry is more than `SIGNING_REQUEST_RETENTION_SEC` ago (until then `GET` still shows
