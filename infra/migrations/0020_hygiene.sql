@@ -24,3 +24,8 @@ CREATE INDEX entry_duplicates_refused_by_diary ON entry_duplicates_refused (diar
 -- Near-duplicate scans of the consolidation (its proposals are entry_relations rows with
 -- status `proposed`): the live entries of a diary in creation order, the cursor of the sweep.
 CREATE INDEX diary_entries_by_creation ON diary_entries (created_at, id);
+
+-- When a search or pack last returned the entry (batched by the API: api/hygiene.py). Its own
+-- column, not `last_accessed_at`: search ranks by that one's recency, and counting retrievals
+-- must not change what a search returns.
+ALTER TABLE diary_entries ADD COLUMN last_retrieved_at timestamptz;

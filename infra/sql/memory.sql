@@ -144,11 +144,9 @@ ORDER BY created_at, id
 LIMIT $3
 
 -- name: memory_record_retrievals
--- A batch of entries searches and packs returned (api/retrievals.py): counted and dated. The
--- sorted ids keep concurrent batches from deadlocking on each other's rows.
-UPDATE diary_entries
-SET access_count = access_count + 1, last_accessed_at = now()
-WHERE id = ANY($1::uuid[])
+-- A batch of entries searches and packs returned (api/hygiene.py), dated. The sorted ids keep
+-- concurrent batches from deadlocking on each other's rows.
+UPDATE diary_entries SET last_retrieved_at = now() WHERE id = ANY($1::uuid[])
 
 -- name: memory_entry_signing_request_used
 SELECT id FROM diary_entries WHERE signing_request_id = $1
@@ -311,8 +309,8 @@ SELECT count(*) AS entries,
         WHERE s.diary_id = $1 AND r.status = 'proposed') AS open_proposals,
        count(*) FILTER (WHERE superseded_by IS NOT NULL) AS superseded,
        count(*) FILTER (WHERE injection_risk) AS injection_flagged,
-       count(*) FILTER (WHERE last_accessed_at IS NULL
-                              OR last_accessed_at < now() - make_interval(secs => $2))
+       count(*) FILTER (WHERE last_retrieved_at IS NULL
+                              OR last_retrieved_at < now() - make_interval(secs => $2))
            AS unretrieved
 FROM diary_entries
 WHERE diary_id = $1
