@@ -79,7 +79,7 @@ RETURNING id
 -- name: memory_lock_content_digest
 -- Serializes creates of one content in one diary until the insert commits, so that two racing
 -- exact duplicates cannot both find none (the digest index is not unique: migration 0020).
-SELECT pg_advisory_xact_lock(hashtextextended($1::text || md5(btrim($2, E' \t\n\r\f\v')), 0))
+SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text || md5(btrim($2, E' \t\n\r\f\v')), 0))
 
 -- name: memory_find_exact_duplicate
 -- The oldest entry of diary $1 whose content equals $2 after trimming whitespace (the index
