@@ -15,7 +15,10 @@ from schemas.kernel.cids import entry_cid
 
 async def new_entry(actor: Actor, diary_id: str, **body: Any) -> dict[str, Any]:
     status, entry = await actor.call(
-        "POST", f"/diaries/{diary_id}/entries", json={"content": "something true", **body}
+        "POST",
+        f"/diaries/{diary_id}/entries",
+        # unique by default: the same content twice in a diary is an exact duplicate (200)
+        json={"content": f"something true {uuid.uuid4().hex[:8]}", **body},
     )
     assert status == 201, entry
     return dict(entry)
