@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
         NearDuplicateProposal,
         Retrievals,
     )
-    from workflows.common import run_activity
+    from workflows.common import run_activity, run_step
 
 SWEEP_WORKFLOW_ID: Final = "maintenance/consolidation"
 STEP_TIMEOUT: Final = timedelta(minutes=5)
@@ -65,7 +65,8 @@ def entry_consolidation_workflow_id(entry_id: UUID) -> str:
 class EntryConsolidationWorkflow:
     @workflow.run
     async def run(self, inp: ConsolidationInput) -> NearDuplicateProposal:
-        return await run_activity(
+        # one short statement: a local step, so the run is one workflow task
+        return await run_step(
             MemoryActivities.propose_near_duplicate,
             NearDuplicateProbe(
                 entry_id=inp.entry_id,
@@ -73,7 +74,6 @@ class EntryConsolidationWorkflow:
                 workflow_id=workflow.info().workflow_id,
                 min_similarity=inp.min_similarity,
             ),
-            retry=STEP_RETRY,
         )
 
 
@@ -116,4 +116,4 @@ def retrievals_workflow_id(batch_id: UUID) -> str:
 class RetrievalsRecordWorkflow:
     @workflow.run
     async def run(self, inp: Retrievals) -> None:
-        await run_activity(MemoryActivities.record_retrievals, inp, retry=STEP_RETRY)
+        await run_step(MemoryActivities.record_retrievals, inp)
