@@ -22,12 +22,10 @@ nothing twice. A principal decides: accepting the relation (`PATCH /relations/{i
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Final
 from uuid import UUID
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.memory import MemoryActivities
@@ -42,14 +40,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.common import run_activity, run_step
 
+    # a sweep step is a batched scan: the maintenance steps' timeout and patient retry
+    from workflows.maintenance import STEP_RETRY, STEP_TIMEOUT
+
 SWEEP_WORKFLOW_ID: Final = "maintenance/consolidation"
-STEP_TIMEOUT: Final = timedelta(minutes=5)
-STEP_RETRY: Final = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(minutes=1),
-    maximum_attempts=10,
-)
 
 
 def consolidation_schedule_id(task_queue: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from actors import Actor, new_diary
+from test_diary_archive import signed_request
 from waiting import wait_until
 
 from api.headers import DUPLICATE_HEADER, IDEMPOTENCY_HEADER
@@ -129,20 +130,6 @@ async def test_a_keyed_retry_is_the_same_request_not_a_duplicate(owner: Actor) -
     assert status == 200 and dup["id"] == first["id"] and header == first["id"]
 
 
-async def _signed_request(actor: Actor, message: str) -> str:
-    status, request = await actor.call(
-        "POST", "/crypto/signing-requests", json={"message": message}
-    )
-    assert status == 201, request
-    status, signed = await actor.call(
-        "POST",
-        f"/crypto/signing-requests/{request['request_id']}/sign",
-        json={"signature": actor.sign(request["signing_payload"])},
-    )
-    assert status == 200 and signed["valid"] is True, signed
-    return str(request["request_id"])
-
-
 async def test_a_signed_chain_never_holds_the_same_content_twice(
     owner: Actor, db_pool: Any
 ) -> None:
@@ -152,12 +139,12 @@ async def test_a_signed_chain_never_holds_the_same_content_twice(
         owner,
         diary["id"],
         content="signed fact",
-        signingRequestId=await _signed_request(owner, first_cid),
+        signingRequestId=await signed_request(owner, first_cid),
     )
     assert status == 201, first
     # signed again over the chain head: still the same content, so the existing entry
     again_cid = entry_cid("signed fact", None, [], "semantic", first_cid)
-    request_id = await _signed_request(owner, again_cid)
+    request_id = await signed_request(owner, again_cid)
     status, again, header = await create(
         owner, diary["id"], content="signed fact", signingRequestId=request_id
     )
@@ -268,7 +255,7 @@ async def test_the_report_counts_flags_and_retrievals(owner: Actor) -> None:
     assert status == 200 and len(found["results"]) == 1, found
 
     async def counted() -> bool:
-        return (await hygiene(owner, diary["id"]))["unretrieved"] == 1
+        return bool((await hygiene(owner, diary["id"]))["unretrieved"] == 1)
 
     await wait_until(counted, what="the search's retrieval recorded")
 
