@@ -13,7 +13,7 @@ from schemas.hygiene import (
     ConsolidationPage,
     ConsolidationPageResult,
     NearDuplicateProbe,
-    NearDuplicateProposal,
+    NearDuplicateProposals,
     Retrievals,
 )
 from schemas.memory import (
@@ -103,9 +103,9 @@ class MemoryActivities:
         deleted, skipped = await self._repo.delete_entries(inp.entry_ids)
         return EntriesDeleted(deleted=deleted, skipped=skipped)
 
-    @activity.defn(name="memory.propose_near_duplicate")
-    async def propose_near_duplicate(self, inp: NearDuplicateProbe) -> NearDuplicateProposal:
-        return NearDuplicateProposal(relation_id=await self._repo.propose_near_duplicate(inp))
+    @activity.defn(name="memory.propose_near_duplicates")
+    async def propose_near_duplicates(self, inp: NearDuplicateProbe) -> NearDuplicateProposals:
+        return NearDuplicateProposals(relation_ids=await self._repo.propose_near_duplicates(inp))
 
     @activity.defn(name="memory.consolidate_page")
     async def consolidate_page(self, inp: ConsolidationPage) -> ConsolidationPageResult:

@@ -139,7 +139,7 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
             rate_pool, settings.rate_limits, clock=deps.rate_clock
         )
         app[keys.HYGIENE] = hygiene = Hygiene(
-            app[keys.TEMPORAL], settings.temporal_task_queue, settings.retrievals_flush_sec
+            app[keys.TEMPORAL], settings.temporal_task_queue, settings.hygiene_flush_sec
         )
         flusher = asyncio.create_task(hygiene.flush_forever())
         sweeper = asyncio.create_task(limiter.sweep_forever())

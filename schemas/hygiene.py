@@ -12,22 +12,21 @@ from schemas.base import Payload, ResponseBody
 
 
 class NearDuplicateProbe(Payload):
-    """Propose a relation from this entry to its nearest older live entry, if near enough."""
+    """Propose, for each entry, a relation to its nearest older live entry, if near enough."""
 
-    entry_id: UUID
-    relation_id: UUID
+    entry_ids: list[UUID]
     workflow_id: str
     min_similarity: float = limits.NEAR_DUPLICATE_MIN_SIMILARITY
 
 
-class NearDuplicateProposal(Payload):
-    relation_id: UUID | None = None  # None: nothing near enough, or the pair is related already
+class NearDuplicateProposals(Payload):
+    relation_ids: list[UUID]  # the relations proposed (none for an entry with nothing near)
 
 
 class ConsolidationInput(Payload):
-    """One entry's consolidation, started after its create answered."""
+    """The consolidation of entries created since the API's last flush (`api.hygiene`)."""
 
-    entry_id: UUID
+    entry_ids: list[UUID]
     min_similarity: float = limits.NEAR_DUPLICATE_MIN_SIMILARITY
 
 

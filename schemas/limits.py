@@ -324,5 +324,7 @@ CONSOLIDATION_PAGE: Final = 200  # entries one sweep step looks at
 CONSOLIDATION_PAGES_PER_RUN: Final = 50  # steps before the sweep continues as new
 # an entry no search or pack returned for this long counts as unretrieved in the hygiene report
 HYGIENE_UNRETRIEVED_SEC: Final = 30 * DAY_SEC
-RETRIEVALS_FLUSH_SEC: Final = 30  # how often the API flushes the entry ids it returned
-RETRIEVALS_FLUSH_MAX: Final = 5000  # entry ids one flush carries at most
+# how often the API hands over the ids of the entries it created (for their consolidation) and
+# of those searches and packs returned (api/hygiene.py)
+HYGIENE_FLUSH_SEC: Final = 5
+HYGIENE_BATCH_MAX: Final = 1000  # entry ids one consolidation or retrievals run carries at most

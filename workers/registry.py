@@ -228,7 +228,7 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
         memory.create_relation,
         memory.set_relation_status,
         memory.delete_relation,
-        memory.propose_near_duplicate,
+        memory.propose_near_duplicates,
         memory.consolidate_page,
         memory.record_retrievals,
         archives.write,

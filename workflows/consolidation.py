@@ -1,10 +1,11 @@
 """Consolidation (issue 26): near-duplicate entries get a `proposed` relation, never a merge.
 
-- `EntryConsolidation` (`consolidation/entries/<entryId>`) runs once per new entry, started by
-  the API after the create answered (so the create's latency does not include it): one step
-  proposes, from the entry to its nearest older live entry of the same diary, `supersedes`
-  (or `elaborates` when the newer content contains the older) when their cosine similarity
-  reaches the threshold; the relation carries the workflow id and `similarity`.
+- `EntryConsolidation` (`consolidation/entries/<batchId>`) runs over the entries an API process
+  created since its last flush (`api.hygiene`, every few seconds: the create's latency does not
+  include it, and a burst of writes costs one run, not one per entry): one step proposes, from
+  each entry to its nearest older live entry of the same diary, `supersedes` (or `elaborates`
+  when the newer content contains the older) when their cosine similarity reaches the
+  threshold; the relation carries the workflow id and `similarity`.
 - `ConsolidationSweep` (`maintenance/consolidation`, on a daily Temporal Schedule the worker
   makes) does the same for every entry with a vector, oldest first, a page per step; after
   `pages_per_run` steps it continues as new with its cursor in the input, so a long backlog
@@ -35,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         ConsolidationSweepInput,
         ConsolidationSweepResult,
         NearDuplicateProbe,
-        NearDuplicateProposal,
+        NearDuplicateProposals,
         Retrievals,
     )
     from workflows.common import run_activity, run_step
@@ -51,20 +52,21 @@ def consolidation_schedule_id(task_queue: str) -> str:
     return f"consolidation-sweep/{task_queue}"
 
 
-def entry_consolidation_workflow_id(entry_id: UUID) -> str:
-    return f"consolidation/entries/{entry_id}"
+def entry_consolidation_workflow_id(batch_id: UUID) -> str:
+    """One flush of new entries of one API process (a fresh id per batch)."""
+    return f"consolidation/entries/{batch_id}"
 
 
 @workflow.defn(name="EntryConsolidation")
 class EntryConsolidationWorkflow:
     @workflow.run
-    async def run(self, inp: ConsolidationInput) -> NearDuplicateProposal:
-        # one short statement: a local step, so the run is one workflow task
+    async def run(self, inp: ConsolidationInput) -> NearDuplicateProposals:
+        # one short query per entry of a small batch: a local step, so the run is one
+        # workflow task
         return await run_step(
-            MemoryActivities.propose_near_duplicate,
+            MemoryActivities.propose_near_duplicates,
             NearDuplicateProbe(
-                entry_id=inp.entry_id,
-                relation_id=workflow.uuid4(),
+                entry_ids=inp.entry_ids,
                 workflow_id=workflow.info().workflow_id,
                 min_similarity=inp.min_similarity,
             ),

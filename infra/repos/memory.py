@@ -109,6 +109,16 @@ async def _exact_duplicate(
     return found["id"], found["cid"]
 
 
+async def _propose(
+    conn: asyncpg.Connection, entry_id: uuid.UUID, min_similarity: float, workflow_id: str
+) -> uuid.UUID | None:
+    """The relation proposed from the entry to its nearest older near duplicate, if any."""
+    proposed: uuid.UUID | None = await conn.fetchval(
+        Q.memory_propose_near_duplicate, entry_id, min_similarity, uuid.uuid4(), workflow_id
+    )
+    return proposed
+
+
 class MemoryRepo:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -302,16 +312,15 @@ class MemoryRepo:
 
     # --- hygiene --------------------------------------------------------------------------
 
-    async def propose_near_duplicate(self, probe: NearDuplicateProbe) -> uuid.UUID | None:
-        """The relation proposed for this entry's nearest older near duplicate, if any."""
-        proposed: uuid.UUID | None = await self._pool.fetchval(
-            Q.memory_propose_near_duplicate,
-            probe.entry_id,
-            probe.min_similarity,
-            probe.relation_id,
-            probe.workflow_id,
-        )
-        return proposed
+    async def propose_near_duplicates(self, probe: NearDuplicateProbe) -> list[uuid.UUID]:
+        """The relations proposed for these entries' nearest older near duplicates (each its
+        own statement: a retry re-proposes nothing, a pair already related is skipped)."""
+        async with self._pool.acquire() as conn:
+            proposed = [
+                await _propose(conn, entry_id, probe.min_similarity, probe.workflow_id)
+                for entry_id in probe.entry_ids
+            ]
+        return [relation_id for relation_id in proposed if relation_id is not None]
 
     async def consolidate_page(self, page: ConsolidationPage) -> ConsolidationPageResult:
         """Probe each entry of the page after the cursor (each proposal its own statement: a
@@ -322,13 +331,7 @@ class MemoryRepo:
             )
             proposed = 0
             for row in rows:
-                made = await conn.fetchval(
-                    Q.memory_propose_near_duplicate,
-                    row["id"],
-                    page.min_similarity,
-                    uuid.uuid4(),
-                    page.workflow_id,
-                )
+                made = await _propose(conn, row["id"], page.min_similarity, page.workflow_id)
                 proposed += made is not None
         cursor = page.cursor
         if rows:

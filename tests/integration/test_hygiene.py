@@ -61,20 +61,25 @@ async def proposals(db_pool: Any, entry_id: str) -> list[Any]:
     )
 
 
-async def consolidated(stack: Any, entry_id: str) -> Any:
-    """The entry's consolidation run (started by the API after the create), once it ended."""
-    workflow_id = entry_consolidation_workflow_id(uuid.UUID(entry_id))
+async def proposed(db_pool: Any, entry_id: str) -> Any:
+    """The entry's proposal, once its consolidation (batched by the API) has made it."""
 
-    async def started() -> bool:
-        try:
-            await stack.temporal.get_workflow_handle(workflow_id).describe()
-        except Exception:
-            return False
-        return True
+    async def made() -> bool:
+        return bool(await proposals(db_pool, entry_id))
 
-    await wait_until(started, what=f"{workflow_id} started")
-    handle = stack.temporal.get_workflow_handle_for(EntryConsolidationWorkflow.run, workflow_id)
-    return await handle.result()
+    await wait_until(made, what=f"a proposal from {entry_id}")
+    [proposal] = await proposals(db_pool, entry_id)
+    return proposal
+
+
+async def consolidate(stack: Any, *entry_ids: str) -> Any:
+    """Run the consolidation of these entries now (as the API's flush does)."""
+    return await stack.temporal.execute_workflow(
+        EntryConsolidationWorkflow.run,
+        ConsolidationInput(entry_ids=[uuid.UUID(i) for i in entry_ids]),
+        id=entry_consolidation_workflow_id(uuid.uuid4()),
+        task_queue=stack.settings.temporal_task_queue,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -166,12 +171,10 @@ async def test_a_near_duplicate_is_stored_and_proposed_for_a_decision(
     _, old, _ = await create(owner, diary["id"], content=BACKUPS_OLD)
     status, new, _ = await create(owner, diary["id"], content=BACKUPS_NEW)
     assert status == 201 and new["id"] != old["id"]  # stored: nothing merged
-    outcome = await consolidated(stack, new["id"])
-    assert outcome.relation_id is not None
-    [proposal] = await proposals(db_pool, new["id"])
+    proposal = await proposed(db_pool, new["id"])
     assert str(proposal["target_id"]) == old["id"] and proposal["relation"] == "supersedes"
     assert proposal["status"] == "proposed"
-    assert proposal["workflow_id"] == entry_consolidation_workflow_id(uuid.UUID(new["id"]))
+    assert proposal["workflow_id"].startswith("consolidation/entries/")
     assert proposal["metadata"]["similarity"] >= 0.91
     status, relation = await owner.call("GET", f"/entries/{new['id']}/relations")
     assert relation["items"][0]["similarity"] == proposal["metadata"]["similarity"]
@@ -189,20 +192,15 @@ async def test_a_near_duplicate_is_stored_and_proposed_for_a_decision(
     assert report["openProposals"] == 0 and report["superseded"] == 1
 
     # running the consolidation again proposes nothing twice
-    again = await stack.temporal.execute_workflow(
-        EntryConsolidationWorkflow.run,
-        ConsolidationInput(entry_id=uuid.UUID(new["id"])),
-        id=f"test-consolidation-{uuid.uuid4()}",
-        task_queue=stack.settings.temporal_task_queue,
-    )
-    assert again.relation_id is None and len(await proposals(db_pool, new["id"])) == 1
+    again = await consolidate(stack, new["id"])
+    assert again.relation_ids == [] and len(await proposals(db_pool, new["id"])) == 1
 
 
 async def test_an_unrelated_entry_gets_no_proposal(owner: Actor, stack: Any, db_pool: Any) -> None:
     diary = await new_diary(owner)
     await create(owner, diary["id"], content=BACKUPS_OLD)
     _, other, _ = await create(owner, diary["id"], content=UNRELATED)
-    assert (await consolidated(stack, other["id"])).relation_id is None
+    assert (await consolidate(stack, other["id"])).relation_ids == []
     assert await proposals(db_pool, other["id"]) == []
 
 
@@ -212,7 +210,7 @@ async def test_the_sweep_cleans_a_diary_written_before_and_is_idempotent(
     diary = await new_diary(owner)
     _, old, _ = await create(owner, diary["id"], content=BACKUPS_OLD)
     _, new, _ = await create(owner, diary["id"], content=BACKUPS_NEW)
-    await consolidated(stack, new["id"])
+    await proposed(db_pool, new["id"])
     # as if written before consolidation existed: no proposal yet
     await db_pool.execute("DELETE FROM entry_relations WHERE source_id = $1", uuid.UUID(new["id"]))
 
