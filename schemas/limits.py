@@ -327,4 +327,6 @@ HYGIENE_UNRETRIEVED_SEC: Final = 30 * DAY_SEC
 # how often the API hands over the ids of the entries it created (for their consolidation) and
 # of those searches and packs returned (api/hygiene.py)
 HYGIENE_FLUSH_SEC: Final = 5
-HYGIENE_BATCH_MAX: Final = 1000  # entry ids one consolidation or retrievals run carries at most
+# entry ids one consolidation or retrievals run carries at most: a consolidation run probes
+# them in one local step (a few ms each), well inside its timeout
+HYGIENE_BATCH_MAX: Final = 200
