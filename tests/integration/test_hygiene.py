@@ -196,6 +196,17 @@ async def test_a_near_duplicate_is_stored_and_proposed_for_a_decision(
     assert again.relation_ids == [] and len(await proposals(db_pool, new["id"])) == 1
 
 
+async def test_a_newer_entry_that_contains_the_older_is_proposed_as_elaborating_it(
+    owner: Actor, db_pool: Any
+) -> None:
+    diary = await new_diary(owner)
+    _, old, _ = await create(owner, diary["id"], content=BACKUPS_OLD)
+    _, new, _ = await create(owner, diary["id"], content=f"{BACKUPS_OLD} They are kept 30 days.")
+    proposal = await proposed(db_pool, new["id"])
+    assert str(proposal["target_id"]) == old["id"] and proposal["relation"] == "elaborates"
+    assert proposal["status"] == "proposed"
+
+
 async def test_an_unrelated_entry_gets_no_proposal(owner: Actor, stack: Any, db_pool: Any) -> None:
     diary = await new_diary(owner)
     await create(owner, diary["id"], content=BACKUPS_OLD)
