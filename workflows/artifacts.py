@@ -3,7 +3,7 @@
 - `ArtifactStage` (`artifacts/staged/<teamId>/<cid>`) and `ArtifactAttach`
   (`artifacts/<taskId>/<n>/<cid>`) write the rows of an upload whose bytes the API has hashed.
   Their one step is a local activity: a short transaction on the upload's latency path.
-- `ArtifactSweep` runs on a Temporal Schedule (`ensure_artifact_sweep_schedule`, made at worker
+- `ArtifactSweep` runs on a Temporal Schedule (`workers.schedules`, made at worker
   start; an operator can trigger it from the UI or `temporal schedule trigger`). One run deletes
   at most a batch of staged rows unbound past the grace period, then at most a batch of blobs
   nothing names any more (the row and the S3 object). The cutoff is `workflow.now()` minus the

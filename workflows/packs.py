@@ -7,7 +7,7 @@
 - `PackRender` (`packs/<packId>/render/<request CID>`): the server method renders inside the
   step, from the rows; an agent-defined method's Markdown (at most 500 000 characters) is the
   one body that travels through the history.
-- `PackSweep` runs on a Temporal Schedule (`ensure_pack_sweep_schedule`, made at worker start):
+- `PackSweep` runs on a Temporal Schedule (`workers.schedules`, made at worker start):
   rendered packs first, then packs, each expired, unpinned and at most a batch per run. The
   cutoff is `workflow.now()`, so the sweep follows Temporal's clock (and the test server's).
 """
