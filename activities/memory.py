@@ -8,6 +8,13 @@ from typing import TYPE_CHECKING
 from temporalio import activity
 
 from schemas.errors import DomainError, EntryImmutable
+from schemas.hygiene import (
+    ConsolidationPage,
+    ConsolidationPageResult,
+    NearDuplicateProbe,
+    NearDuplicateProposals,
+    Retrievals,
+)
 from schemas.memory import (
     DiaryCreateInput,
     DiaryRef,
@@ -60,10 +67,12 @@ class MemoryActivities:
 
     @activity.defn(name="memory.insert_entry")
     async def insert_entry(self, inp: EntryInsert) -> EntryInserted:
-        cid, refusal = await self._repo.insert_entry(inp)
-        if refusal is not None:
-            raise _problem(refusal)
-        return EntryInserted(entry_id=inp.draft.entry_id, cid=cid)
+        inserted = await self._repo.insert_entry(inp)
+        if inserted.refusal is not None:
+            raise _problem(inserted.refusal)
+        if inserted.duplicate_of is not None:
+            return EntryInserted(entry_id=inserted.duplicate_of, cid=inserted.cid, duplicate=True)
+        return EntryInserted(entry_id=inp.draft.entry_id, cid=inserted.cid)
 
     @activity.defn(name="memory.rewrite_entry")
     async def rewrite_entry(self, inp: EntryRewrite) -> None:
@@ -80,6 +89,18 @@ class MemoryActivities:
     async def delete_entries(self, inp: EntryRefs) -> EntriesDeleted:
         deleted, skipped = await self._repo.delete_entries(inp.entry_ids)
         return EntriesDeleted(deleted=deleted, skipped=skipped)
+
+    @activity.defn(name="memory.propose_near_duplicates")
+    async def propose_near_duplicates(self, inp: NearDuplicateProbe) -> NearDuplicateProposals:
+        return NearDuplicateProposals(relation_ids=await self._repo.propose_near_duplicates(inp))
+
+    @activity.defn(name="memory.consolidate_page")
+    async def consolidate_page(self, inp: ConsolidationPage) -> ConsolidationPageResult:
+        return await self._repo.consolidate_page(inp)
+
+    @activity.defn(name="memory.record_retrievals")
+    async def record_retrievals(self, inp: Retrievals) -> None:
+        await self._repo.record_retrievals(inp.entry_ids)
 
     @activity.defn(name="memory.create_relation")
     async def create_relation(self, inp: RelationCreateInput) -> RelationWritten:

@@ -19,6 +19,7 @@ from opentelemetry.metrics import MeterProvider
 from temporalio.client import Client
 
 from api import keys
+from api.hygiene import Hygiene
 from api.map_cache import MapCache
 from api.metrics import request_metrics
 from api.middleware import problem_middleware, tracing_middleware
@@ -139,6 +140,10 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
         app[keys.RATE_LIMITER] = limiter = RateLimiter(
             rate_pool, settings.rate_limits, clock=deps.rate_clock
         )
+        app[keys.HYGIENE] = hygiene = Hygiene(
+            app[keys.TEMPORAL], settings.temporal_task_queue, settings.hygiene_flush_sec
+        )
+        flusher = asyncio.create_task(hygiene.flush_forever())
         sweeper = asyncio.create_task(limiter.sweep_forever())
         returner = asyncio.create_task(limiter.return_lapsed_forever())
         blobs = BlobStore.from_settings(settings)
@@ -148,10 +153,11 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
             yield
         finally:
             blobs.close()
-            for task in (sweeper, returner):
+            for task in (sweeper, returner, flusher):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            await hygiene.close()
             if rate_pool is not None:
                 await limiter.return_lapsed(every_lease=True)  # what this process holds
                 await rate_pool.close()

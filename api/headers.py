@@ -14,6 +14,8 @@ from schemas.text import UNSTORABLE_TEXT_MESSAGE, is_unstorable
 TEAM_HEADER = "x-service-team-id"
 # Retries of creates and decisions (api.idempotency)
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+# On a 200 of an entry create: the request duplicated this live entry, and created nothing
+DUPLICATE_HEADER = "Cairn-Duplicate-Of"
 
 
 def team_header(request: web.Request) -> UUID | None:

@@ -10,6 +10,7 @@ import asyncpg
 from aiohttp import web
 from temporalio.client import Client
 
+from api.hygiene import Hygiene
 from api.map_cache import MapCache
 from api.ratelimit import RateLimiter
 from infra.oauth import TokenService
@@ -35,6 +36,9 @@ EMBEDDER: web.AppKey[OnnxEmbedder | None] = web.AppKey("embedder")
 MESSAGE_WRITER = web.AppKey("message_writer", asyncpg.Pool)
 # The diary map's projections, per diary version (api/map_cache.py).
 MAP_CACHE = web.AppKey("map_cache", MapCache)
+
+# Consolidation starts and batched retrievals, after the response (api/hygiene.py).
+HYGIENE = web.AppKey("hygiene", Hygiene)
 
 # Per-request state set by the middlewares and the endpoint wrapper.
 REQUEST_ID = web.RequestKey("request_id", str)

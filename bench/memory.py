@@ -594,7 +594,10 @@ async def entry_create_figures(
 
     async def create(_: int) -> bool:
         counter[0] += 1
-        body = {"content": texts[counter[0] % len(texts)], "tags": ["bench"], "importance": 5}
+        # numbered: the texts repeat, and the same content twice in a diary is an exact
+        # duplicate (answered 200 with the live entry, nothing written)
+        content = f"{texts[counter[0] % len(texts)]} (write {counter[0]})"
+        body = {"content": content, "tags": ["bench"], "importance": 5}
         async with session.post(
             url, json=body, headers=caller.headers, timeout=aiohttp.ClientTimeout(total=30)
         ) as response:

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from schemas.apps import TaskCounts
 from schemas.artifacts import StagedArtifact, TaskArtifact, TaskArtifactList
 from schemas.embedding import SearchRequest, SearchResponse
+from schemas.hygiene import HygieneReport
 from schemas.identity import (
     AgentProfile,
     Done,
@@ -476,6 +477,12 @@ class CairnClient:
         params = {"prefix": prefix, "minCount": min_count, "entryType": entry_type}
         body = await self.request("GET", f"/diaries/{diary_id}/tags", params=params)
         return TagHistogram.model_validate(body)
+
+    async def diary_hygiene(self, diary_id: UUID) -> HygieneReport:
+        """How clean the diary is (`GET /diaries/{id}/hygiene`)."""
+        return HygieneReport.model_validate(
+            await self.request("GET", f"/diaries/{diary_id}/hygiene")
+        )
 
     async def create_grant(self, diary_id: UUID, body: GrantRequest) -> Grant:
         created = await self.request(

@@ -106,6 +106,9 @@ DELETE_RULES: Mapping[str, DeleteRule] = MappingProxyType(
         "context_pack_entries_pack_id_fkey": _cascade("the selection is the pack's content"),
         "rendered_packs_diary_id_fkey": _cascade("a rendering shows entries of its diary"),
         "rendered_packs_source_pack_id_fkey": _cascade("a rendering is derived from its pack"),
+        "entry_duplicates_refused_diary_id_fkey": _cascade(
+            "a refused duplicate is counted in its diary's hygiene report"
+        ),
         "imported_signatures_entry_id_fkey": _cascade(
             "an imported entry's signer record is part of that entry"
         ),

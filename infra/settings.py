@@ -155,6 +155,12 @@ class Settings(BaseSettings):
     rate_limit_artifact_upload: RateSetting = _rate("artifact_upload", "artifact upload and stage")
     rate_limit_connector: RateSetting = _rate("connector", "the MCP server's OAuth back channel")
     access_token_ttl_sec: int = limits.ACCESS_TOKEN_TTL_SEC
+    hygiene_flush_sec: float = Field(
+        default=limits.HYGIENE_FLUSH_SEC,
+        gt=0,
+        description="How often the API hands over the ids of the entries it created (to their "
+        "consolidation) and of those searches and packs returned (to the hygiene report).",
+    )
     otel_service_name: str = "cairn"
     task_artifact_orphan_grace_sec: int = Field(
         default=limits.ARTIFACT_ORPHAN_GRACE_SEC,

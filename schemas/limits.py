@@ -330,3 +330,18 @@ ARTIFACT_ORPHAN_GRACE: Final = timedelta(seconds=ARTIFACT_ORPHAN_GRACE_SEC)
 # --- diary archives (GET /diaries/{id}/export, POST /diaries/import) --------------------------
 DIARY_IMPORT_MAX_BYTES: Final = 32 * MIB  # a CAR upload; ~10 000 entries of 2 KB with room
 DIARY_IMPORT_EMBED_BATCH: Final = 32  # entries one embedding step of an import embeds
+# Memory hygiene (issue 26; workflows/consolidation.py, bench/near_duplicates.py)
+# Cosine similarity from which an entry's nearest older live entry of its diary is proposed as
+# what it supersedes (or elaborates): chosen on the labelled set (bench/results/near_duplicates)
+NEAR_DUPLICATE_MIN_SIMILARITY: Final = 0.91
+CONSOLIDATION_INTERVAL_SEC: Final = DAY_SEC  # the schedule of ConsolidationSweep
+CONSOLIDATION_PAGE: Final = 200  # entries one sweep step looks at
+CONSOLIDATION_PAGES_PER_RUN: Final = 50  # steps before the sweep continues as new
+# an entry no search or pack returned for this long counts as unretrieved in the hygiene report
+HYGIENE_UNRETRIEVED_SEC: Final = 30 * DAY_SEC
+# how often the API hands over the ids of the entries it created (for their consolidation) and
+# of those searches and packs returned (api/hygiene.py)
+HYGIENE_FLUSH_SEC: Final = 5
+# entry ids one consolidation or retrievals run carries at most: a consolidation run probes
+# them in one local step (a few ms each), well inside its timeout
+HYGIENE_BATCH_MAX: Final = 200

@@ -448,8 +448,12 @@ class EntryInsert(Payload):
 
 
 class EntryInserted(Payload):
+    """The stored entry: the new one, or (`duplicate`) the live entry of the same content in the
+    same diary, when the create was an exact duplicate and wrote nothing."""
+
     entry_id: UUID
     cid: str
+    duplicate: bool = False
 
 
 class EntryChange(Payload):

@@ -183,6 +183,7 @@ async def stack(database_url: str, temporal_address: str, s3: S3Endpoint) -> Asy
         secret_key="test-server-secret-0123456789abcdef-xyz",  # type: ignore[arg-type]
         hook_secret="test-hook-secret",  # type: ignore[arg-type]
         rate_limit_enabled=False,
+        hygiene_flush_sec=0.2,  # consolidation and the report's retrievals soon after a write
     )
     client = await connect(settings)
     async with running_worker(settings, client):

@@ -26,7 +26,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "workers",
         "client",
     ),
-    "workflows": ("api", "infra", "workers", "aiohttp", "asyncpg", "boto3"),
+    # client I/O (starting workflows, making schedules) belongs to workers/ and api/, not here
+    "workflows": ("api", "infra", "workers", "aiohttp", "asyncpg", "boto3", "temporalio.client"),
     "activities": ("api", "workflows", "workers", "aiohttp"),
     "api": ("activities", "workers"),
     "infra": ("api",),
@@ -51,6 +52,12 @@ def _imports(tree: ast.Module) -> list[tuple[str, bool]]:
             found += [(alias.name, id(node) in guarded) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append((node.module, id(node) in guarded))
+            # `from temporalio import client` imports the module temporalio.client too
+            found += [
+                (f"{node.module}.{alias.name}", id(node) in guarded)
+                for alias in node.names
+                if f"{node.module}.{alias.name}" in FORBIDDEN["workflows"]
+            ]
     return found
 
 
@@ -85,6 +92,17 @@ def test_rules_catch_a_violation(tmp_path: Path) -> None:
     assert ("asyncpg", False) in _imports(tree)
     guarded = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import asyncpg\n")
     assert ("asyncpg", True) in _imports(guarded)
+
+
+def test_client_io_under_workflows_is_caught(tmp_path: Path) -> None:
+    """A schedule made (or a workflow started) from workflows/ fails the layer rule."""
+    for source in ("from temporalio.client import Client\n", "from temporalio import client\n"):
+        modules = [module for module, _ in _imports(ast.parse(source))]
+        assert any(
+            module == banned or module.startswith(banned + ".")
+            for module in modules
+            for banned in FORBIDDEN["workflows"]
+        ), source
 
 
 def _imported_modules(path: Path) -> set[str]:

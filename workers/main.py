@@ -44,10 +44,8 @@ from workers.registry import (
     activities,
     embedding_activities,
 )
+from workers.schedules import ensure_schedules
 from workers.telemetry import reporting_queue_depth
-from workflows.artifacts import ensure_artifact_sweep_schedule
-from workflows.maintenance import ensure_maintenance_schedules
-from workflows.packs import ensure_pack_sweep_schedule
 from workflows.signing_keys import SigningKeysWorkflow, signing_keys_workflow_id
 
 log = logging.getLogger("cairn.worker")
@@ -162,11 +160,9 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
     try:
         async with queue_depth:
             await ensure_signing_key(client, settings)
-            await ensure_artifact_sweep_schedule(
+            await ensure_schedules(
                 client, settings.temporal_task_queue, settings.task_artifact_orphan_grace_sec
             )
-            await ensure_maintenance_schedules(client, settings.temporal_task_queue)
-            await ensure_pack_sweep_schedule(client, settings.temporal_task_queue)
             yield worker
     finally:
         if embedding is not None:

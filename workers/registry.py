@@ -44,6 +44,11 @@ from workflows.artifacts import (
     ArtifactSweepWorkflow,
 )
 from workflows.connector import CONNECTOR_WORKFLOWS
+from workflows.consolidation import (
+    ConsolidationSweepWorkflow,
+    EntryConsolidationWorkflow,
+    RetrievalsRecordWorkflow,
+)
 from workflows.diaries import (
     DiaryCreateWorkflow,
     DiaryDeleteWorkflow,
@@ -110,6 +115,9 @@ WORKFLOWS: Sequence[type] = (
     RelationCreateWorkflow,
     RelationUpdateWorkflow,
     RelationDeleteWorkflow,
+    EntryConsolidationWorkflow,
+    ConsolidationSweepWorkflow,
+    RetrievalsRecordWorkflow,
     *AGENT_KEY_WORKFLOWS,
     ExpiredRowsPurgeWorkflow,
     StaleTaskReconcileWorkflow,
@@ -220,6 +228,9 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
         memory.create_relation,
         memory.set_relation_status,
         memory.delete_relation,
+        memory.propose_near_duplicates,
+        memory.consolidate_page,
+        memory.record_retrievals,
         archives.write,
         archives.discard,
         agent_keys.insert,

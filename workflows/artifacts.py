@@ -3,7 +3,7 @@
 - `ArtifactStage` (`artifacts/staged/<teamId>/<cid>`) and `ArtifactAttach`
   (`artifacts/<taskId>/<n>/<cid>`) write the rows of an upload whose bytes the API has hashed.
   Their one step is a local activity: a short transaction on the upload's latency path.
-- `ArtifactSweep` runs on a Temporal Schedule (`ensure_artifact_sweep_schedule`, made at worker
+- `ArtifactSweep` runs on a Temporal Schedule (`workers.schedules`, made at worker
   start; an operator can trigger it from the UI or `temporal schedule trigger`). One run deletes
   at most a batch of staged rows unbound past the grace period, then at most a batch of blobs
   nothing names any more (the row and the S3 object). The cutoff is `workflow.now()` minus the
@@ -17,20 +17,10 @@ from typing import Final
 from uuid import UUID
 
 from temporalio import workflow
-from temporalio.client import (
-    Client,
-    Schedule,
-    ScheduleActionStartWorkflow,
-    ScheduleIntervalSpec,
-    ScheduleOverlapPolicy,
-    SchedulePolicy,
-    ScheduleSpec,
-)
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.artifacts import ArtifactActivities
-    from schemas import limits
     from schemas.artifacts import (
         ArtifactAttachInput,
         ArtifactStageInput,
@@ -41,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
         StagedExpiry,
     )
     from workflows.common import run_activity, run_local_step
-    from workflows.schedules import ensure_schedule
 
 SWEEP_WORKFLOW_ID: Final = "artifacts/sweep"
 # A sweep step is a batched delete, and S3 may be slow: give it time and keep retrying it
@@ -100,28 +89,3 @@ class ArtifactSweepWorkflow:
             retry=SWEEP_RETRY,
         )
         return ArtifactSweepResult(staged_deleted=staged.deleted, blobs_deleted=blobs.deleted)
-
-
-def artifact_sweep_schedule(
-    task_queue: str,
-    grace_sec: int,
-    every: timedelta = timedelta(seconds=limits.ARTIFACT_SWEEP_INTERVAL_SEC),
-) -> Schedule:
-    """Run `ArtifactSweep` every `every`; a run still going when the next is due skips it."""
-    return Schedule(
-        action=ScheduleActionStartWorkflow(
-            ArtifactSweepWorkflow.run,
-            ArtifactSweepInput(grace_sec=grace_sec),
-            id=SWEEP_WORKFLOW_ID,
-            task_queue=task_queue,
-        ),
-        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
-        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-    )
-
-
-async def ensure_artifact_sweep_schedule(client: Client, task_queue: str, grace_sec: int) -> str:
-    """Create the sweep's schedule, or bring an existing one to these settings (a changed
-    `TASK_ARTIFACT_ORPHAN_GRACE_SEC` takes effect at the next worker start). Returns its id."""
-    schedule = artifact_sweep_schedule(task_queue, grace_sec)
-    return await ensure_schedule(client, sweep_schedule_id(task_queue), schedule)

@@ -1,5 +1,6 @@
 """Entry writes. Creation is one workflow: validate → scan for prompt injection → compute the
-CID → embed → insert the row with its parent tuple.
+CID → embed → insert the row with its parent tuple. An exact duplicate of a live entry of the
+diary inserts nothing: the insert step answers with that entry (`EntryInserted.duplicate`).
 
 The API starts the entry workflows on the embedding task queue, whose workers hold the model:
 the embedding is a local activity there (micro-batched across the concurrent creations of the
@@ -136,7 +137,7 @@ class EntryCreateWorkflow:
                 embedding=vector,
             ),
         )
-        if vector is None:
+        if vector is None and not inserted.duplicate:  # a duplicate wrote nothing to embed
             await _embed_later(draft.entry_id, text, inserted.cid, locally=draft.embed_locally)
         return inserted
 

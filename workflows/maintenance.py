@@ -1,8 +1,9 @@
 """Maintenance workflows (SPEC 6: "clean up expired signing requests, stale tasks and expired
 packs on a schedule"), each on a Temporal Schedule the worker makes at start-up
-(`ensure_maintenance_schedules`, idempotent; visible, pausable and triggerable in the Temporal UI
-or with `temporal schedule trigger`). Each run returns what it did; the cutoffs follow
-`workflow.now()`, so Temporal's clock (and the time-skipping test server's) decides what is old.
+(`workers.schedules.ensure_maintenance_schedules`, idempotent; visible, pausable and
+triggerable in the Temporal UI or with `temporal schedule trigger`). Each run returns what it
+did; the cutoffs follow `workflow.now()`, so Temporal's clock (and the time-skipping test
+server's) decides what is old.
 
 - `ExpiredRowsPurge` deletes, at most a batch of each per run: signing requests not completed
   whose expiry is more than `SIGNING_REQUEST_RETENTION_SEC` ago (until then `GET` still shows
@@ -38,20 +39,10 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from temporalio import workflow
-from temporalio.client import (
-    Client,
-    Schedule,
-    ScheduleActionStartWorkflow,
-    ScheduleIntervalSpec,
-    ScheduleOverlapPolicy,
-    SchedulePolicy,
-    ScheduleSpec,
-)
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.maintenance import MaintenanceActivities
-    from schemas import limits
     from schemas.maintenance import (
         Purge,
         PurgeInput,
@@ -62,7 +53,6 @@ with workflow.unsafe.imports_passed_through():
         StaleTaskResult,
     )
     from workflows.common import run_activity
-    from workflows.schedules import ensure_schedule
 
 PURGE_WORKFLOW_ID: Final = "maintenance/purge"
 # ExpiredRowsPurge's steps for the browser OAuth connector's codes and grants, added after the
@@ -179,46 +169,3 @@ class StaleTaskReconcileWorkflow:
                 break
             page = StaleTaskPage(before=before, after=scan.last_id, limit=inp.page)
         return StaleTaskResult(checked=checked, stale=stale, settled=settled)
-
-
-def purge_schedule(
-    task_queue: str,
-    every: timedelta = timedelta(seconds=limits.MAINTENANCE_PURGE_INTERVAL_SEC),
-) -> Schedule:
-    """Run `ExpiredRowsPurge` every `every`; a run still going when the next is due skips it."""
-    return _every(ExpiredRowsPurgeWorkflow.run, PurgeInput(), PURGE_WORKFLOW_ID, task_queue, every)
-
-
-def stale_tasks_schedule(
-    task_queue: str,
-    every: timedelta = timedelta(seconds=limits.STALE_TASK_SCAN_INTERVAL_SEC),
-) -> Schedule:
-    """Run `StaleTaskReconcile` every `every`, skipping a run while one is still going."""
-    return _every(
-        StaleTaskReconcileWorkflow.run, StaleTaskInput(), STALE_TASKS_WORKFLOW_ID, task_queue, every
-    )
-
-
-def _every(
-    run: object, arg: object, workflow_id: str, task_queue: str, every: timedelta
-) -> Schedule:
-    return Schedule(
-        action=ScheduleActionStartWorkflow(
-            run,  # type: ignore[arg-type]
-            arg,
-            id=workflow_id,
-            task_queue=task_queue,
-        ),
-        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
-        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-    )
-
-
-async def ensure_maintenance_schedules(client: Client, task_queue: str) -> list[str]:
-    """The maintenance schedules of this deployment, made or updated at worker start."""
-    return [
-        await ensure_schedule(client, purge_schedule_id(task_queue), purge_schedule(task_queue)),
-        await ensure_schedule(
-            client, stale_tasks_schedule_id(task_queue), stale_tasks_schedule(task_queue)
-        ),
-    ]

@@ -7,7 +7,7 @@
 - `PackRender` (`packs/<packId>/render/<request CID>`): the server method renders inside the
   step, from the rows; an agent-defined method's Markdown (at most 500 000 characters) is the
   one body that travels through the history.
-- `PackSweep` runs on a Temporal Schedule (`ensure_pack_sweep_schedule`, made at worker start):
+- `PackSweep` runs on a Temporal Schedule (`workers.schedules`, made at worker start):
   rendered packs first, then packs, each expired, unpinned and at most a batch per run. The
   cutoff is `workflow.now()`, so the sweep follows Temporal's clock (and the test server's).
 """
@@ -19,20 +19,10 @@ from typing import Final
 from uuid import UUID
 
 from temporalio import workflow
-from temporalio.client import (
-    Client,
-    Schedule,
-    ScheduleActionStartWorkflow,
-    ScheduleIntervalSpec,
-    ScheduleOverlapPolicy,
-    SchedulePolicy,
-    ScheduleSpec,
-)
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.packs import PackActivities
-    from schemas import limits
     from schemas.packs import (
         PackCreated,
         PackCreateInput,
@@ -45,7 +35,6 @@ with workflow.unsafe.imports_passed_through():
         RenderInput,
     )
     from workflows.common import run_activity, run_local_step
-    from workflows.schedules import ensure_schedule
 
 SWEEP_WORKFLOW_ID: Final = "packs/sweep"
 SWEEP_STEP_TIMEOUT: Final = timedelta(minutes=2)
@@ -139,26 +128,3 @@ PACK_WORKFLOWS: Final = (
     RenderedPackUpdateWorkflow,
     PackSweepWorkflow,
 )
-
-
-def pack_sweep_schedule(
-    task_queue: str, every: timedelta = timedelta(seconds=limits.PACK_SWEEP_INTERVAL_SEC)
-) -> Schedule:
-    """Run `PackSweep` every `every`; a run still going when the next is due skips it."""
-    return Schedule(
-        action=ScheduleActionStartWorkflow(
-            PackSweepWorkflow.run,
-            PackSweepInput(),
-            id=SWEEP_WORKFLOW_ID,
-            task_queue=task_queue,
-        ),
-        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
-        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-    )
-
-
-async def ensure_pack_sweep_schedule(client: Client, task_queue: str) -> str:
-    """Create the sweep's schedule, or bring an existing one to this code's settings (keeping
-    what an operator set, such as a pause). Returns its id."""
-    schedule = pack_sweep_schedule(task_queue)
-    return await ensure_schedule(client, sweep_schedule_id(task_queue), schedule)

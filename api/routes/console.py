@@ -147,7 +147,7 @@ async def console_tasks(
     raw_response=HTML,
 )
 async def console_map(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> web.Response:
-    """The map of a diary, for the logged-in human (else the login page first)."""
+    """A diary's map and hygiene report, for the logged-in human (else the login page first)."""
     if await _human(request) is None:
         _to_login(request)
     return _html(
@@ -162,6 +162,7 @@ async def console_map(request: web.Request, parsed: Parsed[None, None, DiaryPath
                 "name": "entries_map_points",
                 "arguments": {"diary_id": str(parsed.path.diaryId)},
             },
+            "hygieneDiaryId": str(parsed.path.diaryId),
             "version": VERSION,
         },
     )

@@ -42,6 +42,7 @@ from schemas.errors import (
     UnsupportedMediaType,
     ValidationFailed,
 )
+from schemas.hygiene import HygieneReport
 from schemas.identity import Done
 from schemas.kernel.cids import bytes_cid, entry_cid
 from schemas.kernel.crypto import parse_public_key, signing_payload, verify_signature
@@ -177,6 +178,26 @@ async def list_diaries(request: web.Request, parsed: Parsed) -> DiaryList:
 async def get_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Diary:
     """One diary, by its visibility rule."""
     return await readable_diary(request, parsed.path.diaryId)
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/diaries/{diaryId}/hygiene",
+    tag=TAG,
+    path_params=DiaryPath,
+    response=HygieneReport,
+    scopes=("diary:read",),
+    errors=(NotFound,),
+)
+async def diary_hygiene(
+    request: web.Request, parsed: Parsed[None, None, DiaryPath]
+) -> HygieneReport:
+    """How clean the diary is: its entries, the exact duplicates refused, the consolidation
+    proposals awaiting a decision, the entries superseded or injection-flagged, and those no
+    search or pack returned in the last 30 days."""
+    diary = await readable_diary(request, parsed.path.diaryId)
+    return await memory_reads.hygiene(request.app[keys.READ_POOL], diary.id)
 
 
 @endpoint(

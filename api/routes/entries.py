@@ -18,6 +18,7 @@ from api.access import allowed, changeable_diary, found, readable_diary, require
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
+from api.headers import DUPLICATE_HEADER
 from api.idempotency import new_id
 from infra.repos import memory_reads
 from infra.repos.memory_reads import LocatedRelation
@@ -117,6 +118,14 @@ def _split(value: str | None) -> list[str] | None:
     "/diaries/{diaryId}/entries",
     tag=TAG,
     status=201,
+    also=(
+        (
+            200,
+            "An exact duplicate (the same content, after trimming whitespace, as a live entry "
+            f"of this diary): nothing was created; the body is the existing entry, and the "
+            f"`{DUPLICATE_HEADER}` response header names it",
+        ),
+    ),
     path_params=DiaryPath,
     body=EntryCreateRequest,
     response=Entry,
@@ -126,9 +135,13 @@ def _split(value: str | None) -> list[str] | None:
 )
 async def create_entry(
     request: web.Request, parsed: Parsed[EntryCreateRequest, None, DiaryPath]
-) -> Entry:
+) -> web.StreamResponse | Entry:
     """Write an entry: scanned for prompt injection, content-addressed, embedded server-side.
-    In a signed diary the entry must name a completed signing request over its CID."""
+    In a signed diary the entry must name a completed signing request over its CID.
+
+    An exact duplicate of a live entry of the diary creates nothing (signed diaries too: a
+    chain never holds the same content twice) and answers 200 with that entry. A new entry's
+    consolidation (near-duplicate proposals) starts after the answer."""
     body = parsed.body
     diary_id = parsed.path.diaryId
     principal = require_principal(request)
@@ -138,7 +151,7 @@ async def create_entry(
     if body.signingRequestId is not None and principal.agent_id is None:
         raise AgentsOnly("Only agents sign entries")
     entry_id = new_id(request, "entry")
-    await execute(
+    inserted = await execute(
         request,
         EntryCreateWorkflow.run,
         EntryDraft(
@@ -160,7 +173,13 @@ async def create_entry(
         search=[SearchAttributePair(DIARY_ID, str(diary_id))],
         task_queue=request.app[keys.SETTINGS].embedding_task_queue,
     )
-    return await load_entry(request, entry_id)
+    entry = await load_entry(request, inserted.entry_id)
+    if inserted.duplicate:
+        response = render(entry, 200)
+        response.headers[DUPLICATE_HEADER] = str(entry.id)
+        return response
+    request.app[keys.HYGIENE].consolidate(entry.id)
+    return entry
 
 
 @endpoint(

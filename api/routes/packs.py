@@ -282,6 +282,7 @@ async def create_pack(
     pack = await repo.get_pack(_pool(request), created.pack_id, entries=True)
     assert pack is not None and pack.entries is not None
     kept = {e.entryId for e in pack.entries}
+    request.app[keys.HYGIENE].retrieved(kept)  # batched for the hygiene report
     result = PackCompiled(
         packId=pack.id,
         created=created.created,

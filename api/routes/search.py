@@ -75,6 +75,9 @@ async def search_diaries(request: web.Request, parsed: Parsed[SearchRequest]) ->
             with contextlib.suppress(asyncio.CancelledError):
                 await query_vector
     results = [hit.entry() for hit in outcome.hits]
+    request.app[keys.HYGIENE].retrieved(
+        entry.id for entry in results
+    )  # batched, never written here
     return SearchResponse(results=results, total=len(results), search_type=outcome.search_type)
 
 

@@ -32,6 +32,12 @@ from schemas.errors import (
     SigningRequestNotFound,
     SigningRequestUsed,
 )
+from schemas.hygiene import (
+    ConsolidationPage,
+    ConsolidationPageResult,
+    NearDuplicateProbe,
+    SweepCursor,
+)
 from schemas.kernel.cids import entry_cid
 from schemas.kernel.crypto import fingerprint, parse_public_key
 from schemas.kernel.diary_car import ArchivedSignature, DiaryArchive
@@ -63,6 +69,16 @@ def diary_in_use(kind: str, count: int) -> Refusal:
     )
 
 
+@dataclass(frozen=True)
+class Inserted:
+    """What an entry insert did: the entry's CID, or the refusal, or the live entry of the same
+    content (whose CID it is then) when the create was an exact duplicate."""
+
+    cid: str
+    refusal: Refusal | None = None
+    duplicate_of: uuid.UUID | None = None
+
+
 class _Refused(Exception):
     """Raised inside a transaction so that it rolls back."""
 
@@ -88,6 +104,29 @@ def _grant_tuple(change: GrantChange) -> RelationTuple:
         relation="members" if change.subject_ns == "Group" else None,
     )
     return RelationTuple.grant("Diary", change.diary_id, GRANT_RELATIONS[change.role], subject)
+
+
+async def _exact_duplicate(
+    conn: asyncpg.Connection, entry_id: uuid.UUID, diary_id: uuid.UUID, content: str
+) -> tuple[uuid.UUID, str] | None:
+    """The live entry of the diary this content duplicates, with its CID, the refusal recorded
+    under the id the create would have used (once, whatever the retries); None when new."""
+    await conn.execute(Q.memory_lock_content_digest, diary_id, content)
+    found = await conn.fetchrow(Q.memory_find_exact_duplicate, diary_id, content)
+    if found is None:
+        return None
+    await conn.execute(Q.memory_record_refused_duplicate, entry_id, diary_id, found["id"])
+    return found["id"], found["cid"]
+
+
+async def _propose(
+    conn: asyncpg.Connection, entry_id: uuid.UUID, min_similarity: float, workflow_id: str
+) -> uuid.UUID | None:
+    """The relation proposed from the entry to its nearest older near duplicate, if any."""
+    proposed: uuid.UUID | None = await conn.fetchval(
+        Q.memory_propose_near_duplicate, entry_id, min_similarity, uuid.uuid4(), workflow_id
+    )
+    return proposed
 
 
 class MemoryRepo:
@@ -148,8 +187,14 @@ class MemoryRepo:
 
     # --- entries --------------------------------------------------------------------------
 
-    async def insert_entry(self, inp: EntryInsert) -> tuple[str, Refusal | None]:
-        """Insert the entry and its parent tuple; returns the stored CID.
+    async def insert_entry(self, inp: EntryInsert) -> Inserted:
+        """Insert the entry and its parent tuple; returns the stored CID (or the refusal).
+
+        An exact duplicate (the same content after trimming, in the same diary) inserts nothing
+        and is counted (`entry_duplicates_refused`): the lookup shares the insert's transaction,
+        under an advisory lock on (diary, content), so it costs no round trip of its own and two
+        racing duplicates cannot both pass. It comes before the signature check: a signed
+        diary's chain never holds the same content twice, and its signing request stays unused.
 
         In a signed diary the CID also covers the predecessor (`"p"`), which is read here,
         inside the transaction, and the signing request must name exactly that CID. Two writers
@@ -160,7 +205,12 @@ class MemoryRepo:
             async with self._pool.acquire() as conn, conn.transaction():
                 existing = await conn.fetchrow(Q.memory_get_entry, draft.entry_id)
                 if existing is not None:  # a retry after a committed attempt
-                    return existing["cid"], None
+                    return Inserted(existing["cid"])
+                duplicate = await _exact_duplicate(
+                    conn, draft.entry_id, draft.diary_id, draft.content
+                )
+                if duplicate is not None:
+                    return Inserted(duplicate[1], duplicate_of=duplicate[0])
                 cid, prev_cid, signature = inp.cid, None, None
                 if draft.signed_diary:
                     prev_cid = await conn.fetchval(Q.memory_chain_head, draft.diary_id)
@@ -200,9 +250,9 @@ class MemoryRepo:
                         )
                     ) from None
                 await tuples.write_tuples(conn, [_entry_parent(draft.entry_id, draft.diary_id)])
-                return cid, None
+                return Inserted(cid)
         except _Refused as refused:
-            return inp.cid, refused.refusal
+            return Inserted(inp.cid, refusal=refused.refusal)
 
     async def rewrite_entry(self, inp: EntryRewrite) -> bool:
         change = inp.change
@@ -269,6 +319,38 @@ class MemoryRepo:
             if row is not None:
                 await conn.execute(Q.memory_sync_superseded_by, row["target_id"])
             return row is not None
+
+    # --- hygiene --------------------------------------------------------------------------
+
+    async def propose_near_duplicates(self, probe: NearDuplicateProbe) -> list[uuid.UUID]:
+        """The relations proposed for these entries' nearest older near duplicates (each its
+        own statement: a retry re-proposes nothing, a pair already related is skipped)."""
+        async with self._pool.acquire() as conn:
+            proposed = [
+                await _propose(conn, entry_id, probe.min_similarity, probe.workflow_id)
+                for entry_id in probe.entry_ids
+            ]
+        return [relation_id for relation_id in proposed if relation_id is not None]
+
+    async def consolidate_page(self, page: ConsolidationPage) -> ConsolidationPageResult:
+        """Probe each entry of the page after the cursor (each proposal its own statement: a
+        retried page re-proposes nothing, pairs already related are skipped)."""
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                Q.memory_entries_after, page.cursor.created_at, page.cursor.entry_id, page.limit
+            )
+            proposed = 0
+            for row in rows:
+                made = await _propose(conn, row["id"], page.min_similarity, page.workflow_id)
+                proposed += made is not None
+        cursor = page.cursor
+        if rows:
+            cursor = SweepCursor(created_at=rows[-1]["created_at"], entry_id=rows[-1]["id"])
+        return ConsolidationPageResult(scanned=len(rows), proposed=proposed, cursor=cursor)
+
+    async def record_retrievals(self, entry_ids: Sequence[uuid.UUID]) -> None:
+        """Mark entries a search or pack returned (a batch of the API's): one update."""
+        await self._pool.execute(Q.memory_record_retrievals, sorted(set(entry_ids)))
 
     # --- imports --------------------------------------------------------------------------
 

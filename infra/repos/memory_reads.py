@@ -15,6 +15,8 @@ import asyncpg
 
 from infra.db import Q
 from infra.repos.rows import Db, GrantTuple, Row, fetch_all, fetch_one
+from schemas import limits
+from schemas.hygiene import HygieneReport
 from schemas.kernel.diary_car import (
     ArchivedEntry,
     ArchivedRelation,
@@ -142,6 +144,19 @@ async def diary_has_cid(db: Db, diary_id: UUID, cid: str) -> bool:
 
 
 # --- relations --------------------------------------------------------------------------------
+
+
+async def hygiene(db: Db, diary_id: UUID) -> HygieneReport:
+    row = await db.fetchrow(Q.memory_hygiene, diary_id, float(limits.HYGIENE_UNRETRIEVED_SEC))
+    return HygieneReport(
+        diaryId=diary_id,
+        entries=row["entries"],
+        duplicatesRefused=row["duplicates_refused"],
+        openProposals=row["open_proposals"],
+        superseded=row["superseded"],
+        injectionFlagged=row["injection_flagged"],
+        unretrieved=row["unretrieved"],
+    )
 
 
 async def get_relation(db: Db, relation_id: UUID) -> LocatedRelation | None:

@@ -76,6 +76,78 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 ON CONFLICT (id) DO NOTHING
 RETURNING id
 
+-- name: memory_lock_content_digest
+-- Serializes creates of one content in one diary until the insert commits, so that two racing
+-- exact duplicates cannot both find none (the digest index is not unique: migration 0020).
+SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text || md5(btrim($2, E' \t\n\r\f\v')), 0))
+
+-- name: memory_find_exact_duplicate
+-- The oldest entry of diary $1 whose content equals $2 after trimming whitespace (the index
+-- expression of migration 0020, spelt the same).
+SELECT id, cid
+FROM diary_entries
+WHERE diary_id = $1
+  AND md5(btrim(content, E' \t\n\r\f\v')) = md5(btrim($2, E' \t\n\r\f\v'))
+  AND btrim(content, E' \t\n\r\f\v') = btrim($2, E' \t\n\r\f\v')
+ORDER BY created_at, id
+LIMIT 1
+
+-- name: memory_record_refused_duplicate
+INSERT INTO entry_duplicates_refused (entry_id, diary_id, duplicate_of)
+VALUES ($1, $2, $3)
+ON CONFLICT (entry_id) DO NOTHING
+
+-- name: memory_propose_near_duplicate
+-- The consolidation of entry $1: its nearest older live entry of the same diary, when their
+-- cosine similarity is at least $2, gets a `proposed` relation from $1 (id $3, by workflow $4):
+-- `elaborates` when the newer content contains the older, else `supersedes`. Nothing when the
+-- pair is related already in either direction (a proposal, accepted or rejected, is a decision
+-- made or pending), so running it again proposes nothing twice.
+WITH e AS (
+    SELECT id, diary_id, embedding, created_at, cid, btrim(content) AS body
+    FROM diary_entries
+    WHERE id = $1 AND embedding IS NOT NULL AND superseded_by IS NULL
+), nearest AS (
+    SELECT o.id, o.cid, btrim(o.content) AS body, 1 - (o.embedding <=> e.embedding) AS similarity
+    FROM e
+    JOIN diary_entries o ON o.diary_id = e.diary_id
+    WHERE o.embedding IS NOT NULL
+      AND o.superseded_by IS NULL
+      AND (o.created_at, o.id) < (e.created_at, e.id)
+    ORDER BY o.embedding <=> e.embedding
+    LIMIT 1
+)
+INSERT INTO entry_relations (
+    id, source_id, target_id, relation, status, source_cid_snapshot, target_cid_snapshot,
+    workflow_id, metadata)
+SELECT $3, e.id, n.id,
+       CASE WHEN strpos(e.body, n.body) > 0 THEN 'elaborates' ELSE 'supersedes' END,
+       'proposed', e.cid, n.cid, $4,
+       jsonb_build_object('similarity', round(n.similarity::numeric, 4))
+FROM e, nearest n
+WHERE n.similarity >= $2
+  AND NOT EXISTS (
+      SELECT 1 FROM entry_relations r
+      WHERE (r.source_id = e.id AND r.target_id = n.id)
+         OR (r.source_id = n.id AND r.target_id = e.id))
+ON CONFLICT DO NOTHING
+RETURNING id
+
+-- name: memory_entries_after
+-- A page of the consolidation sweep: entries with a vector after the cursor ($1, $2), in
+-- creation order.
+SELECT id, created_at
+FROM diary_entries
+WHERE embedding IS NOT NULL
+  AND ($1::timestamptz IS NULL OR (created_at, id) > ($1, $2::uuid))
+ORDER BY created_at, id
+LIMIT $3
+
+-- name: memory_record_retrievals
+-- A batch of entries searches and packs returned (api/hygiene.py), dated. The sorted ids keep
+-- concurrent batches from deadlocking on each other's rows.
+UPDATE diary_entries SET last_retrieved_at = now() WHERE id = ANY($1::uuid[])
+
 -- name: memory_entry_signing_request_used
 SELECT id FROM diary_entries WHERE signing_request_id = $1
 
@@ -229,3 +301,18 @@ WHERE i.entry_id = $1
 
 -- name: memory_entry_by_cid
 SELECT id FROM diary_entries WHERE diary_id = $1 AND cid = $2 LIMIT 1
+
+-- name: memory_hygiene
+-- A diary's hygiene report ($2: seconds without a retrieval after which an entry counts as
+-- unretrieved).
+SELECT count(*) AS entries,
+       (SELECT count(*) FROM entry_duplicates_refused WHERE diary_id = $1) AS duplicates_refused,
+       (SELECT count(*) FROM entry_relations r JOIN diary_entries s ON s.id = r.source_id
+        WHERE s.diary_id = $1 AND r.status = 'proposed') AS open_proposals,
+       count(*) FILTER (WHERE superseded_by IS NOT NULL) AS superseded,
+       count(*) FILTER (WHERE injection_risk) AS injection_flagged,
+       count(*) FILTER (WHERE last_retrieved_at IS NULL
+                              OR last_retrieved_at < now() - make_interval(secs => $2))
+           AS unretrieved
+FROM diary_entries
+WHERE diary_id = $1

@@ -354,6 +354,32 @@ async def test_the_console_map_saves_a_zone_as_a_draft_pack_through_the_injectio
     assert {e["entryId"] for e in pack["entries"]} == set(world.entries.values())
 
 
+async def test_the_console_map_shows_the_diarys_hygiene(
+    stack: Any, world: World, browser: Browser
+) -> None:
+    """Above the map, the diary's hygiene report: entries, the duplicate just refused, flags."""
+    title, content = NOTES[0]
+    status, again = await world.owner.call(
+        "POST", f"/diaries/{world.diary_id}/entries", json={"content": content, "title": title}
+    )
+    assert status == 200 and again["id"] == world.entries[title]  # an exact duplicate
+    context = await browser.new_context(viewport={"width": 1200, "height": 860})
+    page = await context.new_page()
+    target = f"/console/diaries/{world.diary_id}/map"
+    await page.goto(stack.base_url + target)
+    await log_in(page, world.human.extra["email"])
+    await page.wait_for_url(stack.base_url + target)
+    panel = page.get_by_label("Diary hygiene")
+    await expect(panel).to_be_visible()
+    await expect(panel.locator("[data-field=entries] b")).to_have_text("4")
+    await expect(panel.locator("[data-field=duplicatesRefused] b")).to_have_text("1")
+    await expect(panel.locator("[data-field=injectionFlagged] b")).to_have_text("1")
+    await expect(panel.locator("[data-field=openProposals] b")).to_have_text("0")
+    await expect(panel).to_contain_text("unretrieved in 30 days")
+    await page.screenshot(path=ARTIFACTS / "console-map-hygiene.png", full_page=True)
+    await context.close()
+
+
 async def test_the_console_lists_the_humans_teams_and_diaries_and_hosts_the_queue(
     stack: Any, world: World, browser: Browser
 ) -> None:
@@ -390,4 +416,5 @@ async def test_the_console_refuses_an_outsider_the_data(
     app = await console_app(page)
     await expect(app.locator("#error")).to_contain_text("404")
     await expect(app.locator("#status")).to_have_text("")
+    await expect(page.get_by_label("Diary hygiene")).to_contain_text("hygiene unavailable")
     await context.close()

@@ -31,7 +31,7 @@ SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 # spec 4.7
 CATALOGUE = {
     "service_whoami", "agent_lookup",
-    "diaries_list", "diaries_create", "diaries_get", "diary_tags",
+    "diaries_list", "diaries_create", "diaries_get", "diary_tags", "diary_hygiene",
     "diary_grants_create", "diary_grants_revoke", "diary_grants_list",
     "teams_list", "teams_create", "teams_delete", "teams_join", "team_members_list",
     "team_member_update_role", "team_member_remove", "teams_invite_create",

@@ -72,6 +72,13 @@ async def test_diary_and_grant_tools(mcp_server: Any, actors: Any) -> None:
         tags = await _call(s, "diary_tags", {"diary_id": diary["id"]})
         assert {"tag": "x", "count": 2} in tags["tags"]
         assert (await s.call_tool("diary_tags", {"diary_id": diary["id"], "min_count": 0})).is_error
+        again = await s.call_tool("entries_create", {"diary_id": diary["id"], "content": "a"})
+        assert not again.is_error  # an exact duplicate: the existing entry, nothing created
+        hygiene = await _call(s, "diary_hygiene", {"diary_id": diary["id"]})
+        assert hygiene["entries"] == 2 and hygiene["duplicatesRefused"] == 1
+        assert (await _refused(s, "diary_hygiene", {"diary_id": str(uuid.uuid4())}))[
+            "status"
+        ] == 404
 
         grant = {
             "diary_id": diary["id"],

@@ -15,7 +15,10 @@ from schemas.kernel.cids import entry_cid
 
 async def new_entry(actor: Actor, diary_id: str, **body: Any) -> dict[str, Any]:
     status, entry = await actor.call(
-        "POST", f"/diaries/{diary_id}/entries", json={"content": "something true", **body}
+        "POST",
+        f"/diaries/{diary_id}/entries",
+        # unique by default: the same content twice in a diary is an exact duplicate (200)
+        json={"content": f"something true {uuid.uuid4().hex[:8]}", **body},
     )
     assert status == 201, entry
     return dict(entry)
@@ -259,8 +262,10 @@ async def test_batch_delete_skips_what_the_caller_cannot_delete(actors, owner, d
 
 async def test_relations_snapshot_cids_and_supersedes_marks_the_target(owner, db_pool) -> None:
     diary = await new_diary(owner)
+    # far apart (cosine well below the near-duplicate threshold): no consolidation proposal
+    # races the relation this test makes by hand
     old = await new_entry(owner, diary["id"], content="The API runs on port 8000.")
-    new = await new_entry(owner, diary["id"], content="The API now runs on port 9000.")
+    new = await new_entry(owner, diary["id"], content="Deploys go out on Tuesdays only.")
     body = {"targetId": old["id"], "relation": "supersedes", "metadata": {"confidence": 0.9}}
     status, relation = await owner.call("POST", f"/entries/{new['id']}/relations", json=body)
     assert status == 201, relation
@@ -398,9 +403,10 @@ async def test_a_signing_request_signs_one_entry_only(owner) -> None:
     cid = entry_cid("once", None, [], "semantic")
     request_id = await _signed_request(owner, cid)
     await new_entry(owner, diary["id"], content="once", signingRequestId=request_id)
+    other = await new_diary(owner)  # in the same diary the same content is a duplicate (200)
     status, problem = await owner.call(
         "POST",
-        f"/diaries/{diary['id']}/entries",
+        f"/diaries/{other['id']}/entries",
         json={"content": "once", "signingRequestId": request_id},
     )
     assert status == 409 and problem["code"] == "signing-request-used"

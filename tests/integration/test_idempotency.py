@@ -230,14 +230,17 @@ async def test_one_row_and_one_tuple_per_key_and_principal(
     assert (await world.owner.call("POST", f"/diaries/{world.diary['id']}/grants", json=grant))[
         0
     ] == 201
-    status, theirs = await writer.call("POST", path, json={"content": content}, headers=key)
+    # (other content: the same content in the same diary would be an exact duplicate)
+    theirs_content = f"{content} (the writer's)"
+    status, theirs = await writer.call("POST", path, json={"content": theirs_content}, headers=key)
     assert status == 201 and theirs["id"] != entry["id"], theirs
-    assert len(await entries_with(db_pool, content)) == 2
+    assert len(await entries_with(db_pool, theirs_content)) == 1
 
-    # and without a key every request is a new entry, as before
-    status, _ = await world.owner.call("POST", path, json={"content": content})
-    assert status == 201
-    assert len(await entries_with(db_pool, content)) == 3
+    # and without a key a request is a new one: here an exact duplicate, answered with the
+    # live entry (200), nothing written
+    status, again = await world.owner.call("POST", path, json={"content": content})
+    assert status == 200 and again["id"] == entry["id"]
+    assert len(await entries_with(db_pool, content)) == 1
 
 
 async def test_a_key_of_the_wrong_length_is_400(world: World) -> None:

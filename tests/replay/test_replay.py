@@ -77,6 +77,8 @@ EXEMPT: dict[str, str] = {
         "ConnectorCodeRedeem",
         "ConnectorRefreshRotate",
         "ConnectorGrantRevoke",
+        "EntryConsolidation",
+        "RetrievalsRecord",
     )
 }
 # What would let a run span more than one workflow task (and so a deploy).

@@ -26,10 +26,10 @@ from schemas.kernel.cids import bytes_cid
 from schemas.task_attempts import task_workflow_id
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
+from workers.schedules import artifact_sweep_schedule
 from workflows.artifacts import (
     SWEEP_WORKFLOW_ID,
     ArtifactSweepWorkflow,
-    artifact_sweep_schedule,
 )
 
 SECRET = b"workflow-test-secret-0123456789abcdef"

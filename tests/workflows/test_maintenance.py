@@ -31,13 +31,14 @@ from schemas.maintenance import (
     StaleTaskInput,
     StaleTaskResult,
 )
+from workers.schedules import ensure_maintenance_schedules
+from workflows.consolidation import consolidation_schedule_id
 from workflows.maintenance import (
     CONNECTOR_PURGE_PATCH,
     PURGE_WORKFLOW_ID,
     STALE_TASKS_WORKFLOW_ID,
     ExpiredRowsPurgeWorkflow,
     StaleTaskReconcileWorkflow,
-    ensure_maintenance_schedules,
     purge_schedule_id,
     stale_tasks_schedule_id,
 )
@@ -404,7 +405,11 @@ async def test_the_worker_makes_the_schedules_once(temporal_address: str) -> Non
     client = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
     queue = f"wf-{uuid.uuid4().hex[:8]}"
     made = await ensure_maintenance_schedules(client, queue)
-    assert made == [purge_schedule_id(queue), stale_tasks_schedule_id(queue)]
+    assert made == [
+        purge_schedule_id(queue),
+        stale_tasks_schedule_id(queue),
+        consolidation_schedule_id(queue),
+    ]
     assert await ensure_maintenance_schedules(client, queue) == made  # again: updated, no error
     for schedule_id in made:
         described = await client.get_schedule_handle(schedule_id).describe()

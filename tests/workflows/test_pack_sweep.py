@@ -25,12 +25,12 @@ from schemas.kernel.cids import entry_cid
 from schemas.packs import PackCreateInput, PackSweepInput, PackSweepResult, RenderInput
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
+from workers.schedules import pack_sweep_schedule
 from workflows.packs import (
     SWEEP_WORKFLOW_ID,
     PackCreateWorkflow,
     PackRenderWorkflow,
     PackSweepWorkflow,
-    pack_sweep_schedule,
 )
 
 SECRET = b"workflow-test-secret-0123456789abcdef"

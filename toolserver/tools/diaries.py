@@ -7,6 +7,7 @@ from uuid import UUID
 
 from pydantic import Field
 
+from schemas.hygiene import HygieneReport
 from schemas.identity import Done
 from schemas.memory import (
     Diary,
@@ -49,7 +50,7 @@ class DiariesCreate(Arguments):
 
 @tool(output=Diary, render=lambda r: f"Created diary {r['name']} ({r['id']})")
 async def diaries_create(call: Call, args: DiariesCreate) -> Diary:
-    """Create a diary owned by one of your teams."""
+    """Create a diary in one of your teams."""
     body = DiaryCreateRequest(name=args.name, visibility=args.visibility, signed=args.signed)
     return await call.api.create_diary(args.team_id, body)
 
@@ -77,6 +78,21 @@ async def diary_tags(call: Call, args: DiaryTags) -> TagHistogram:
     return await call.api.diary_tags(
         args.diary_id, prefix=args.prefix, min_count=args.min_count, entry_type=args.entry_type
     )
+
+
+@tool(
+    output=HygieneReport,
+    read_only=True,
+    render=lambda r: (
+        f"{r['entries']} entries; {r['duplicatesRefused']} duplicates refused, "
+        f"{r['openProposals']} open proposals, {r['superseded']} superseded, "
+        f"{r['injectionFlagged']} injection-flagged, {r['unretrieved']} unretrieved in "
+        f"{r['unretrievedDays']} days"
+    ),
+)
+async def diary_hygiene(call: Call, args: DiariesGet) -> HygieneReport:
+    """A diary's hygiene counts."""
+    return await call.api.diary_hygiene(args.diary_id)
 
 
 # --- grants ----------------------------------------------------------------------------------

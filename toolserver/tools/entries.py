@@ -96,7 +96,7 @@ class EntriesList(Arguments):
 
 @tool(output=EntryList, read_only=True, render=_page_text)
 async def entries_list(call: Call, args: EntriesList) -> EntryList:
-    """Page through a diary's entries, newest first."""
+    """A diary's entries, newest first."""
     return await call.api.list_entries(
         args.diary_id,
         limit=args.limit,
@@ -132,7 +132,7 @@ async def entries_update(call: Call, args: EntriesUpdate) -> Entry:
 
 @tool(output=Done, destructive=True, idempotent=True, render=lambda r: "Entry deleted")
 async def entries_delete(call: Call, args: EntryRef) -> Done:
-    """Delete an unsigned entry and its relations."""
+    """Delete an unsigned entry."""
     return await call.api.delete_entry(args.entry_id)
 
 
@@ -204,7 +204,7 @@ class RelationsCreate(Arguments):
 
 @tool(output=Relation, render=lambda r: f"{r['sourceId']} {r['relation']} {r['targetId']}")
 async def relations_create(call: Call, args: RelationsCreate) -> Relation:
-    """Link two entries with a typed relation."""
+    """Relate two entries."""
     metadata = RelationMetadata(confidence=args.confidence) if args.confidence is not None else None
     body = RelationCreateRequest(
         targetId=args.target_id, relation=args.relation, status=args.status, metadata=metadata

@@ -1,0 +1,115 @@
+"""Consolidation (issue 26): near-duplicate entries get a `proposed` relation, never a merge.
+
+- `EntryConsolidation` (`consolidation/entries/<batchId>`) runs over the entries an API process
+  created since its last flush (`api.hygiene`, every few seconds: the create's latency does not
+  include it, and a burst of writes costs one run, not one per entry): one step proposes, from
+  each entry to its nearest older live entry of the same diary, `supersedes` (or `elaborates`
+  when the newer content contains the older) when their cosine similarity reaches the
+  threshold; the relation carries the workflow id and `similarity`.
+- `ConsolidationSweep` (`maintenance/consolidation`, on a daily Temporal Schedule the worker
+  makes) does the same for every entry with a vector, oldest first, a page per step; after
+  `pages_per_run` steps it continues as new with its cursor in the input, so a long backlog
+  (a diary written before this change) is cleaned in bounded histories and resumes where it
+  stood.
+
+- `RetrievalsRecord` (`retrievals/<uuid>`) stores a batch of the entry ids searches and packs
+  returned, as the API collected them (`api.hygiene`): the search path itself writes nothing.
+
+The consolidation runs are idempotent: a pair related already, in either direction and whatever
+the status, gets no proposal, so a second run (or the sweep after the create's run) proposes
+nothing twice. A principal decides: accepting the relation (`PATCH /relations/{id}`) marks
+`superseded_by`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+from uuid import UUID
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.memory import MemoryActivities
+    from schemas.hygiene import (
+        ConsolidationInput,
+        ConsolidationPage,
+        ConsolidationSweepInput,
+        ConsolidationSweepResult,
+        NearDuplicateProbe,
+        NearDuplicateProposals,
+        Retrievals,
+    )
+    from workflows.common import run_activity, run_step
+
+    # a sweep step is a batched scan: the maintenance steps' timeout and patient retry
+    from workflows.maintenance import STEP_RETRY, STEP_TIMEOUT
+
+SWEEP_WORKFLOW_ID: Final = "maintenance/consolidation"
+
+
+def consolidation_schedule_id(task_queue: str) -> str:
+    """One schedule per deployment (its task queue), even when several share a namespace."""
+    return f"consolidation-sweep/{task_queue}"
+
+
+def entry_consolidation_workflow_id(batch_id: UUID) -> str:
+    """One flush of new entries of one API process (a fresh id per batch)."""
+    return f"consolidation/entries/{batch_id}"
+
+
+@workflow.defn(name="EntryConsolidation")
+class EntryConsolidationWorkflow:
+    @workflow.run
+    async def run(self, inp: ConsolidationInput) -> NearDuplicateProposals:
+        # one short query per entry of a small batch: a local step, so the run is one
+        # workflow task
+        return await run_step(
+            MemoryActivities.propose_near_duplicates,
+            NearDuplicateProbe(
+                entry_ids=inp.entry_ids,
+                workflow_id=workflow.info().workflow_id,
+                min_similarity=inp.min_similarity,
+            ),
+        )
+
+
+@workflow.defn(name="ConsolidationSweep")
+class ConsolidationSweepWorkflow:
+    @workflow.run
+    async def run(self, inp: ConsolidationSweepInput) -> ConsolidationSweepResult:
+        cursor, scanned, proposed = inp.cursor, inp.scanned, inp.proposed
+        for _ in range(inp.pages_per_run):
+            page = await run_activity(
+                MemoryActivities.consolidate_page,
+                ConsolidationPage(
+                    cursor=cursor,
+                    limit=inp.page,
+                    min_similarity=inp.min_similarity,
+                    workflow_id=workflow.info().workflow_id,
+                ),
+                start_to_close=STEP_TIMEOUT,
+                retry=STEP_RETRY,
+            )
+            cursor, scanned, proposed = (
+                page.cursor,
+                scanned + page.scanned,
+                proposed + page.proposed,
+            )
+            if page.scanned < inp.page:
+                return ConsolidationSweepResult(scanned=scanned, proposed=proposed)
+        # more to do: a fresh history that starts where this one stopped
+        workflow.continue_as_new(
+            inp.model_copy(update={"cursor": cursor, "scanned": scanned, "proposed": proposed})
+        )
+
+
+def retrievals_workflow_id(batch_id: UUID) -> str:
+    """One flush of one API process (a fresh id per batch)."""
+    return f"retrievals/{batch_id}"
+
+
+@workflow.defn(name="RetrievalsRecord")
+class RetrievalsRecordWorkflow:
+    @workflow.run
+    async def run(self, inp: Retrievals) -> None:
+        await run_step(MemoryActivities.record_retrievals, inp)
