@@ -45,7 +45,7 @@ class DiariesCreate(Arguments):
     visibility: Visibility = Field(
         default="private",
     )
-    signed: bool = Field(default=False, description="Entries must be signed (immutable)")
+    signed: bool = Field(default=False, description="Entries must be signed")
 
 
 @tool(output=Diary, render=lambda r: f"Created diary {r['name']} ({r['id']})")

@@ -56,13 +56,13 @@ class EntriesCreate(Arguments):
     importance: Importance = limits.ENTRY_IMPORTANCE_DEFAULT
     entry_type: EntryType = "semantic"
     signing_request_id: UUID | None = Field(
-        default=None, description="Signed diaries: a completed request over the entry CID"
+        default=None, description="Signed diaries: completed request over the CID"
     )
 
 
 @tool(output=Entry, render=_entry_text)
 async def entries_create(call: Call, args: EntriesCreate) -> Entry:
-    """Write a memory entry into a diary."""
+    """Write an entry to a diary."""
     body = EntryCreateRequest(
         content=args.content,
         title=args.title,
@@ -170,7 +170,7 @@ def _search_text(result: dict[str, Any]) -> str:
 
 @tool(output=SearchResult, read_only=True, render=_search_text)
 async def entries_search(call: Call, args: EntriesSearch) -> dict[str, Any]:
-    """Hybrid search; omit diary_id to search all readable diaries."""
+    """Hybrid search; omit diary_id for all readable diaries."""
     body = SearchRequest(
         query=args.query,
         diaryId=args.diary_id,

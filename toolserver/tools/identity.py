@@ -53,9 +53,7 @@ class AgentLookup(Arguments):
         str,
         Field(
             pattern=r"^[A-Fa-f0-9]{4}(-[A-Fa-f0-9]{4}){3}$",
-            description=(
-                "The agent's key fingerprint: four groups of four hex digits (1A2B-3C4D-5E6F-7A8B)"
-            ),
+            description="Key fingerprint, e.g. 1A2B-3C4D-5E6F-7A8B",
         ),
     ]
 

@@ -47,13 +47,13 @@ class TeamsCreate(Arguments):
     founding_members: list[FoundingMemberArg] = Field(
         default_factory=list,
         max_length=50,
-        description="Each must accept within 24 h, as must you",
+        description="Each must accept within 24 h",
     )
 
 
 @tool(output=Team, render=lambda r: f"Team {r['name']} is {r['status']}")
 async def teams_create(call: Call, args: TeamsCreate) -> Team:
-    """Found a team; active once every founder, you included, accepts (alone: at once)."""
+    """Found a team; active once all founders, you too, accept."""
     members = [
         FoundingMember(subjectId=m.subject_id, subjectNs=m.subject_ns, role=m.role)
         for m in args.founding_members
