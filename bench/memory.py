@@ -549,12 +549,14 @@ async def exact_plan_nodes(pool: Any, vector: NDArray[np.float32], diary: uuid.U
     """The scan nodes Postgres picks for the exact statement on one diary (expected: an
     index-only scan of the covering index)."""
     from infra.db import Q
+    from schemas import limits
 
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(Q.search_custom_plans)
         rows = await conn.fetch(
             "EXPLAIN " + Q.search_vector_exact,
-            vector, [diary], [], [], [], False, False, None, None, 0.6, 20,
+            vector, [diary], [], [], [], False, False, None, None, None,
+            limits.SEARCH_MAX_COSINE_DISTANCE, 20,
         )  # fmt: skip
     return [r[0].strip()[:90] for r in rows if "Scan" in r[0]]
 
