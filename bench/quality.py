@@ -264,7 +264,9 @@ async def as_of_before_supersession(
         for q in supersession
         if q.current is not None
     }
-    rankings = await search_all(session, stack, caller, supersession, loaded, "hybrid", before)
+    rankings = await search_all(
+        session, stack, caller, supersession, loaded, "hybrid", [], as_of=before
+    )
     return {
         split: round(
             sum(rankings[q.key][:1] == [q.superseded] for q in of_split) / len(of_split), 4
