@@ -65,6 +65,14 @@ def _parameters(model: type[BaseModel] | None, where: Literal["query", "path"]) 
     return parameters
 
 
+def _raw(spec: EndpointSpec) -> dict[str, Any]:
+    """A body the route reads itself: a file, or any JSON object (a protocol's envelope, judged
+    by the protocol's own handler and refused in its own terms, e.g. JSON-RPC's errors)."""
+    if spec.raw_body == "application/json":
+        return {"schema": {"type": "object"}}
+    return {"schema": {"type": "string", "format": "binary"}}
+
+
 def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
     # the server answers these itself, before routing (api/server.py)
     implied: list[type[DomainError]] = [InternalError, UriTooLong, HeaderFieldsTooLarge]
@@ -156,8 +164,7 @@ def _operation(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
             content["application/x-www-form-urlencoded"] = content["application/json"]
         operation["requestBody"] = {"required": True, "content": content}
     elif spec.raw_body is not None:
-        binary = {"schema": {"type": "string", "format": "binary"}}
-        operation["requestBody"] = {"required": True, "content": {spec.raw_body: binary}}
+        operation["requestBody"] = {"required": True, "content": {spec.raw_body: _raw(spec)}}
     if spec.auth == "required":
         operation["security"] = [{"bearer": list(spec.scopes)}, {"session": []}]
     elif spec.auth == "optional":

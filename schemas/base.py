@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Self
+import re
+from datetime import datetime
+from typing import Annotated, Any, Final, Self
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, model_validator
 from pydantic_core import PydanticCustomError
 
 from schemas.text import UNSTORABLE_TEXT_MESSAGE, unstorable_text_at
@@ -28,6 +30,34 @@ class RequestBody(BaseModel):
         if at is not None:
             raise PydanticCustomError(UNSTORABLE_TEXT, UNSTORABLE_TEXT_MESSAGE, {"at": list(at)})
         return self
+
+
+# RFC 3339 date-time (OpenAPI's `date-time`): seconds required, a fraction to microseconds (what
+# Python and Postgres keep) and the offset optional here
+# (a field's own type may require the offset: `Instant`)
+_DATE_TIME: Final = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})?"
+)
+
+
+def _date_time_text(value: Any) -> Any:
+    """A request's instant is RFC 3339 text: pydantic's lax mode would also read a number, or a
+    numeric string such as `0.5` in a query, as Unix time, which no client means."""
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and _DATE_TIME.fullmatch(value):
+        # parsed here: what a validator hands on is read as Python input, which a strict
+        # (JSON-typed) body would refuse as a string
+        return datetime.fromisoformat(value.replace("z", "Z"))
+    raise ValueError("must be an RFC 3339 date-time, e.g. 2026-11-27T09:30:00Z")
+
+
+# The one guard of every date-time a request carries (a test walks the request models for it).
+DATE_TIME_TEXT: Final = BeforeValidator(_date_time_text)
+# An instant with its offset, as requests send it
+Instant = Annotated[AwareDatetime, DATE_TIME_TEXT]
+# A date-time as requests send it; a missing offset is read as UTC where the field says so
+DateTime = Annotated[datetime, DATE_TIME_TEXT]
 
 
 def error_location(err: Any) -> tuple[Any, ...]:

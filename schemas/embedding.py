@@ -14,10 +14,10 @@ from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
 from schemas import limits
-from schemas.base import Payload, RequestBody, ResponseBody
+from schemas.base import Instant, Payload, RequestBody, ResponseBody
 from schemas.memory import AsOf, Entry, EntryType, Tag
 
 # --- the embedding activity ---------------------------------------------------------------
@@ -66,8 +66,8 @@ class SearchRequest(RequestBody):
         description="Leave out entries an accepted `supersedes` relation targets (by default "
         "they rank just below the entry that superseded them)",
     )
-    createdBefore: AwareDatetime | None = None
-    createdAfter: AwareDatetime | None = None
+    createdBefore: Instant | None = None
+    createdAfter: Instant | None = None
     asOf: AsOf | None = None
     limit: int = Field(default=limits.SEARCH_PAGE.default, ge=1, le=limits.SEARCH_PAGE.max)
     wRelevance: Weight | None = Field(default=None, description="Default 1")

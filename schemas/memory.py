@@ -15,7 +15,6 @@ from uuid import UUID
 
 from pydantic import (
     AfterValidator,
-    AwareDatetime,
     Field,
     StringConstraints,
     field_validator,
@@ -23,7 +22,7 @@ from pydantic import (
 )
 
 from schemas import limits
-from schemas.base import Payload, RequestBody, ResponseBody
+from schemas.base import Instant, Payload, RequestBody, ResponseBody
 from schemas.kernel.injection import Threat
 from schemas.numbers import SqlCount, SqlOrdinal
 
@@ -202,7 +201,7 @@ AS_OF_DESCRIPTION = (
     "accepted by then. Entries show their current content (an edit since is not undone), and "
     "an entry or relation deleted since is gone from the past too"
 )
-AsOf = Annotated[AwareDatetime, AfterValidator(_past_instant), Field(description=AS_OF_DESCRIPTION)]
+AsOf = Annotated[Instant, AfterValidator(_past_instant), Field(description=AS_OF_DESCRIPTION)]
 """`asOf` on search, entry listing and packs (issue 26, time-aware retrieval)."""
 
 

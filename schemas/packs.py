@@ -21,7 +21,7 @@ from uuid import UUID
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from schemas import limits
-from schemas.base import Payload, RequestBody, ResponseBody
+from schemas.base import DateTime, Payload, RequestBody, ResponseBody
 from schemas.kernel.cids import (
     DAG_CBOR_CODEC,
     PACK_CID_VERSION,
@@ -180,7 +180,7 @@ class PackUpdateRequest(RequestBody):
     """Pinning clears the expiry; unpinning needs a future `expiresAt`."""
 
     pinned: bool | None = None
-    expiresAt: datetime | None = None
+    expiresAt: DateTime | None = None
 
     @model_validator(mode="after")
     def _something(self) -> PackUpdateRequest:
@@ -211,7 +211,7 @@ class RenderedListQuery(RequestBody):
 
 class RenderedPackUpdateRequest(RequestBody):
     pinned: bool | None = None
-    expiresAt: datetime | None = None
+    expiresAt: DateTime | None = None
     description: Description | None = None
     verifiedTaskId: UUID | None = None
 

@@ -20,7 +20,7 @@ from uuid import UUID
 from pydantic import ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from schemas import limits
-from schemas.base import RequestBody, ResponseBody
+from schemas.base import DateTime, RequestBody, ResponseBody
 from schemas.kernel.cursors import CURSOR_MAX_CHARS
 from schemas.numbers import SqlCount, SqlOrdinal
 from schemas.tasks import (
@@ -178,8 +178,8 @@ class DaemonState(ResponseBody):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    reportedAt: datetime
-    slotResumableUntil: datetime | None = None
+    reportedAt: DateTime
+    slotResumableUntil: DateTime | None = None
 
 
 class TaskAttempt(ResponseBody):

@@ -13,6 +13,7 @@ other refusal is a JSON-RPC error with the problem in its `data`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import MutableMapping
 from typing import Any, Final
 
@@ -43,7 +44,14 @@ from api import keys
 from api.a2a import REFUSALS, REQUEST, CairnRequestHandler
 from api.endpoint import endpoint
 from api.headers import TEAM_HEADER
-from schemas.errors import DomainError, Forbidden, MissingScope, UnsupportedMediaType
+from schemas.errors import (
+    DomainError,
+    FieldError,
+    Forbidden,
+    MissingScope,
+    UnsupportedMediaType,
+    ValidationFailed,
+)
 from schemas.kernel.task_types import DEFAULT_TASK_TYPE, TASK_TYPES
 
 routes = web.RouteTableDef()
@@ -137,7 +145,7 @@ async def get_agent_card(request: web.Request, parsed: Any) -> web.StreamRespons
     raw_body="application/json",
     raw_response="application/json",
     headers=(TEAM_HEADER,),
-    errors=(Forbidden, MissingScope, UnsupportedMediaType),
+    errors=(Forbidden, MissingScope, UnsupportedMediaType, ValidationFailed),
 )
 async def a2a_rpc(request: web.Request, parsed: Any) -> web.StreamResponse:
     """A2A v1.0 JSON-RPC (SendMessage, GetTask, ListTasks, CancelTask and the streams).
@@ -152,12 +160,28 @@ async def a2a_rpc(request: web.Request, parsed: Any) -> web.StreamResponse:
     # each call of a route runs on a clone of this request, which aiohttp allows only unread
     unread = request.clone()
     body = await request.read()
+    _require_json_object(body)
     refusals: list[DomainError] = []
     scope = _scope(request, unread, refusals)
     response = await _DISPATCHER.handle_requests(StarletteRequest(scope, _receive(body)))
     if refusals:
         raise refusals[0]
     return await _send(request, response)
+
+
+def _require_json_object(body: bytes) -> None:
+    """The HTTP contract: a JSON object (400 otherwise). What the object says is JSON-RPC's to
+    judge: an object that is no valid request is answered in-band (-32600), as the protocol says;
+    malformed JSON is JSON-RPC's parse error (-32700)."""
+    try:
+        value = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return
+    if not isinstance(value, dict):
+        raise ValidationFailed(
+            "The body must be a JSON-RPC request object",
+            errors=[FieldError(pointer="", message="Expected a JSON object")],
+        )
 
 
 def _scope(

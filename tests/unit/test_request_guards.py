@@ -6,20 +6,21 @@ from __future__ import annotations
 
 import types
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Annotated, Any, Union, get_args, get_origin
 
 import annotated_types
 import pytest
 from multidict import MultiDict
-from pydantic import BaseModel
+from pydantic import AwareDatetime, BaseModel, NaiveDatetime
 from pydantic.fields import FieldInfo
 
 import api.app  # noqa: F401  (registers every route)
 from api.endpoint import ENDPOINTS, array_parameters, query_values, validate_model
 from api.openapi import build_openapi
-from schemas.base import RequestBody
+from schemas.base import DATE_TIME_TEXT, RequestBody
 from schemas.errors import ValidationFailed
-from schemas.memory import EntryCreateRequest
+from schemas.memory import EntryCreateRequest, EntryListQuery
 from schemas.packs import PackCreateRequest
 from schemas.task_api import TaskListQuery
 
@@ -72,6 +73,58 @@ def test_unstorable_text_in_a_query_value_is_named_under_query() -> None:
 def test_storable_text_passes_unchanged() -> None:
     text = "naïve ☃ \U0001f600 \t\n"
     assert validate_model(EntryCreateRequest, {"content": text}, "body").content == text
+
+
+# --- date-times -----------------------------------------------------------------------------
+
+
+def _date_time_fields(
+    model: type[BaseModel], seen: set[type[BaseModel]]
+) -> Iterator[tuple[str, bool]]:
+    """(field, guarded by DATE_TIME_TEXT) for every date-time reachable from the model."""
+    if model in seen:
+        return
+    seen.add(model)
+    for name, field in model.model_fields.items():
+        where = f"{model.__name__}.{name}"
+        yield from _date_times(field.annotation, list(field.metadata), where, seen)
+
+
+def _date_times(
+    annotation: Any, metadata: list[Any], where: str, seen: set[type[BaseModel]]
+) -> Iterator[tuple[str, bool]]:
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        inner, *extra = get_args(annotation)
+        yield from _date_times(inner, [*metadata, *extra], where, seen)
+    elif origin is not None:
+        for arg in get_args(annotation):
+            yield from _date_times(arg, metadata if origin in (Union, types.UnionType) else [],
+                                   where, seen)  # fmt: skip
+    elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield from _date_time_fields(annotation, seen)
+    elif annotation in (datetime, AwareDatetime, NaiveDatetime):
+        yield where, DATE_TIME_TEXT in metadata
+
+
+def test_every_request_date_time_is_read_as_rfc_3339_text() -> None:
+    """Lax pydantic reads a number, or a numeric string like `0.5`, as Unix time: every date-time
+    a request carries goes through the one guard (schemas.base DATE_TIME_TEXT) instead."""
+    seen: set[type[BaseModel]] = set()
+    fields = [found for model in REQUEST_MODELS for found in _date_time_fields(model, seen)]
+    assert len(fields) >= 9  # asOf (3), createdBefore/After, expiresAt (2), daemon state (2)
+    assert sorted(where for where, guarded in fields if not guarded) == []
+
+
+@pytest.mark.parametrize("value", ["0.5", "1732700000", "2026-11-27", "yesterday"])
+def test_an_as_of_that_is_no_rfc_3339_date_time_is_a_400_naming_it(value: str) -> None:
+    problem = _problem(EntryListQuery, {"asOf": value}, "query")
+    assert [e.pointer for e in problem.errors or []] == ["/query/asOf"]
+
+
+def test_an_rfc_3339_as_of_passes() -> None:
+    query = validate_model(EntryListQuery, {"asOf": "2026-01-02T03:04:05.123+01:00"}, "query")
+    assert query.asOf == datetime(2026, 1, 2, 2, 4, 5, 123000, tzinfo=UTC)
 
 
 # --- integers -------------------------------------------------------------------------------
