@@ -170,13 +170,15 @@ async def a2a_rpc(request: web.Request, parsed: Any) -> web.StreamResponse:
 
 
 def _require_json_object(body: bytes) -> None:
-    """The HTTP contract: a JSON object (400 otherwise). What the object says is JSON-RPC's to
-    judge: an object that is no valid request is answered in-band (-32600), as the protocol says;
-    malformed JSON is JSON-RPC's parse error (-32700)."""
+    """The HTTP contract, as for every JSON route: a JSON object, else 400 (malformed JSON, an
+    array, a scalar). What the object says is JSON-RPC's to judge: an object that is no valid
+    request is answered in-band (-32600), as the protocol says."""
     try:
         value = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValidationFailed(
+            f"The body is not valid JSON: {exc}", errors=[FieldError(pointer="", message=str(exc))]
+        ) from None
     if not isinstance(value, dict):
         raise ValidationFailed(
             "The body must be a JSON-RPC request object",

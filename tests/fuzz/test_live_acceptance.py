@@ -245,8 +245,13 @@ async def test_schemathesis_finds_no_server_error_and_no_conformance_failure(
     ]
     # the runner is another process: this loop keeps serving the API while it runs
     # run in the test's own directory: schemathesis keeps a cache where it runs
+    hooks = {"SCHEMATHESIS_HOOKS": "live_hooks", "PYTHONPATH": str(Path(__file__).parent)}
     process = await asyncio.create_subprocess_exec(
-        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=tmp_path
+        *command,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        cwd=tmp_path,
+        env={**os.environ, **hooks},
     )
     output, _ = await process.communicate()
     text = output.decode(errors="replace")
