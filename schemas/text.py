@@ -52,7 +52,8 @@ def is_unstorable(text: str) -> bool:
 
 
 def printable(text: str) -> str:
-    """The text with each unstorable character written as a `\\uXXXX` escape (for messages)."""
+    """The text with each unstorable character written as a `\\u` escape of four hex digits
+    (for messages)."""
     return _UNSTORABLE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
