@@ -244,7 +244,7 @@ async def _members(request: web.Request, team_id: uuid.UUID) -> list[TeamMember]
                 subjectId=subject_id,
                 subjectNs=row.subject_ns,
                 role=role,
-                fingerprint=row.fingerprint,
+                **row.names(),
             )
         )
     return members
@@ -258,6 +258,7 @@ async def _acceptances(request: web.Request, team_id: uuid.UUID) -> list[Foundin
             role=seat.role,
             status=seat.status,
             acceptedAt=seat.accepted_at,
+            **seat.names(),
         )
         for seat in await team_reads.founding_seats(_pool(request), team_id)
     ]
