@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from actors import PASSWORD, Actor, anonymous, new_diary, personal_team
 
+from client.rest import CairnClient
 from schemas import limits
 from schemas.principals import AGENT_SCOPES
 
@@ -302,3 +303,24 @@ async def test_agent_keys_name_their_agent(actors) -> None:
     assert status == 200, listed
     [item] = [item for item in listed["items"] if item["id"] == key["id"]]
     assert item["agentFingerprint"] == agent.fingerprint
+
+
+# --- the typed SDK ----------------------------------------------------------------------------
+
+
+async def test_the_sdk_registers_logs_in_and_names_a_human(stack) -> None:
+    email = new_email()
+    async with CairnClient(stack.base_url) as api:
+        created = await api.register_human(email, PASSWORD, display_name=NAME)
+        assert created.displayName == NAME
+        session = await api.login_human(email, PASSWORD)
+        assert session.identityId == created.identityId
+        whoami = await api.whoami()
+        assert (whoami.subjectType, whoami.email, whoami.displayName) == ("human", email, NAME)
+        assert (await api.update_profile(None)).displayName is None
+        profile = await api.profile()
+        assert (profile.identityId, profile.email, profile.displayName) == (
+            created.identityId,
+            email,
+            None,
+        )
