@@ -32,6 +32,7 @@ from schemas.identity import (
     IdentityRef,
     NonceConsume,
     OAuthClientCreate,
+    ProfileChange,
     RecoveryFlowCreate,
     RecoveryRedeem,
     RecoveryRedeemed,
@@ -70,10 +71,15 @@ class IdentityActivities:
         # The provider's identities need a password; an agent's is random and never used.
         password_hash = inp.password_hash or secrets.token_hex(32)
         created = await self._repo.create_identity(
-            inp.identity_id, inp.schema_id, inp.traits, password_hash, inp.email
+            inp.identity_id, inp.schema_id, inp.traits, password_hash, inp.email, inp.display_name
         )
         if not created:
             raise IdentityExists("An identity with this email already exists")
+
+    @activity.defn(name="identity.set_display_name")
+    async def set_display_name(self, inp: ProfileChange) -> None:
+        if not await self._repo.set_display_name(inp.identity_id, inp.display_name):
+            raise NotFound("No human identity has this id")
 
     @activity.defn(name="identity.delete_identity")
     async def delete_identity(self, inp: IdentityRef) -> None:

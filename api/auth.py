@@ -37,12 +37,12 @@ from schemas.errors import (
     MissingScope,
     Unauthorized,
 )
+from schemas.identity import SESSION_HEADER
 from schemas.kernel.crypto import hash_secret, secrets_match
 from schemas.kernel.permissions import Subject
 from schemas.principals import AGENT_SCOPES, Principal
 
 SESSION_COOKIE = "cairn_session"
-SESSION_HEADER = "X-Session-Token"
 GLOBAL_AUTH_BUCKET = "global_auth"
 GLOBAL_ANON_BUCKET = "global_anon"
 GLOBAL_READ_BUCKET = "global_read"

@@ -125,7 +125,7 @@ async def members_of(request: web.Request, team_id: uuid.UUID) -> list[TeamMembe
                 subjectId=subject_id,
                 subjectNs=row.subject_ns,
                 role=role,
-                fingerprint=row.fingerprint,
+                **row.names(),
             )
         )
     return members

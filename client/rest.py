@@ -27,8 +27,12 @@ from schemas.artifacts import StagedArtifact, TaskArtifact, TaskArtifactList
 from schemas.embedding import SearchRequest, SearchResponse
 from schemas.hygiene import HygieneReport
 from schemas.identity import (
+    SESSION_HEADER,
     AgentProfile,
     Done,
+    HumanIdentity,
+    HumanProfile,
+    HumanSession,
     RecoveryChallenge,
     RecoveryCompleted,
     RecoveryVerified,
@@ -217,7 +221,8 @@ class CairnClient:
 
     The caller authenticates with OAuth2 client credentials (exchanged for a token, cached in
     `tokens`) or with a fixed `bearer` (an agent key, or a token obtained elsewhere) sent as
-    it is and never renewed. A client built around a shared `session` (the MCP server's) is
+    it is and never renewed; a human, with the `session_token` that `login_human` sets (sent
+    as X-Session-Token). A client built around a shared `session` (the MCP server's) is
     used without `async with`. `default_team` is sent as `x-service-team-id` on every call that
     names no team of its own (a team-bound agent key needs it on every call, spec 5.4); a call
     that names its team sends that one instead.
@@ -230,6 +235,7 @@ class CairnClient:
     bearer: str | None = field(default=None, repr=False)
     tokens: TokenCache = field(default_factory=TokenCache, repr=False)
     default_team: str | None = None
+    session_token: str | None = field(default=None, repr=False)
     _owns_session: bool = field(default=False, repr=False)
 
     async def __aenter__(self) -> CairnClient:
@@ -304,7 +310,9 @@ class CairnClient:
             addressed = team if team is not None else self.default_team
             if addressed is not None:
                 sent[TEAM_HEADER] = str(addressed)
-            if auth:
+            if auth and self.session_token is not None:
+                sent[SESSION_HEADER] = self.session_token
+            elif auth:
                 sent["Authorization"] = f"Bearer {await self.access_token(force=renewed)}"
             try:
                 async with self.session.request(
@@ -388,6 +396,40 @@ class CairnClient:
 
     async def whoami(self) -> Whoami:
         return Whoami.model_validate(await self.request("GET", "/agents/whoami"))
+
+    # --- humans --------------------------------------------------------------------------
+
+    async def register_human(
+        self, email: str, password: str, display_name: str | None = None
+    ) -> HumanIdentity:
+        body: dict[str, Any] = {"email": email, "password": password}
+        if display_name is not None:
+            body["displayName"] = display_name
+        return HumanIdentity.model_validate(
+            await self.request("POST", "/self-service/registration", json=body, auth=False)
+        )
+
+    async def login_human(self, email: str, password: str) -> HumanSession:
+        """Open a session; later calls of this client act as the human."""
+        session = HumanSession.model_validate(
+            await self.request(
+                "POST",
+                "/self-service/login",
+                json={"email": email, "password": password},
+                auth=False,
+            )
+        )
+        self.session_token = session.sessionToken
+        return session
+
+    async def profile(self) -> HumanProfile:
+        return HumanProfile.model_validate(await self.request("GET", "/self-service/profile"))
+
+    async def update_profile(self, display_name: str | None) -> HumanProfile:
+        """Set the human's display name (None clears it)."""
+        return HumanProfile.model_validate(
+            await self.request("PATCH", "/self-service/profile", json={"displayName": display_name})
+        )
 
     async def agent(self, fingerprint: str) -> AgentProfile:
         return AgentProfile.model_validate(

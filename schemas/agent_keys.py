@@ -192,6 +192,7 @@ class AgentKeyListQuery(RequestBody):
 class _AgentKeyFields(ResponseBody):
     id: UUID
     agentId: UUID
+    agentFingerprint: str | None = Field(default=None, description="The agent's fingerprint")
     name: str
     status: KeyStatus
     scopes: list[str]
@@ -259,6 +260,7 @@ class AgentKeyRow(Payload):
     revoked_at: datetime | None = None
     revocation_reason: str | None = None
     revocation_description: str | None = None
+    agent_fingerprint: str | None = None  # joined by the reads
 
     @property
     def binding(self) -> KeyBinding:
@@ -320,6 +322,7 @@ def key_to_wire(row: AgentKeyRow, secret: str | None = None) -> AgentKey | Issue
     fields: dict[str, Any] = {
         "id": row.id,
         "agentId": row.actor_id,
+        "agentFingerprint": row.agent_fingerprint,
         "name": row.name,
         "status": row.status,
         "scopes": sorted(row.scopes),

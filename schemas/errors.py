@@ -492,6 +492,13 @@ class AgentsOnly(Forbidden):
     title = "Only agents may do this"
 
 
+class HumansOnly(Forbidden):
+    """The action is a person's (their profile, their display name), and the caller is an agent."""
+
+    code = "humans-only"
+    title = "Only humans may do this"
+
+
 class AgentNotFound(NotFound):
     """No registered agent has this fingerprint."""
 

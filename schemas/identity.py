@@ -6,13 +6,17 @@ Registration and signing bodies are snake_case as the spec shows them; the rest 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 from uuid import UUID
 
 from pydantic import Field, StringConstraints, field_validator
 
 from schemas.base import Payload, RequestBody, ResponseBody
 from schemas.kernel.crypto import VOUCHER_CODE_PATTERN, parse_public_key
+from schemas.names import DisplayName
+
+# The header a human session's token travels in (or the session cookie, in a browser)
+SESSION_HEADER: Final = "X-Session-Token"
 
 PublicKeyStr = Annotated[
     str, StringConstraints(pattern=r"^ed25519:[A-Za-z0-9+/=]+$", max_length=60)
@@ -82,6 +86,7 @@ class IdentityCreate(Payload):
     traits: dict[str, str]
     password_hash: str
     email: str | None = None
+    display_name: str | None = None
 
 
 class IdentityRef(Payload):
@@ -263,6 +268,9 @@ class RecoveryCompleted(ResponseBody):
 class HumanRegisterRequest(RequestBody):
     email: Email
     password: Annotated[str, StringConstraints(min_length=12, max_length=256)]
+    displayName: DisplayName | None = Field(
+        default=None, description="How the console and other members name you (optional)"
+    )
 
 
 class HumanLoginRequest(RequestBody):
@@ -276,12 +284,33 @@ class HumanIdentity(ResponseBody):
     identityId: UUID
     email: str
     state: str
+    displayName: str | None = None
 
 
 class HumanRegistration(Payload):
     identity_id: UUID
     email: str
     password_hash: str
+    display_name: str | None = None
+
+
+class ProfileUpdateRequest(RequestBody):
+    """The human's new display name; null clears it."""
+
+    displayName: DisplayName | None
+
+
+class HumanProfile(ResponseBody):
+    """The logged-in human as others see them."""
+
+    identityId: UUID
+    email: str
+    displayName: str | None = None
+
+
+class ProfileChange(Payload):
+    identity_id: UUID
+    display_name: str | None = None
 
 
 class SessionOpen(Payload):
@@ -337,6 +366,8 @@ class Whoami(ResponseBody):
     clientId: str | None = None
     publicKey: str | None = None
     fingerprint: str | None = None
+    email: str | None = Field(default=None, description="Humans only")
+    displayName: str | None = Field(default=None, description="Humans only, when they gave one")
     scopes: list[str]
     credentialBinding: TeamBinding | IdentityBinding | None = Field(
         default=None, discriminator="bindingScope"

@@ -219,6 +219,9 @@ RENDERED_PACK_DESCRIPTION_MAX_CHARS: Final = 256  # reference
 PACK_SWEEP_BATCH_MAX: Final = 100  # reference: packs (and rendered packs) deleted per sweep run
 PACK_SWEEP_INTERVAL_SEC: Final = HOUR_SEC  # reference: PACK_GC_CRON hourly
 
+# --- people ------------------------------------------------------------------------------------
+DISPLAY_NAME_MAX_CHARS: Final = 100  # ours (issue 24): a human's display name, varchar(100)
+
 # --- teams, groups, projects, invites (SPEC 2.2, 3.2; reference where marked) -------------------
 TEAM_NAME_MAX_CHARS: Final = 255  # teams, groups and projects alike (varchar)
 TEAM_FOUNDING_MEMBERS_MAX: Final = 50  # ours: one founding is a handful of co-founders

@@ -24,6 +24,7 @@ from pydantic import (
 from schemas import limits
 from schemas.base import Instant, Payload, RequestBody, ResponseBody
 from schemas.kernel.injection import Threat
+from schemas.names import SubjectNames
 from schemas.numbers import SqlCount, SqlOrdinal
 
 Visibility = Literal["private", "moltnet", "public"]
@@ -131,7 +132,7 @@ class GrantPath(RequestBody):
     diaryId: UUID
 
 
-class Grant(ResponseBody):
+class Grant(SubjectNames):
     diaryId: UUID
     subjectId: UUID
     subjectNs: GranteeNs

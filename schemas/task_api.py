@@ -22,6 +22,7 @@ from pydantic import ConfigDict, Field, StringConstraints, field_validator, mode
 from schemas import limits
 from schemas.base import DateTime, RequestBody, ResponseBody
 from schemas.kernel.cursors import CURSOR_MAX_CHARS
+from schemas.names import SubjectNames
 from schemas.numbers import SqlCount, SqlOrdinal
 from schemas.tasks import (
     AttemptStatus,
@@ -370,7 +371,7 @@ class TaskGrantRequest(RequestBody):
     role: TaskGrantRole
 
 
-class TaskGrant(ResponseBody):
+class TaskGrant(SubjectNames):
     taskId: UUID
     subjectId: UUID
     subjectNs: GranteeNs

@@ -15,6 +15,7 @@ from pydantic import Field, StringConstraints, model_validator
 
 from schemas import limits
 from schemas.base import Payload, RequestBody, ResponseBody
+from schemas.names import SubjectNames
 
 TeamStatus = Literal["founding", "active", "archived"]
 TeamRole = Literal["owner", "manager", "executor", "member"]
@@ -116,14 +117,13 @@ class EmptyBody(RequestBody):
     """A body with nothing in it (`{}` or none); anything else is an unknown field."""
 
 
-class TeamMember(ResponseBody):
+class TeamMember(SubjectNames):
     subjectId: UUID
     subjectNs: MemberNs
     role: TeamRole
-    fingerprint: str | None = Field(default=None, description="Agents only")
 
 
-class FoundingAcceptanceView(ResponseBody):
+class FoundingAcceptanceView(SubjectNames):
     subjectId: UUID
     subjectNs: MemberNs
     role: TeamRole
@@ -222,7 +222,7 @@ class CreateGroupRequest(RequestBody):
     name: Name
 
 
-class GroupMember(ResponseBody):
+class GroupMember(SubjectNames):
     subjectId: UUID
     subjectNs: MemberNs
 

@@ -15,6 +15,8 @@ from datetime import datetime
 from typing import Any, Final, Literal
 from uuid import UUID
 
+from pydantic import Field
+
 from schemas.base import Payload, RequestBody, ResponseBody
 from schemas.errors import (
     DiaryTransferAlreadyResolved,
@@ -27,6 +29,7 @@ from schemas.errors import (
     DiaryTransferTeamNotActive,
     DomainError,
 )
+from schemas.names import SubjectNames
 
 TransferStatus = Literal["pending", "accepted", "rejected", "expired"]
 Decision = Literal["accepted", "rejected"]
@@ -75,6 +78,9 @@ class Transfer(ResponseBody):
     sourceTeamId: UUID
     destinationTeamId: UUID
     initiatedBy: UUID
+    initiator: SubjectNames | None = Field(
+        default=None, description="The names of `initiatedBy` (an agent or a human)"
+    )
     status: TransferStatus
     createdAt: datetime
     resolvedAt: datetime | None = None
@@ -101,6 +107,10 @@ class TransferRecord(Payload):
     created_at: datetime
     resolved_at: datetime | None = None
     expires_at: datetime
+    # the initiator's names, where the read joined them (the writes' RETURNING does not)
+    initiator_fingerprint: str | None = None
+    initiator_email: str | None = None
+    initiator_display_name: str | None = None
 
     def view(self) -> Transfer:
         return Transfer(
@@ -109,10 +119,21 @@ class TransferRecord(Payload):
             sourceTeamId=self.source_team_id,
             destinationTeamId=self.destination_team_id,
             initiatedBy=self.initiated_by,
+            initiator=self._initiator(),
             status=self.status,
             createdAt=self.created_at,
             resolvedAt=self.resolved_at,
             expiresAt=self.expires_at,
+        )
+
+    def _initiator(self) -> SubjectNames | None:
+        names = (self.initiator_fingerprint, self.initiator_email, self.initiator_display_name)
+        if names == (None, None, None):
+            return None
+        return SubjectNames(
+            fingerprint=self.initiator_fingerprint,
+            email=self.initiator_email,
+            displayName=self.initiator_display_name,
         )
 
     def effective_status(self, now: datetime) -> TransferStatus:

@@ -124,10 +124,13 @@ class Actors:
             assert response.status == 200, token
         return {"Authorization": f"Bearer {token['access_token']}"}
 
-    async def human(self) -> Actor:
+    async def human(self, display_name: str | None = None) -> Actor:
         email = f"human-{uuid.uuid4().hex[:12]}@example.org"
         credentials = {"email": email, "password": PASSWORD}
-        async with self._http.post("/self-service/registration", json=credentials) as response:
+        registration = dict(credentials)
+        if display_name is not None:
+            registration["displayName"] = display_name
+        async with self._http.post("/self-service/registration", json=registration) as response:
             assert response.status == 201, await response.text()
         async with self._http.post("/self-service/login", json=credentials) as response:
             session = await response.json(content_type=None)
@@ -138,7 +141,7 @@ class Actors:
             identity_id=uuid.UUID(session["identityId"]),
             http=self._http,
             auth={"X-Session-Token": session["sessionToken"]},
-            extra={"email": email},
+            extra={"email": email, "displayName": display_name},
         )
 
 

@@ -68,6 +68,7 @@ from workflows.entries import (
 )
 from workflows.humans import (
     HumanRegistrationWorkflow,
+    ProfileChangeWorkflow,
     SessionCloseWorkflow,
     SessionOpenWorkflow,
 )
@@ -91,6 +92,7 @@ WORKFLOWS: Sequence[type] = (
     RecoveryVerifyWorkflow,
     RecoveryRedeemWorkflow,
     HumanRegistrationWorkflow,
+    ProfileChangeWorkflow,
     SessionOpenWorkflow,
     SessionCloseWorkflow,
     SigningRequestWorkflow,
@@ -180,6 +182,7 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
         identity.redeem_recovery,
         identity.open_session,
         identity.close_session,
+        identity.set_display_name,
         permissions.write_tuples,
         permissions.delete_tuples,
         permissions.replace_tuples,

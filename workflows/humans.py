@@ -1,5 +1,6 @@
-"""Human identities: registration (email + argon2id hash from the API), and sessions opened at
-login (onboarding the `humans` row on first login) and closed at logout."""
+"""Human identities: registration (email + argon2id hash from the API, an optional display
+name), display-name changes, and sessions opened at login (onboarding the `humans` row on first
+login) and closed at logout."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from schemas.identity import (
         HumanRegistration,
         IdentityCreate,
+        ProfileChange,
         SessionClose,
         SessionOpen,
         SessionOpened,
@@ -35,8 +37,20 @@ class HumanRegistrationWorkflow:
                 traits={"email": inp.email},
                 password_hash=inp.password_hash,
                 email=inp.email,
+                display_name=inp.display_name,
             ),
         )
+
+
+def profile_change_workflow_id(identity_id: UUID) -> str:
+    return f"humans/{identity_id}/profile"
+
+
+@workflow.defn(name="HumanProfileChange")
+class ProfileChangeWorkflow:
+    @workflow.run
+    async def run(self, inp: ProfileChange) -> None:
+        await run_step(IdentityActivities.set_display_name, inp)
 
 
 def session_open_workflow_id(session_id: UUID) -> str:

@@ -1,4 +1,5 @@
-"""Human self-service: registration, login (session cookie or X-Session-Token), logout.
+"""Human self-service: registration, login (session cookie or X-Session-Token), logout, and the
+human's profile (email and an optional display name, which other members of a shared team see).
 
 Passwords are hashed with argon2id in a thread (never on the event loop) and only the hash
 travels to the workflow; session tokens are random and stored as keyed hashes.
@@ -19,23 +20,30 @@ from api.auth import SESSION_COOKIE, require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
 from infra.repos import identity_reads
-from schemas.errors import Conflict, Unauthorized
+from schemas.errors import Conflict, HumansOnly, NotFound, Unauthorized
 from schemas.identity import (
+    SESSION_HEADER,
     Done,
     HumanIdentity,
     HumanLoginRequest,
+    HumanProfile,
     HumanRegisterRequest,
     HumanRegistration,
     HumanSession,
+    ProfileChange,
+    ProfileUpdateRequest,
     SessionClose,
     SessionOpen,
 )
 from schemas.kernel.crypto import hash_secret, new_secret
+from schemas.principals import Principal
 from workflows.humans import (
     HumanRegistrationWorkflow,
+    ProfileChangeWorkflow,
     SessionCloseWorkflow,
     SessionOpenWorkflow,
     human_registration_workflow_id,
+    profile_change_workflow_id,
     session_close_workflow_id,
     session_open_workflow_id,
 )
@@ -78,11 +86,18 @@ async def register_human(
     await execute(
         request,
         HumanRegistrationWorkflow.run,
-        HumanRegistration(identity_id=identity_id, email=body.email, password_hash=password_hash),
+        HumanRegistration(
+            identity_id=identity_id,
+            email=body.email,
+            password_hash=password_hash,
+            display_name=body.displayName,
+        ),
         workflow_id=human_registration_workflow_id(identity_id),
         on_duplicate=Conflict("This registration is already running"),
     )
-    return HumanIdentity(identityId=identity_id, email=body.email, state="active")
+    return HumanIdentity(
+        identityId=identity_id, email=body.email, state="active", displayName=body.displayName
+    )
 
 
 @endpoint(
@@ -149,7 +164,7 @@ async def logout(request: web.Request, parsed: Parsed) -> web.StreamResponse:
     if principal.credential != "session":
         raise Unauthorized("Logout ends a human session; send the session token")
     token_hash = hash_secret(
-        request.headers.get("X-Session-Token") or request.cookies.get(SESSION_COOKIE, ""),
+        request.headers.get(SESSION_HEADER) or request.cookies.get(SESSION_COOKIE, ""),
         request.app[keys.SETTINGS].secret_bytes,
     )
     session = await identity_reads.open_session(request.app[keys.READ_POOL], token_hash)
@@ -164,3 +179,59 @@ async def logout(request: web.Request, parsed: Parsed) -> web.StreamResponse:
     response = render(Done())
     response.del_cookie(SESSION_COOKIE, path="/")
     return response
+
+
+# --- the profile ----------------------------------------------------------------------------
+
+
+def _human(request: web.Request) -> Principal:
+    """The caller, who must be a person: a profile is a human's (an agent is named by its
+    fingerprint)."""
+    principal = require_principal(request)
+    if principal.subject_type != "human":
+        raise HumansOnly("Only a human has a profile; an agent is named by its fingerprint")
+    return principal
+
+
+async def _profile(request: web.Request, identity_id: uuid.UUID) -> HumanProfile:
+    row = await identity_reads.human_profile(request.app[keys.READ_POOL], identity_id)
+    if row is None:
+        raise NotFound("No human identity has this id")
+    return HumanProfile(identityId=row.id, email=row.email, displayName=row.display_name)
+
+
+@endpoint(
+    routes,
+    "GET",
+    "/self-service/profile",
+    tag=TAG,
+    response=HumanProfile,
+    errors=(HumansOnly,),
+)
+async def get_profile(request: web.Request, parsed: Parsed) -> HumanProfile:
+    """The logged-in human's profile: email and display name."""
+    return await _profile(request, _human(request).identity_id)
+
+
+@endpoint(
+    routes,
+    "PATCH",
+    "/self-service/profile",
+    tag=TAG,
+    body=ProfileUpdateRequest,
+    response=HumanProfile,
+    errors=(HumansOnly, Conflict),
+)
+async def update_profile(
+    request: web.Request, parsed: Parsed[ProfileUpdateRequest]
+) -> HumanProfile:
+    """Set the logged-in human's display name (null clears it)."""
+    identity_id = _human(request).identity_id
+    await execute(
+        request,
+        ProfileChangeWorkflow.run,
+        ProfileChange(identity_id=identity_id, display_name=parsed.body.displayName),
+        workflow_id=profile_change_workflow_id(identity_id),
+        on_duplicate=Conflict("This profile is already being changed"),
+    )
+    return await _profile(request, identity_id)

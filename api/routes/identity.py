@@ -295,6 +295,11 @@ async def whoami(request: web.Request, parsed: Parsed) -> Whoami:
         binding = TeamBinding(keyId=principal.key_id, boundTeamId=principal.bound_team_id)
     elif principal.key_id is not None:
         binding = IdentityBinding(keyId=principal.key_id)
+    names = None
+    if principal.subject_type == "human":
+        names = await identity_reads.human_profile(
+            request.app[keys.READ_POOL], principal.identity_id
+        )
     return Whoami(
         subjectType=principal.subject_type,
         identityId=principal.identity_id,
@@ -303,6 +308,8 @@ async def whoami(request: web.Request, parsed: Parsed) -> Whoami:
         clientId=principal.client_id,
         publicKey=principal.public_key,
         fingerprint=principal.fingerprint,
+        email=names.email if names is not None else None,
+        displayName=names.display_name if names is not None else None,
         scopes=sorted(principal.scopes),
         credentialBinding=binding,
     )

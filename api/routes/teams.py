@@ -105,6 +105,7 @@ async def _acceptances(request: web.Request, team_id: uuid.UUID) -> list[Foundin
             role=seat.role,
             status=seat.status,
             acceptedAt=seat.accepted_at,
+            **seat.names(),
         )
         for seat in await team_reads.founding_seats(read_pool(request), team_id)
     ]

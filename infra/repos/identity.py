@@ -74,16 +74,28 @@ class IdentityRepo:
         traits: dict[str, str],
         password_hash: str,
         email: str | None,
+        display_name: str | None = None,
     ) -> bool:
         """False when the email is taken by another identity."""
         try:
             async with self._pool.acquire() as conn, conn.transaction():
                 await conn.execute(
-                    Q.insert_identity, identity_id, schema_id, traits, password_hash, email
+                    Q.insert_identity,
+                    identity_id,
+                    schema_id,
+                    traits,
+                    password_hash,
+                    email,
+                    display_name,
                 )
                 row = await conn.fetchrow(Q.get_identity, identity_id)
         except asyncpg.UniqueViolationError:
             return False
+        return row is not None
+
+    async def set_display_name(self, identity_id: uuid.UUID, display_name: str | None) -> bool:
+        """False when no human identity has this id."""
+        row = await self._pool.fetchrow(Q.set_display_name, identity_id, display_name)
         return row is not None
 
     async def delete_identity(self, identity_id: uuid.UUID) -> None:

@@ -51,6 +51,18 @@ async def identity_by_email(db: Db, email: str) -> IdentityRow | None:
     return await fetch_one(db, IdentityRow, Q.get_identity_by_email, email)
 
 
+class HumanProfileRow(Row):
+    """A human identity's names."""
+
+    id: UUID
+    email: str
+    display_name: str | None
+
+
+async def human_profile(db: Db, identity_id: UUID) -> HumanProfileRow | None:
+    return await fetch_one(db, HumanProfileRow, Q.get_human_profile, identity_id)
+
+
 async def human_of(db: Db, identity_id: UUID) -> UUID | None:
     """The id of the human an identity belongs to (None before its first session)."""
     row = await db.fetchrow(Q.get_human_by_identity, identity_id)

@@ -25,7 +25,23 @@ class Row(BaseModel):
 RowT = TypeVar("RowT", bound=Row)
 
 
-class GrantTuple(Row):
+class NamedSubjectRow(Row):
+    """A row that names a subject, joined with the `subject_names` view (migration 0022)."""
+
+    fingerprint: str | None = None
+    email: str | None = None
+    display_name: str | None = None
+
+    def names(self) -> dict[str, Any]:
+        """The `schemas.names.SubjectNames` fields of the subject."""
+        return {
+            "fingerprint": self.fingerprint,
+            "email": self.email,
+            "displayName": self.display_name,
+        }
+
+
+class GrantTuple(NamedSubjectRow):
     """A writer or manager tuple of one diary or task: who holds it, since when."""
 
     relation: str
@@ -37,7 +53,7 @@ class GrantTuple(Row):
         """The fields a `Grant` and a `TaskGrant` share (`writers` tuples are writer grants)."""
         role = "writer" if self.relation == "writers" else "manager"
         fields = {"subjectNs": self.subject_ns, "role": role, "createdAt": self.created_at}
-        return {"subjectId": self.subject_id, **fields}
+        return {"subjectId": self.subject_id, **fields, **self.names()}
 
 
 async def fetch_one(db: Db, model: type[RowT], query: str, *args: Any) -> RowT | None:

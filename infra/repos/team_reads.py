@@ -12,7 +12,7 @@ from typing import Literal
 from uuid import UUID
 
 from infra.db import Q
-from infra.repos.rows import Db, Row, fetch_all, fetch_one
+from infra.repos.rows import Db, NamedSubjectRow, Row, fetch_all, fetch_one
 from infra.repos.teams import group_from_row, invite_from_row, project_from_row
 from schemas.teams import Group, GroupMember, Invite, MemberNs, Project, TeamRole, TeamStatus
 
@@ -37,7 +37,7 @@ class TeamState(Row):
     personal: bool
 
 
-class FoundingSeatRow(Row):
+class FoundingSeatRow(NamedSubjectRow):
     subject_id: UUID
     subject_ns: MemberNs
     role: TeamRole
@@ -45,13 +45,17 @@ class FoundingSeatRow(Row):
     accepted_at: datetime | None
 
 
-class MemberRow(Row):
+class MemberRow(NamedSubjectRow):
     """One role tuple of a member (a member holding two roles has two rows)."""
 
     subject_id: UUID
     subject_ns: MemberNs
     relation: str
-    fingerprint: str | None
+
+
+class GroupMemberRow(NamedSubjectRow):
+    subject_id: UUID
+    subject_ns: MemberNs
 
 
 class MembershipRow(Row):
@@ -126,8 +130,11 @@ async def list_groups(db: Db, team_id: UUID) -> list[Group]:
 
 
 async def group_members(db: Db, group_id: UUID) -> list[GroupMember]:
-    rows = await db.fetch(Q.group_members, str(group_id))
-    return [GroupMember(subjectId=row["subject_id"], subjectNs=row["subject_ns"]) for row in rows]
+    rows = await fetch_all(db, GroupMemberRow, Q.group_members, str(group_id))
+    return [
+        GroupMember(subjectId=row.subject_id, subjectNs=row.subject_ns, **row.names())
+        for row in rows
+    ]
 
 
 async def list_projects(db: Db, team_id: UUID) -> list[Project]:

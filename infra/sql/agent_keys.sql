@@ -14,8 +14,9 @@ WHERE k.id = $1
 SELECT k.id, k.actor_id, k.name, k.metadata, k.scopes, k.expires_at, k.created_at,
        k.rotated_at, k.revoked_at, k.revocation_reason, k.revocation_description,
        CASE WHEN k.status = 'active' AND k.expires_at <= now() THEN 'expired' ELSE k.status END
-           AS status
-FROM agent_keys k
+           AS status,
+       a.fingerprint AS agent_fingerprint
+FROM agent_keys k LEFT JOIN agents a ON a.id = k.actor_id
 WHERE k.id = $1
 
 -- name: agent_key_list
@@ -23,7 +24,7 @@ WHERE k.id = $1
 -- $5/$6 the keyset position after which to continue (created_at, id), $7 page size
 SELECT k.id, k.actor_id, k.name, k.metadata, k.scopes, k.expires_at, k.created_at,
        k.rotated_at, k.revoked_at, k.revocation_reason, k.revocation_description,
-       k.effective_status AS status
+       k.effective_status AS status, a.fingerprint AS agent_fingerprint
 FROM (
     SELECT k.*,
            CASE WHEN k.status = 'active' AND k.expires_at <= now() THEN 'expired'
@@ -33,6 +34,7 @@ FROM (
       AND ($2::uuid IS NULL OR k.team_id = $2)
       AND ($3::uuid IS NULL OR k.actor_id = $3)
 ) k
+LEFT JOIN agents a ON a.id = k.actor_id
 WHERE ($4::text IS NULL OR k.effective_status = $4)
   AND ($5::timestamptz IS NULL OR (k.created_at, k.id) < ($5, $6::uuid))
 ORDER BY k.created_at DESC, k.id DESC

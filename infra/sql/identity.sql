@@ -73,9 +73,18 @@ ORDER BY created_at
 SELECT pg_advisory_xact_lock(hashtext('voucher-issuer:' || $1::text))
 
 -- name: insert_identity
-INSERT INTO identities (id, schema_id, traits, password_hash, email)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO identities (id, schema_id, traits, password_hash, email, display_name)
+VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (id) DO NOTHING
+
+-- name: set_display_name
+-- A human's display name ($2; NULL clears it): the identity's email and name as they are now.
+UPDATE identities SET display_name = $2, updated_at = now()
+WHERE id = $1 AND schema_id = 'human'
+RETURNING id, email, display_name
+
+-- name: get_human_profile
+SELECT id, email, display_name FROM identities WHERE id = $1 AND schema_id = 'human'
 
 -- name: delete_identity
 DELETE FROM identities WHERE id = $1

@@ -50,10 +50,14 @@ SELECT (SELECT count(*) FROM tasks
 DELETE FROM diaries WHERE id = $1
 
 -- name: memory_list_grants
-SELECT object_id, relation, subject_ns, subject_id, created_at
-FROM relation_tuples
-WHERE namespace = 'Diary' AND object_id = $1 AND relation IN ('writers', 'managers')
-ORDER BY created_at, subject_id
+-- with each grantee's names (subject_names, migration 0022; none for a group)
+SELECT rt.object_id, rt.relation, rt.subject_ns, rt.subject_id, rt.created_at,
+       n.fingerprint, n.email, n.display_name
+FROM relation_tuples rt
+LEFT JOIN subject_names n ON n.subject_ns = rt.subject_ns
+    AND n.subject_id = CASE WHEN rt.subject_ns IN ('Agent', 'Human') THEN rt.subject_id::uuid END
+WHERE rt.namespace = 'Diary' AND rt.object_id = $1 AND rt.relation IN ('writers', 'managers')
+ORDER BY rt.created_at, rt.subject_id
 
 -- name: memory_chain_head
 -- The CID a new entry of a signed diary chains to: the entry no other entry names as its

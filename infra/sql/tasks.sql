@@ -93,10 +93,14 @@ ORDER BY attempt_n DESC
 LIMIT 1
 
 -- name: task_read_grants
-SELECT relation, subject_ns, subject_id, created_at
-FROM relation_tuples
-WHERE namespace = 'Task' AND object_id = $1 AND relation IN ('writers', 'managers')
-ORDER BY created_at, subject_id
+-- with each grantee's names (subject_names, migration 0022; none for a group)
+SELECT rt.relation, rt.subject_ns, rt.subject_id, rt.created_at,
+       n.fingerprint, n.email, n.display_name
+FROM relation_tuples rt
+LEFT JOIN subject_names n ON n.subject_ns = rt.subject_ns
+    AND n.subject_id = CASE WHEN rt.subject_ns IN ('Agent', 'Human') THEN rt.subject_id::uuid END
+WHERE rt.namespace = 'Task' AND rt.object_id = $1 AND rt.relation IN ('writers', 'managers')
+ORDER BY rt.created_at, rt.subject_id
 
 -- name: task_read_subject_exists
 -- Whether an Agent, a Human or a Group with this id exists ($1 namespace, $2 id).

@@ -64,9 +64,12 @@ WHERE namespace = 'Team' AND object_id = $1::text AND subject_id = $2::text
   AND subject_relation = '' AND relation IN ('owners', 'managers', 'executors', 'members')
 
 -- name: team_members
-SELECT rt.subject_id::uuid AS subject_id, rt.subject_ns, rt.relation, a.fingerprint
+-- with each member's names (subject_names, migration 0022)
+SELECT rt.subject_id::uuid AS subject_id, rt.subject_ns, rt.relation,
+       n.fingerprint, n.email, n.display_name
 FROM relation_tuples rt
-LEFT JOIN agents a ON a.id = CASE WHEN rt.subject_ns = 'Agent' THEN rt.subject_id::uuid END
+LEFT JOIN subject_names n ON n.subject_ns = rt.subject_ns
+    AND n.subject_id = CASE WHEN rt.subject_ns IN ('Agent', 'Human') THEN rt.subject_id::uuid END
 WHERE rt.namespace = 'Team' AND rt.object_id = $1::text AND rt.subject_relation = ''
   AND rt.relation IN ('owners', 'managers', 'executors', 'members')
 ORDER BY rt.created_at, rt.subject_id
@@ -94,12 +97,18 @@ UPDATE founding_acceptances SET status = 'accepted', accepted_at = now()
 WHERE team_id = $1 AND subject_id = $2 AND status = 'pending'
 
 -- name: founding_list
-SELECT subject_id, subject_ns, role, status, accepted_at FROM founding_acceptances
-WHERE team_id = $1 ORDER BY created_at, subject_id
+SELECT f.subject_id, f.subject_ns, f.role, f.status, f.accepted_at,
+       n.fingerprint, n.email, n.display_name
+FROM founding_acceptances f
+LEFT JOIN subject_names n ON n.subject_ns = f.subject_ns AND n.subject_id = f.subject_id
+WHERE f.team_id = $1 ORDER BY f.created_at, f.subject_id
 
 -- name: founding_of
-SELECT subject_id, subject_ns, role, status, accepted_at FROM founding_acceptances
-WHERE team_id = $1 AND subject_id = $2
+SELECT f.subject_id, f.subject_ns, f.role, f.status, f.accepted_at,
+       n.fingerprint, n.email, n.display_name
+FROM founding_acceptances f
+LEFT JOIN subject_names n ON n.subject_ns = f.subject_ns AND n.subject_id = f.subject_id
+WHERE f.team_id = $1 AND f.subject_id = $2
 
 -- name: invite_insert
 INSERT INTO team_invites (id, team_id, code, role, max_uses, created_by, expires_at)
@@ -145,10 +154,13 @@ SELECT id FROM groups WHERE team_id = $1
 DELETE FROM groups WHERE id = $1
 
 -- name: group_members
-SELECT subject_id::uuid AS subject_id, subject_ns FROM relation_tuples
-WHERE namespace = 'Group' AND object_id = $1::text AND relation = 'members'
-  AND subject_relation = '' AND subject_ns IN ('Agent', 'Human')
-ORDER BY created_at, subject_id
+SELECT rt.subject_id::uuid AS subject_id, rt.subject_ns, n.fingerprint, n.email, n.display_name
+FROM relation_tuples rt
+LEFT JOIN subject_names n ON n.subject_ns = rt.subject_ns
+    AND n.subject_id = CASE WHEN rt.subject_ns IN ('Agent', 'Human') THEN rt.subject_id::uuid END
+WHERE rt.namespace = 'Group' AND rt.object_id = $1::text AND rt.relation = 'members'
+  AND rt.subject_relation = '' AND rt.subject_ns IN ('Agent', 'Human')
+ORDER BY rt.created_at, rt.subject_id
 
 -- name: group_memberships_in_team
 -- the Group#members tuples of one subject across a team's groups (dropped when it leaves)

@@ -3,9 +3,15 @@
 -- is pending (the partial unique index `diary_transfers_one_pending`).
 
 -- name: transfer_get
-SELECT id, diary_id, source_team_id, destination_team_id, initiated_by, status, workflow_id,
-       created_at, resolved_at, expires_at
-FROM diary_transfers WHERE id = $1
+-- The reads join the initiator's names (subject_names, migration 0022); an initiator is an
+-- agent or a human, and ids are unique across both.
+SELECT t.id, t.diary_id, t.source_team_id, t.destination_team_id, t.initiated_by, t.status,
+       t.workflow_id, t.created_at, t.resolved_at, t.expires_at,
+       n.fingerprint AS initiator_fingerprint, n.email AS initiator_email,
+       n.display_name AS initiator_display_name
+FROM diary_transfers t
+LEFT JOIN subject_names n ON n.subject_id = t.initiated_by
+WHERE t.id = $1
 
 -- name: transfer_lock
 SELECT id, diary_id, source_team_id, destination_team_id, initiated_by, status, workflow_id,
@@ -14,24 +20,35 @@ FROM diary_transfers WHERE id = $1
 FOR UPDATE
 
 -- name: transfer_pending_of_diary
-SELECT id, diary_id, source_team_id, destination_team_id, initiated_by, status, workflow_id,
-       created_at, resolved_at, expires_at
-FROM diary_transfers WHERE diary_id = $1 AND status = 'pending'
+SELECT t.id, t.diary_id, t.source_team_id, t.destination_team_id, t.initiated_by, t.status,
+       t.workflow_id, t.created_at, t.resolved_at, t.expires_at,
+       n.fingerprint AS initiator_fingerprint, n.email AS initiator_email,
+       n.display_name AS initiator_display_name
+FROM diary_transfers t
+LEFT JOIN subject_names n ON n.subject_id = t.initiated_by
+WHERE t.diary_id = $1 AND t.status = 'pending'
 
 -- name: transfer_list_of_diary
-SELECT id, diary_id, source_team_id, destination_team_id, initiated_by, status, workflow_id,
-       created_at, resolved_at, expires_at
-FROM diary_transfers WHERE diary_id = $1
-ORDER BY created_at DESC, id DESC
+SELECT t.id, t.diary_id, t.source_team_id, t.destination_team_id, t.initiated_by, t.status,
+       t.workflow_id, t.created_at, t.resolved_at, t.expires_at,
+       n.fingerprint AS initiator_fingerprint, n.email AS initiator_email,
+       n.display_name AS initiator_display_name
+FROM diary_transfers t
+LEFT JOIN subject_names n ON n.subject_id = t.initiated_by
+WHERE t.diary_id = $1
+ORDER BY t.created_at DESC, t.id DESC
 
 -- name: transfer_list_pending_to
 -- Pending transfers whose destination is one of the teams $1 (the caller owns them); one past
 -- its deadline is left out even before its workflow marks it expired.
-SELECT id, diary_id, source_team_id, destination_team_id, initiated_by, status, workflow_id,
-       created_at, resolved_at, expires_at
-FROM diary_transfers
-WHERE destination_team_id = ANY($1::uuid[]) AND status = 'pending' AND expires_at > now()
-ORDER BY created_at, id
+SELECT t.id, t.diary_id, t.source_team_id, t.destination_team_id, t.initiated_by, t.status,
+       t.workflow_id, t.created_at, t.resolved_at, t.expires_at,
+       n.fingerprint AS initiator_fingerprint, n.email AS initiator_email,
+       n.display_name AS initiator_display_name
+FROM diary_transfers t
+LEFT JOIN subject_names n ON n.subject_id = t.initiated_by
+WHERE t.destination_team_id = ANY($1::uuid[]) AND t.status = 'pending' AND t.expires_at > now()
+ORDER BY t.created_at, t.id
 
 -- name: transfer_lock_team
 -- Shared lock: the team cannot be archived or deleted while a diary moves into it.

@@ -36,6 +36,7 @@ EXEMPT: dict[str, str] = {
         "SigningKeys",
         "RecoveryRedeem",
         "HumanRegistration",
+        "HumanProfileChange",
         "SessionOpen",
         "SessionClose",
         "TeamCreate",
