@@ -16,6 +16,9 @@ GUARD := tests/openapi-guard
 OPTIC := $(GUARD)/node_modules/.bin/optic
 CONFORMANCE_DIR := tests/mcp-conformance
 CONFORMANCE := $(CONFORMANCE_DIR)/node_modules/.bin/conformance
+# axe-core for the console's browser tests (tests/e2e/console_support.py), pinned the same way
+AXE_DIR := tests/console-axe
+AXE := $(AXE_DIR)/node_modules/axe-core/axe.min.js
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON)"; exit 1; }
@@ -35,7 +38,7 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/cairn dev
 
-test: $(STAMP) $(OPTIC) $(CONFORMANCE)
+test: $(STAMP) $(OPTIC) $(CONFORMANCE) $(AXE)
 	$(BIN)/pytest -q -p no:cacheprovider
 
 # Schemathesis over /openapi.json for longer than `make test` does (examples per operation), then
@@ -73,6 +76,12 @@ $(CONFORMANCE): $(CONFORMANCE_DIR)/package.json $(CONFORMANCE_DIR)/package-lock.
 	cd $(CONFORMANCE_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# axe-core, the accessibility engine the console's browser tests inject into every page.
+$(AXE): $(AXE_DIR)/package.json $(AXE_DIR)/package-lock.json
+	@$(NEED_NPM)
+	cd $(AXE_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+
 # Record the current OpenAPI document as the compatibility baseline (after an additive change,
 # or a breaking one that is coordinated: SPEC 9).
 openapi-snapshot: $(STAMP)
@@ -108,4 +117,5 @@ openapi: $(STAMP)
 	@$(BIN)/cairn openapi
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(GUARD)/node_modules $(CONFORMANCE_DIR)/node_modules
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(GUARD)/node_modules $(CONFORMANCE_DIR)/node_modules \
+		$(AXE_DIR)/node_modules

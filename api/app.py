@@ -19,6 +19,13 @@ from opentelemetry.metrics import MeterProvider
 from temporalio.client import Client
 
 from api import keys
+from api.console import agent_keys as console_agent_keys
+from api.console import diaries as console_diaries
+from api.console import packs as console_packs
+from api.console import pages as console
+from api.console import sharing as console_sharing
+from api.console import tasks as console_tasks
+from api.console import teams as console_teams
 from api.hygiene import Hygiene
 from api.map_cache import MapCache
 from api.metrics import request_metrics
@@ -29,7 +36,6 @@ from api.routes import (
     agent_keys,
     apps,
     connector,
-    console,
     crypto,
     diaries,
     entries,
@@ -114,6 +120,12 @@ def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Applicati
         runtime_profiles,
         apps,
         console,
+        console_teams,
+        console_diaries,
+        console_sharing,
+        console_tasks,
+        console_packs,
+        console_agent_keys,
         a2a,
     ):
         app.router.add_routes(module.routes)

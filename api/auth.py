@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
+from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 from uuid import UUID
 
 from aiohttp import web
@@ -31,6 +34,7 @@ from schemas.errors import (
     AgentKeyMalformed,
     AgentKeyRevoked,
     ConnectorRefused,
+    CrossOriginRefused,
     KeyTeamHeaderRequired,
     KeyTeamMismatch,
     KeyTeamNotAuthorized,
@@ -43,6 +47,8 @@ from schemas.kernel.permissions import Subject
 from schemas.principals import AGENT_SCOPES, Principal
 
 SESSION_COOKIE = "cairn_session"
+SESSION_LIFETIME = timedelta(hours=24)
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 GLOBAL_AUTH_BUCKET = "global_auth"
 GLOBAL_ANON_BUCKET = "global_anon"
 GLOBAL_READ_BUCKET = "global_read"
@@ -61,10 +67,64 @@ async def authenticate(request: web.Request) -> Principal | None:
             return await agent_key_principal(request, token.strip())
         principal: Principal = await request.app[keys.TOKENS].verify(token.strip())
         return principal
-    session_token = request.headers.get(SESSION_HEADER) or request.cookies.get(SESSION_COOKIE)
+    session_token = request.headers.get(SESSION_HEADER)
     if session_token:
         return await human_session(request, session_token)
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if cookie:
+        _refuse_cross_origin(request)
+        return await human_session(request, cookie)
     return None
+
+
+def _refuse_cross_origin(request: web.Request) -> None:
+    """A browser sends the session cookie with whatever page asks; for anything but a read the
+    request's `Origin` (which browsers always send on such requests) must be this service's."""
+    if request.method in SAFE_METHODS:
+        return
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return  # not a browser's request: the cookie was set by hand, no page can forge it
+    own = {origin_of(request.app[keys.SETTINGS].base_url), f"{request.scheme}://{request.host}"}
+    if origin not in own:
+        raise CrossOriginRefused(f"A request from {origin[:100]} may not use this session")
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def cookie_secure(base_url: str) -> bool:
+    """Session cookies are `Secure` everywhere but on loopback (a developer's plain-HTTP
+    `make run`): on any other host the service is reached over TLS."""
+    host = urlsplit(base_url).hostname or ""
+    return not (host == "localhost" or _is_loopback_address(host))
+
+
+def _is_loopback_address(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def set_session_cookie(response: web.StreamResponse, token: str, request: web.Request) -> None:
+    """The human session as a cookie: HttpOnly, SameSite=Lax, Secure off loopback."""
+    response.set_cookie(
+        SESSION_COOKIE,
+        token,
+        httponly=True,
+        samesite="Lax",
+        secure=cookie_secure(request.app[keys.SETTINGS].base_url),
+        max_age=int(SESSION_LIFETIME.total_seconds()),
+        path="/",
+    )
+
+
+def session_token_of(request: web.Request) -> str | None:
+    """The human session a request carries (header or cookie), unverified."""
+    return request.headers.get(SESSION_HEADER) or request.cookies.get(SESSION_COOKIE)
 
 
 async def human_session(request: web.Request, token: str) -> Principal:
@@ -167,7 +227,9 @@ async def authorize(
         await settle_rate(request)
         return None
     principal = None
-    if spec.auth != "none":
+    if spec.auth == "browser":
+        principal = await _browser_principal(request)
+    elif spec.auth != "none":
         principal = await authenticate(request)
         if principal is None and spec.auth == "required":
             raise Unauthorized("This endpoint needs a bearer token or a session")
@@ -182,6 +244,14 @@ async def authorize(
         missing = sorted(set(spec.scopes) - principal.scopes)
         raise MissingScope(f"The credential lacks scope(s): {', '.join(missing)}")
     return principal
+
+
+async def _browser_principal(request: web.Request) -> Principal | None:
+    """A page a person's browser asks for: a stale or logged-out session is no session."""
+    try:
+        return await authenticate(request)
+    except Unauthorized:
+        return None
 
 
 def _rate_key(request: web.Request, principal: Principal | None) -> str:

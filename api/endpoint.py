@@ -75,6 +75,8 @@ def endpoint(
 
             try:
                 await authorize(request, spec)
+                if spec.door:
+                    request[keys.UNREAD] = request.clone()
                 parsed: Parsed[Any, Any, Any] = Parsed(
                     body=await _parse_body(request, spec),
                     query=_parse_query(spec.query, request),
@@ -107,8 +109,9 @@ async def invoke(
     path: Any = None,
     headers: Mapping[str, str] | None = None,
 ) -> Any:
-    """Run a declared route's handler for a call that came through another door (A2A): the same
-    authentication, scopes, rate-limit buckets, models and idempotency as the route itself.
+    """Run a declared route's handler for a call that came through another door (A2A, the
+    console): the same authentication, scopes, rate-limit buckets, models and idempotency as
+    the route itself.
 
     `body`, `query` and `path` are plain JSON values validated by the route's models (a bad one
     is the route's own 400); `headers` are added to the request's (a team header, an
@@ -117,10 +120,10 @@ async def invoke(
     spec = _SPECS[handler]
     merged = CIMultiDict(request.headers)
     merged.update(headers or {})
-    sub = request.clone(method=spec.method, headers=merged)
+    sub = request.get(keys.UNREAD, request).clone(method=spec.method, headers=merged)
     sub[keys.ENDPOINT] = spec
     try:
-        await authorize(sub, spec, counted=True)  # /a2a's own count was the global one
+        await authorize(sub, spec, counted=True)  # the door's own count was the global one
         parsed: Parsed[Any, Any, Any] = Parsed(
             body=_validated(spec.body, body, "body"),
             query=_validated(spec.query, query, "query"),
@@ -200,12 +203,23 @@ async def _parse_body(request: web.Request, spec: EndpointSpec) -> Any:
         return None
     if spec.body_form and request.content_type == "application/x-www-form-urlencoded":
         form = await request.post()
-        return validate_model(spec.body, {k: str(v) for k, v in form.items()}, "body")
+        lists = _list_fields(spec.body)
+        fields = {k: [str(v) for v in form.getall(k)] if k in lists else str(form[k]) for k in form}
+        return validate_model(spec.body, fields, "body")
     if request.content_type not in ("application/json", "") and not request.content_type.endswith(
         "+json"
     ):
         raise UnsupportedMediaType(f"Send the body as application/json, not {request.content_type}")
     return validate_json(spec.body, await request.read() or b"{}")
+
+
+def _list_fields(model: type[BaseModel]) -> frozenset[str]:
+    """A form's fields that repeat (checkboxes of one name): each is a list of its values."""
+    return frozenset(
+        name
+        for name, field in model.model_fields.items()
+        if list in (get_origin(field.annotation), *map(get_origin, get_args(field.annotation)))
+    )
 
 
 def validate_json(model: type[BaseModel], raw: bytes) -> Any:

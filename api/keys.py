@@ -44,6 +44,14 @@ HYGIENE = web.AppKey("hygiene", Hygiene)
 REQUEST_ID = web.RequestKey("request_id", str)
 ENDPOINT = web.RequestKey("endpoint", object)
 PRINCIPAL = web.RequestKey("principal", object)
+# An unread clone of a request whose handler runs other routes after its own body was read
+# (`EndpointSpec.door`: aiohttp clones only unread requests; api.endpoint.invoke)
+UNREAD = web.RequestKey("unread", web.Request)
+# The console: who is logged in (api.console.session.ConsoleUser), their form token, and when
+# the page began (for its Server-Timing)
+CONSOLE_USER = web.RequestKey("console_user", object)
+CSRF_TOKEN = web.RequestKey("csrf_token", str)
+PAGE_STARTED = web.RequestKey("page_started", float)
 # the validated body, query and path (`api.endpoint.Parsed`), for the request's fingerprint
 PARSED = web.RequestKey("parsed", object)
 # the workflow this request starts is named by its Idempotency-Key (`api.idempotency`)

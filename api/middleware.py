@@ -28,7 +28,9 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from api import keys
+from api.console.render import problem_page
 from api.headers import refuse_unstorable_headers
+from api.spec import HTML, EndpointSpec
 from infra.temporal import problem_from_failure
 from schemas import limits
 from schemas.errors import (
@@ -72,11 +74,15 @@ def problem_response(error: DomainError, request: web.Request) -> web.Response:
     problem = error.to_problem(request.app[keys.SETTINGS].base_url)
     problem.instance = request.path
     body = problem.model_dump(mode="json", exclude_none=True)
-    response = web.Response(
-        text=json.dumps(body, ensure_ascii=False),
-        status=problem.status,
-        content_type=PROBLEM_JSON,
-    )
+    spec = request.get(keys.ENDPOINT)
+    if isinstance(spec, EndpointSpec) and spec.raw_response == HTML:
+        response = problem_page(request, error, problem)  # a page's refusal is a page
+    else:
+        response = web.Response(
+            text=json.dumps(body, ensure_ascii=False),
+            status=problem.status,
+            content_type=PROBLEM_JSON,
+        )
     retry_after = body.get("retryAfter")
     if retry_after is not None:
         response.headers["Retry-After"] = str(retry_after)

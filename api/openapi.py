@@ -7,12 +7,14 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from api.auth import SAFE_METHODS
 from api.endpoint import ENDPOINTS, array_parameters
 from api.headers import IDEMPOTENCY_HEADER, TEAM_HEADER
-from api.spec import EndpointSpec
+from api.spec import HTML, EndpointSpec
 from schemas import limits
 from schemas.errors import (
     Conflict,
+    CrossOriginRefused,
     DomainError,
     HeaderFieldsTooLarge,
     InternalError,
@@ -88,6 +90,8 @@ def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
     if spec.auth != "none":
         implied.append(Unauthorized)
         implied.append(ServiceUnavailable)
+    if spec.auth in ("required", "optional", "browser") and spec.method not in SAFE_METHODS:
+        implied.append(CrossOriginRefused)  # a session cookie sent by another origin's page
     if spec.scopes:
         implied.append(MissingScope)
     return list(dict.fromkeys([*implied, *spec.errors]))
@@ -111,6 +115,8 @@ def _responses(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
     for status, when in spec.also:
         responses[str(status)] = {**responses[str(spec.status)], "description": when}
     problem = {"application/problem+json": {"schema": refs[(Problem, "serialization")]}}
+    if spec.raw_response == HTML:  # a page's refusal is a page too (api/console/render.py)
+        problem = {HTML: {"schema": {"type": "string"}}}
     by_status: dict[int, list[str]] = {}
     for error in _errors(spec):
         by_status.setdefault(error.status, []).append(f"`{error.code}`: {error.title}")
@@ -169,6 +175,8 @@ def _operation(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
         operation["security"] = [{"bearer": list(spec.scopes)}, {"session": []}]
     elif spec.auth == "optional":
         operation["security"] = [{}, {"bearer": list(spec.scopes)}, {"session": []}]
+    elif spec.auth == "browser":
+        operation["security"] = [{}, {"session": []}]
     elif spec.auth == "connector":
         operation["security"] = [{"connector": []}]
     else:

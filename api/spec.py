@@ -14,7 +14,11 @@ from pydantic import BaseModel
 from schemas.errors import DomainError
 
 # "connector": the MCP server's back channel (X-Connector-Secret; api.routes.connector)
-AuthMode = Literal["none", "optional", "required", "connector"]
+# A page for a person (the console): its refusals are pages too
+HTML = "text/html"
+# "browser": a person's browser (the console): the session if it is valid, else anonymous (a
+# stale cookie is a logged-out visitor, not a 401); counted in the human's own buckets
+AuthMode = Literal["none", "optional", "required", "connector", "browser"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,9 @@ class EndpointSpec:
     # Honours `Idempotency-Key` (api.idempotency): every POST that creates or decides says so
     idempotent: bool = False
     raw_response: str | None = None
+    # The handler runs other routes on clones of this request (api.endpoint.invoke) after its
+    # own body was read: an unread clone is kept for them (the console's forms)
+    door: bool = False
     # The handler reads the body itself, as a file of this media type (`POST /diaries/import`)
     raw_body: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)

@@ -229,6 +229,24 @@ class VoucherRejected(DomainError):
     title = "The voucher is unknown, redeemed or expired"
 
 
+class CsrfRefused(DomainError):
+    """A console form came without the token the console put in it, or with another session's:
+    the page is stale (reload it) or the request did not come from the console's own form."""
+
+    status = 403
+    code = "csrf-refused"
+    title = "Form token missing or stale"
+
+
+class CrossOriginRefused(DomainError):
+    """A request that changes something, authenticated by the session cookie, came from another
+    origin (its `Origin` header): browsers send the cookie along, so the origin decides."""
+
+    status = 403
+    code = "cross-origin-refused"
+    title = "Cross-origin request refused"
+
+
 class NotFound(DomainError):
     """No such route or resource, or one the caller may not see (a hidden private resource is 404,
     not 403)."""

@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from aiohttp import web
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from api import keys
-from api.auth import SESSION_COOKIE, require_principal
+from api.auth import (
+    SESSION_COOKIE,
+    SESSION_LIFETIME,
+    require_principal,
+    session_token_of,
+    set_session_cookie,
+)
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
 from infra.repos import identity_reads
 from schemas.errors import Conflict, HumansOnly, NotFound, Unauthorized
 from schemas.identity import (
-    SESSION_HEADER,
     Done,
     HumanIdentity,
     HumanLoginRequest,
@@ -50,7 +55,6 @@ from workflows.humans import (
 
 routes = web.RouteTableDef()
 TAG = "humans"
-SESSION_LIFETIME = timedelta(hours=24)
 SESSION_PREFIX = "service_hs_"
 _hasher = PasswordHasher()
 # Verified against when the email is unknown, so both answers take the same time.
@@ -145,15 +149,7 @@ async def login(request: web.Request, parsed: Parsed[HumanLoginRequest]) -> web.
             humanId=opened.human_id,
         )
     )
-    response.set_cookie(
-        SESSION_COOKIE,
-        token,
-        httponly=True,
-        samesite="Lax",
-        secure=request.app[keys.SETTINGS].base_url.startswith("https://"),
-        max_age=int(SESSION_LIFETIME.total_seconds()),
-        path="/",
-    )
+    set_session_cookie(response, token, request)
     return response
 
 
@@ -164,7 +160,7 @@ async def logout(request: web.Request, parsed: Parsed) -> web.StreamResponse:
     if principal.credential != "session":
         raise Unauthorized("Logout ends a human session; send the session token")
     token_hash = hash_secret(
-        request.headers.get(SESSION_HEADER) or request.cookies.get(SESSION_COOKIE, ""),
+        session_token_of(request) or "",
         request.app[keys.SETTINGS].secret_bytes,
     )
     session = await identity_reads.open_session(request.app[keys.READ_POOL], token_hash)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
-from typing import Literal
+from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field
 
 from schemas import limits
 from schemas.base import RequestBody, ResponseBody
@@ -108,19 +108,22 @@ def is_local_path(target: str) -> bool:
     )
 
 
-class ConsoleQuery(RequestBody):
-    next: str | None = Field(
-        default=None,
-        max_length=NEXT_MAX_CHARS,
-        description="where to go after login: a path on this origin only",
-    )
+def _local(value: str) -> str:
+    if not is_local_path(value):
+        raise ValueError("next must be a path on this site, starting with a single /")
+    return value
 
-    @field_validator("next")
-    @classmethod
-    def _local(cls, value: str | None) -> str | None:
-        if value is not None and not is_local_path(value):
-            raise ValueError("next must be a path on this site, starting with a single /")
-        return value
+
+# Where to go after login: a path on this origin only
+NextPath = Annotated[
+    str,
+    Field(max_length=NEXT_MAX_CHARS, description="a path on this origin only"),
+    AfterValidator(_local),
+]
+
+
+class ConsoleQuery(RequestBody):
+    next: NextPath | None = Field(default=None, description="where to go after login")
 
 
 class ConsoleTeamPath(RequestBody):

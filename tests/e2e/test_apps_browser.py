@@ -390,7 +390,7 @@ async def test_the_console_lists_the_humans_teams_and_diaries_and_hosts_the_queu
     await expect(page.get_by_test_id("team-link")).to_have_text(["apps"])
     await expect(page.get_by_test_id("diary-link")).to_have_text(["field notes"])
     await page.screenshot(path=ARTIFACTS / "console-home.png")
-    await page.get_by_test_id("team-link").click()
+    await page.get_by_role("link", name="Task queue of apps").click()
     await page.wait_for_url(f"{stack.base_url}/console/teams/{world.team_id}/tasks")
     app = await console_app(page)
     await expect(app.get_by_test_id("count-all")).to_have_text("all 3")

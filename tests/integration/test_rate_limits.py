@@ -306,6 +306,26 @@ async def test_the_probes_are_never_rate_limited(defaults) -> None:
     assert statuses[-1] == 429 and set(statuses[:-1]) <= {404, 429}
 
 
+async def test_a_logged_in_humans_console_pages_count_in_their_own_buckets(
+    actors, defaults
+) -> None:
+    """A person browsing the console is counted as themself (authenticated reads, 150 a
+    minute), not as their address's anonymous 30."""
+    human: Actor = await actors.human()
+    cookie = {"Cookie": f"cairn_session={human.auth['X-Session-Token']}"}
+    read_limit = str(RATE_LIMITS_PER_MINUTE["global_read"])
+    for _ in range(ANON_LIMIT + 5):
+        async with defaults.get("/console/", headers=cookie, allow_redirects=False) as response:
+            assert response.status == 200, await response.text()
+            assert response.headers["x-ratelimit-limit"] == read_limit
+    # a visitor without the session is the address's: limited as anonymous
+    statuses = []
+    for _ in range(ANON_LIMIT + 1):
+        async with defaults.get("/console/", allow_redirects=False) as response:
+            statuses.append(response.status)
+    assert statuses[-1] == 429
+
+
 # --- leases: large buckets are counted in batches, small ones on every request --------------------
 
 LEASED = f"{RATE_LEASE_MIN_LIMIT}/hour"  # a batched bucket: one place a minute, leases of 6

@@ -1,0 +1,7 @@
+"""The console's tasks pages (issue 24): see api/console/__init__.py."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+routes = web.RouteTableDef()
