@@ -136,7 +136,7 @@ def _print_banner(settings: Settings, args: argparse.Namespace, voucher: str, to
         f"Cairn is ready ({took:.1f} s).",
         f"  API          {api}",
         f"  OpenAPI      {api}/openapi.json",
-        f"  Console      {api}/console/ (humans: log in with a self-service account)",
+        f"  Console      {api}/console/ (humans: sign up or log in there)",
         f"  MCP          {settings.mcp_url} (X-Client-Id + X-Client-Secret, an agent key, "
         "or a human's browser OAuth)",
         f"  Temporal UI  http://127.0.0.1:{args.ui_port}",

@@ -129,3 +129,29 @@ async def test_a_visitor_is_sent_to_log_in_and_back(browser_like) -> None:
     )
     status, _, body = await get(browser_like, headers["Location"])
     assert status == 200 and 'name="next" value="/console/teams/' in body
+
+
+async def test_no_console_form_acts_without_this_browsers_token(stack, actors) -> None:
+    """Every console form (each POST route of the console, walked from the registry) refuses
+    a request without the token of the session that sends it: a 400 (the token is a required
+    field) or 403 (a wrong one), never the action's redirect."""
+    from api.endpoint import ENDPOINTS
+
+    human: Actor = await actors.human()
+    cookie = {"Cookie": f"cairn_session={human.auth['X-Session-Token']}"}
+    forms = [s for s in ENDPOINTS if s.tag == "console" and s.method == "POST"]
+    assert len(forms) >= 4
+    some_id = "00000000-0000-4000-8000-000000000001"
+    async with aiohttp.ClientSession(base_url=stack.base_url) as http:
+        for spec in forms:
+            path = re.sub(r"\{[^}]+\}", some_id, spec.path)
+            for token in ({}, {"csrf": "f" * 64}):
+                async with http.post(
+                    path, data=token, headers=cookie, allow_redirects=False
+                ) as response:
+                    assert response.status in (400, 403), (spec.path, token, response.status)
+            # the token of another browser, fields and all: refused before anything runs
+            _, _, home = await get(http, "/console/")  # an anonymous visitor's token
+            form = {"csrf": token_in(home), "email": "x@example.org", "password": PASSWORD}
+            async with http.post(path, data=form, headers=cookie, allow_redirects=False) as answer:
+                assert answer.status in (400, 403), (spec.path, answer.status)
