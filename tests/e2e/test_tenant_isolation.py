@@ -471,8 +471,9 @@ async def check_rest(who: Principal, w: Built, http: Any, out: Findings) -> None
             status, _ = await rest(who, http, "GET", path)
             out.compare(who, f"diary {diary}", f"GET {path}", expected, status)
         if authenticated:
-            status, _ = await rest(who, http, "GET", f"/diaries/{diary}/entries")
-            out.compare(who, f"diary {diary}", "GET entries", expected, status)
+            for part in ("entries", "hygiene", "export"):
+                status, _ = await rest(who, http, "GET", f"/diaries/{diary}/{part}")
+                out.compare(who, f"diary {diary}", f"GET {part}", expected, status)
     for entry, diary in w.entries.items():
         status, _ = await rest(who, http, "GET", f"/entries/{entry}")
         want = o.diary_status(who, diary) if authenticated else _anonymous_entry(o, diary)
