@@ -10,8 +10,6 @@ made as the logged-in human, so the session cookie never reaches the app's own c
 from __future__ import annotations
 
 import json
-from functools import cache
-from importlib import resources
 from typing import Annotated, Any
 
 from aiohttp import web
@@ -20,7 +18,7 @@ from pydantic import Field, field_validator
 from api import keys
 from api.auth import SESSION_COOKIE, set_session_cookie
 from api.console.kit import ConsoleForm, Outcome, act, attempt, console_route, see_other
-from api.console.render import NOTICES, page, page_headers, static_file, static_names
+from api.console.render import NOTICES, PAGE_POLICY, page, static_file, static_names
 from api.endpoint import Parsed, endpoint
 from api.routes import diaries, humans, teams
 from api.spec import HTML
@@ -28,18 +26,14 @@ from schemas.apps import ConsoleAppPath, ConsoleQuery, ConsoleTeamPath, NextPath
 from schemas.base import RequestBody
 from schemas.errors import ValidationFailed
 from schemas.identity import HumanProfile, HumanSession
-from schemas.memory import DiaryList, DiaryPath
-from schemas.teams import TeamList
+from schemas.memory import Diary, DiaryList, DiaryPath
+from schemas.teams import Team, TeamList
 from schemas.version import VERSION
 
 routes = web.RouteTableDef()
 TAG = "console"
-# An app host page: its inline host script, REST on this origin, the app in a frame.
-HOST_POLICY = (
-    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-    "connect-src 'self'; frame-src 'self'; img-src 'self' data: blob:; form-action 'self'; "
-    "base-uri 'none'; frame-ancestors 'none'"
-)
+# An app host page: a page that frames the app's page of this origin.
+HOST_POLICY = f"{PAGE_POLICY}; frame-src 'self'"
 # An app page: nothing but its own inline code; its data arrives only through the host.
 APP_POLICY = (
     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -157,52 +151,45 @@ async def console_tasks(
 ) -> web.Response:
     """The task queue view of a team, for the logged-in human (else the login page first)."""
     settings = request.app[keys.SETTINGS]
-    return _host(
-        request,
-        {
-            "app": "tasks",
-            "title": "Task queue",
-            "appUrl": "/console/apps/tasks",
-            "toolName": "tasks_app_open",
-            "toolInput": {"team_id": str(parsed.path.teamId)},
-            "temporalUiUrl": settings.temporal_ui_url.rstrip("/"),
-            "temporalNamespace": settings.temporal_namespace,
-            "version": VERSION,
-        },
-    )
+    team: Team = await act(request, teams.get_team, path={"id": str(parsed.path.teamId)})
+    config = {
+        "app": "tasks",
+        "appUrl": "/console/apps/tasks",
+        "toolName": "tasks_app_open",
+        "toolInput": {"team_id": str(team.id)},
+        "temporalUiUrl": settings.temporal_ui_url.rstrip("/"),
+        "temporalNamespace": settings.temporal_namespace,
+        "version": VERSION,
+    }
+    trail = [(team.name, f"/console/teams/{team.id}"), ("Task queue", "")]
+    return _host(request, config, title=f"Task queue · {team.name}", crumbs=trail, team_id=team.id)
 
 
 @console_route(routes, "GET", "/console/diaries/{diaryId}/map", path_params=DiaryPath)
 async def console_map(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> web.Response:
     """A diary's map and hygiene report, for the logged-in human (else the login page first)."""
-    diary = str(parsed.path.diaryId)
-    return _host(
-        request,
-        {
-            "app": "entries-map",
-            "title": "Diary map",
-            "appUrl": "/console/apps/entries-map",
-            "toolName": "entries_map_open",
-            "toolInput": {"diary_id": diary},
-            "prefetch": {"name": "entries_map_points", "arguments": {"diary_id": diary}},
-            "hygieneDiaryId": diary,
-            "version": VERSION,
-        },
-    )
+    diary: Diary = await act(request, diaries.get_diary, path={"diaryId": str(parsed.path.diaryId)})
+    arguments = {"diary_id": str(diary.id)}
+    config = {
+        "app": "entries-map",
+        "appUrl": "/console/apps/entries-map",
+        "toolName": "entries_map_open",
+        "toolInput": arguments,
+        "prefetch": {"name": "entries_map_points", "arguments": arguments},
+        "hygieneDiaryId": str(diary.id),
+        "version": VERSION,
+    }
+    trail = [(diary.name, f"/console/diaries/{diary.id}"), ("Map", "")]
+    return _host(request, config, title=f"Map · {diary.name}", crumbs=trail, diary_id=diary.id)
 
 
-@cache
-def _host_page() -> str:
-    return resources.files("api").joinpath("console/host.html").read_text(encoding="utf-8")
-
-
-def _host(request: web.Request, config: dict[str, Any]) -> web.Response:
-    """An app's host page with its configuration as inline JSON (`<` escaped, so no value can
-    close the script element)."""
+def _host(request: web.Request, config: dict[str, Any], **context: Any) -> web.Response:
+    """An app's host page: its configuration as inline JSON data (`<` escaped, so no value can
+    close the element; it is data, not script, under the page's policy) and host.js."""
     data = json.dumps(config, separators=(",", ":")).replace("<", "\\u003c")
-    headers = {**page_headers(request), "Content-Security-Policy": HOST_POLICY}
-    body = _host_page().replace("{{config}}", data)
-    return web.Response(text=body, content_type=HTML, headers=headers)
+    context.setdefault("team_id", None)
+    context.setdefault("diary_id", None)
+    return page(request, "host.html", policy=HOST_POLICY, config_json=data, **context)
 
 
 @endpoint(

@@ -86,7 +86,14 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def page(request: web.Request, template: str, *, status: int = 200, **context: Any) -> web.Response:
+def page(
+    request: web.Request,
+    template: str,
+    *,
+    status: int = 200,
+    policy: str = PAGE_POLICY,
+    **context: Any,
+) -> web.Response:
     """A page of the console, with the logged-in human (if any), their form token, and what
     a form that just succeeded announces."""
     context.setdefault("notice", NOTICES.get(request.query.get("done", "")))
@@ -100,7 +107,8 @@ def page(request: web.Request, template: str, *, status: int = 200, **context: A
             **context,
         )
     )
-    return web.Response(text=body, status=status, content_type=HTML, headers=page_headers(request))
+    headers = {**page_headers(request), "Content-Security-Policy": policy}
+    return web.Response(text=body, status=status, content_type=HTML, headers=headers)
 
 
 def page_headers(request: web.Request) -> dict[str, str]:

@@ -25,6 +25,7 @@ import pytest
 from actors import Actor, join_team
 from browser_support import ARTIFACTS as BROWSER_ARTIFACTS
 from browser_support import chromium, log_in
+from console_support import audit
 from mcp.client.session import ClientSession
 from mcp_support import TEMPORAL_UI, client_headers, mcp_session, structured
 from playwright.async_api import Browser, Frame, Page, expect
@@ -377,6 +378,7 @@ async def test_the_console_map_shows_the_diarys_hygiene(
     await expect(panel.locator("[data-field=openProposals] b")).to_have_text("0")
     await expect(panel).to_contain_text("unretrieved in 30 days")
     await page.screenshot(path=ARTIFACTS / "console-map-hygiene.png", full_page=True)
+    await audit(page, "diary-map")
     await context.close()
 
 
@@ -400,21 +402,21 @@ async def test_the_console_lists_the_humans_teams_and_diaries_and_hosts_the_queu
     await say(world, world.task_id, f"console {uuid.uuid4().hex[:6]}")
     await expect(app.locator("#messages .message").last).to_contain_text("console ")
     await page.screenshot(path=ARTIFACTS / "console-tasks.png", full_page=True)
+    await audit(page, "task-queue")
     await context.close()
 
 
 async def test_the_console_refuses_an_outsider_the_data(
     stack: Any, actors: Any, world: World, browser: Browser
 ) -> None:
-    """The host page opens for any logged-in human; the data behind it follows the
-    permissions: a human outside the team sees the refusal, not the map."""
+    """The data behind a host page follows the permissions: a human outside the team gets the
+    diary's 404 as a page (the REST refusal, its title and detail), and no app at all."""
     outsider = await actors.human()
     context = await browser.new_context()
     page = await context.new_page()
     await page.goto(f"{stack.base_url}/console/diaries/{world.diary_id}/map")
     await log_in(page, outsider.extra["email"])
-    app = await console_app(page)
-    await expect(app.locator("#error")).to_contain_text("404")
-    await expect(app.locator("#status")).to_have_text("")
-    await expect(page.get_by_label("Diary hygiene")).to_contain_text("hygiene unavailable")
+    await expect(page.get_by_test_id("problem")).to_contain_text("Status 404")
+    await expect(page.locator("h1")).to_have_text("No such diary")
+    assert await page.locator("iframe#app").count() == 0
     await context.close()

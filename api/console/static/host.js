@@ -1,25 +1,8 @@
-<!doctype html>
-<html lang="en">
-<head><meta charset="utf-8"><title>Cairn console</title>
-<style>
-  body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #1d2330; }
-  header { padding: 6px 12px; border-bottom: 1px solid #c9d0dc; }
-  iframe { border: 0; width: 100%; height: calc(100vh - 40px); }
-  #hygiene { color: #4a5468; }
-  #hygiene b { color: #1d2330; font-weight: 600; }
-</style>
-</head>
-<body>
-<header><a href="/console/">Cairn console</a> · <span id="title"></span> <span id="hygiene" aria-label="Diary hygiene" hidden></span></header>
-<iframe id="app" sandbox="allow-scripts allow-downloads allow-popups" title="app"></iframe>
-<script id="config" type="application/json">{{config}}</script>
-<script>
-// The console as an MCP Apps host: it answers the app's JSON-RPC over postMessage, and its
-// `tools/call` requests with REST calls made as the logged-in human (the session cookie stays
-// with this page; the app runs in a sandboxed frame with an opaque origin).
+// The console as an MCP Apps host (the queue and map pages): it answers the app's JSON-RPC over
+// postMessage, and its `tools/call` requests with REST calls made as the logged-in human (the
+// session cookie stays with this page; the app runs in a sandboxed frame with an opaque origin).
+"use strict";
 const config = JSON.parse(document.getElementById("config").textContent);
-document.getElementById("title").textContent = config.title;
-document.title = `Cairn console — ${config.title}`;
 const frame = document.getElementById("app");
 const TEAM = "x-service-team-id";
 
@@ -188,6 +171,3 @@ async function showHygiene(diaryId) {
   panel.hidden = false;
 }
 if (config.hygieneDiaryId) showHygiene(config.hygieneDiaryId);
-</script>
-</body>
-</html>
