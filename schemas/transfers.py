@@ -65,6 +65,12 @@ class DiaryTransfersPath(RequestBody):
     diaryId: UUID
 
 
+class WaitingTransfersQuery(RequestBody):
+    """`GET /transfers`: only the transfers waiting for this team (any member may ask)."""
+
+    teamId: UUID | None = None
+
+
 class TransferPath(RequestBody):
     diaryId: UUID
     transferId: UUID
@@ -80,6 +86,11 @@ class Transfer(ResponseBody):
     initiatedBy: UUID
     initiator: SubjectNames | None = Field(
         default=None, description="The names of `initiatedBy` (an agent or a human)"
+    )
+    diaryName: str | None = Field(default=None, description="The name of the diary that moves")
+    sourceTeamName: str | None = Field(default=None, description="The name of the team it leaves")
+    destinationTeamName: str | None = Field(
+        default=None, description="The name of the team it goes to"
     )
     status: TransferStatus
     createdAt: datetime
@@ -111,6 +122,10 @@ class TransferRecord(Payload):
     initiator_fingerprint: str | None = None
     initiator_email: str | None = None
     initiator_display_name: str | None = None
+    # what moves where, by name, where the read joined them
+    diary_name: str | None = None
+    source_team_name: str | None = None
+    destination_team_name: str | None = None
 
     def view(self) -> Transfer:
         return Transfer(
@@ -120,6 +135,9 @@ class TransferRecord(Payload):
             destinationTeamId=self.destination_team_id,
             initiatedBy=self.initiated_by,
             initiator=self._initiator(),
+            diaryName=self.diary_name,
+            sourceTeamName=self.source_team_name,
+            destinationTeamName=self.destination_team_name,
             status=self.status,
             createdAt=self.created_at,
             resolvedAt=self.resolved_at,

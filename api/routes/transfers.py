@@ -10,7 +10,9 @@
   neither the transfer's teams nor the diary). A transfer that is not pending is 409
   `diary-transfer-already-resolved`, answered before anything is written. Answers 200 with the
   resolved transfer; after an accept the diary belongs to the destination team.
-- `GET /transfers`: the pending transfers the caller may decide (destination teams it owns).
+- `GET /transfers`: the pending transfers the caller may decide (destination teams it owns);
+  `?teamId=` narrows it to the transfers waiting for one team, for any member of that team
+  (404 for others), so a member sees what waits even where only an owner decides.
 - `GET /diaries/{diaryId}/transfers[/{transferId}]`: a diary's transfer history, and one transfer.
 
 Scopes (the spec is silent): proposing and deciding change who holds a diary, so they need
@@ -33,6 +35,7 @@ from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import start_with_update
 from api.idempotency import new_id
+from api.team_access import require_membership
 from infra.repos import memory_reads, team_reads
 from infra.repos.transfers import (
     check_destination,
@@ -62,6 +65,7 @@ from schemas.transfers import (
     TransferList,
     TransferPath,
     TransferRecord,
+    WaitingTransfersQuery,
     already_resolved,
 )
 from workflows.common import DIARY_ID, TEAM_ID
@@ -245,13 +249,23 @@ async def _visible_transfer(request: web.Request, path: TransferPath) -> Transfe
     "GET",
     "/transfers",
     tag=TAG,
+    query=WaitingTransfersQuery,
     response=TransferList,
     scopes=READ_SCOPES,
+    errors=(NotFound,),
 )
-async def list_pending_transfers(request: web.Request, parsed: Parsed) -> TransferList:
-    """The pending transfers into teams the caller owns (the ones it may decide)."""
-    owned = await allowed_ids(request, "Team", "manage")
-    records = await pending_transfers_to(request.app[keys.READ_POOL], sorted(owned))
+async def list_pending_transfers(
+    request: web.Request, parsed: Parsed[None, WaitingTransfersQuery]
+) -> TransferList:
+    """The pending transfers into teams the caller owns (the ones it may decide), or, with
+    `teamId`, those waiting for that team (any member of it)."""
+    team_id = parsed.query.teamId
+    if team_id is None:
+        teams = sorted(await allowed_ids(request, "Team", "manage"))
+    else:
+        await require_membership(request, team_id)
+        teams = [team_id]
+    records = await pending_transfers_to(request.app[keys.READ_POOL], teams)
     return TransferList(items=[record.view() for record in records])
 
 

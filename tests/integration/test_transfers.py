@@ -362,3 +362,42 @@ async def test_the_diary_history_is_for_its_team(
     assert status == 200 and len(history["items"]) == 1
     status, problem = await outsider.call("GET", f"/diaries/{diary['id']}/transfers")
     assert status == 403, problem
+
+
+async def test_transfers_name_the_diary_and_both_teams(
+    giver: Actor, receiver: Actor, destination: str
+) -> None:
+    """The person deciding may not read the diary yet: the views carry what moves where."""
+    diary = await new_diary(giver, "private")
+    source = await personal_team(giver)
+    status, teams = await giver.call("GET", "/teams")
+    assert status == 200, teams
+    source_name = next(team["name"] for team in teams["items"] if team["id"] == source)
+    transfer = await proposed(giver, diary["id"], destination)
+    names = {"diaryName": diary["name"], "sourceTeamName": source_name}
+    names["destinationTeamName"] = "receivers"
+    status, pending = await receiver.call("GET", "/transfers")
+    assert status == 200, pending
+    [listed] = [item for item in pending["items"] if item["id"] == transfer["id"]]
+    assert {key: listed[key] for key in names} == names
+    status, history = await giver.call("GET", f"/diaries/{diary['id']}/transfers")
+    assert status == 200 and {key: history["items"][0][key] for key in names} == names
+    status, one = await receiver.call("GET", f"/diaries/{diary['id']}/transfers/{transfer['id']}")
+    assert status == 200 and {key: one[key] for key in names} == names
+
+
+async def test_a_member_lists_what_waits_for_the_team_but_only_an_owner_decides(
+    giver: Actor, destination: str, destination_manager: Actor, outsider: Actor
+) -> None:
+    diary = await new_diary(giver, "private")
+    transfer = await proposed(giver, diary["id"], destination)
+    status, mine = await destination_manager.call("GET", "/transfers")
+    assert status == 200 and transfer["id"] not in {t["id"] for t in mine["items"]}
+    status, waiting = await destination_manager.call(
+        "GET", "/transfers", params={"teamId": destination}
+    )
+    assert status == 200 and transfer["id"] in {t["id"] for t in waiting["items"]}
+    status, problem = await decide(destination_manager, transfer, "accept")
+    assert status == 403, problem
+    status, problem = await outsider.call("GET", "/transfers", params={"teamId": destination})
+    assert status == 404, problem
