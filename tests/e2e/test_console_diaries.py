@@ -7,7 +7,6 @@ search with the terms marked and nothing injected; axe-core on every page."""
 from __future__ import annotations
 
 import asyncio
-import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -260,7 +259,7 @@ async def test_search_ranks_hits_and_marks_the_terms_without_injecting_markup(
     diary = await _diary(owner, team)
     hostile = "The <script>window.injected = 1</script> lighthouse keeper logs the tide."
     await _entry(owner, diary["id"], content=hostile, title="Keeper's <b>log</b>")
-    await _entry(owner, diary["id"], content="Gulls nest on the breakwater every spring.")
+    await _entry(owner, diary["id"], content="Gulls nest on the breakwater as the tide turns.")
 
     query = "lighthouse <i>tide</i>"
     page = await _open(
@@ -276,7 +275,11 @@ async def test_search_ranks_hits_and_marks_the_terms_without_injecting_markup(
     marks = hits.first.locator("mark")
     assert {text.casefold() for text in await marks.all_inner_texts()} >= {"lighthouse", "tide"}
     await expect(hits.first.get_by_test_id("excerpt")).to_contain_text("<script>")
-    await expect(hits.first.get_by_test_id("score")).to_have_text(re.compile(r"^score \d+\.\d{3}$"))
+    await expect(hits).to_have_count(2)
+    scores = [
+        float(text.split()[1]) for text in await page.get_by_test_id("score").all_inner_texts()
+    ]
+    assert scores == sorted(scores, reverse=True) and scores[0] > scores[1]  # best first
     await expect(page.locator("main script, main b, main i")).to_have_count(0)
     assert await page.evaluate("window.injected === undefined")
     await expect(page.locator("#search-q")).to_have_value(query)
