@@ -70,7 +70,10 @@ class EntryForm(ConsoleForm):
     ]
     tags: Annotated[str | None, Field(default=None, max_length=TAGS_FIELD_MAX_CHARS)]
     entryType: EntryType = "semantic"
-    importance: int | None = None
+    # any whole number: the API says which are allowed, beside the form
+    importance: Annotated[
+        int | None, Field(default=None, ge=-limits.SQL_INT_MAX, le=limits.SQL_INT_MAX)
+    ]
 
     def tag_list(self) -> list[str]:
         return [tag.strip() for tag in (self.tags or "").split(",") if tag.strip()]
@@ -93,7 +96,7 @@ class SearchPageQuery(PageQuery):
 
 
 @console_route(routes, "GET", "/console/teams/{teamId}/diaries", path_params=ConsoleTeamPath)
-async def team_diaries(
+async def console_team_diaries(
     request: web.Request, parsed: Parsed[None, None, ConsoleTeamPath]
 ) -> web.Response:
     """A team's diaries (name, visibility, signed), and a form for a new one."""
@@ -103,7 +106,7 @@ async def team_diaries(
 @console_route(
     routes, "POST", "/console/teams/{teamId}/diaries", path_params=ConsoleTeamPath, body=DiaryForm
 )
-async def create_diary(
+async def console_create_diary(
     request: web.Request, parsed: Parsed[DiaryForm, None, ConsoleTeamPath]
 ) -> web.Response:
     """Create a diary in the team, then on to its page."""
@@ -141,7 +144,7 @@ async def _team_page(
 @console_route(
     routes, "GET", "/console/diaries/{diaryId}", path_params=DiaryPath, query=DiaryPageQuery
 )
-async def diary_page(
+async def console_diary(
     request: web.Request, parsed: Parsed[None, DiaryPageQuery, DiaryPath]
 ) -> web.Response:
     """A diary's entries, newest first, `PAGE_SIZE` at a time (*Older* / *Newer*)."""
@@ -183,7 +186,9 @@ async def _team_name(request: web.Request, team_id: UUID) -> str | None:
 
 
 @console_route(routes, "GET", "/console/entries/{entryId}", path_params=EntryPath)
-async def entry_page(request: web.Request, parsed: Parsed[None, None, EntryPath]) -> web.Response:
+async def console_entry(
+    request: web.Request, parsed: Parsed[None, None, EntryPath]
+) -> web.Response:
     """An entry: its content, CID, relations (by title) and its signature check."""
     entry: Entry = await act(request, entries.get_entry, path={"entryId": str(parsed.path.entryId)})
     diary = await _diary(request, entry.diaryId)
@@ -219,7 +224,9 @@ async def _verification(request: web.Request, entry: Entry) -> EntryVerification
 
 
 @console_route(routes, "GET", "/console/diaries/{diaryId}/entries/new", path_params=DiaryPath)
-async def new_entry(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> web.Response:
+async def console_new_entry(
+    request: web.Request, parsed: Parsed[None, None, DiaryPath]
+) -> web.Response:
     """The form for a new entry of the diary."""
     diary = await _diary(request, parsed.path.diaryId)
     return _write_page(request, diary, None, {})
@@ -228,7 +235,7 @@ async def new_entry(request: web.Request, parsed: Parsed[None, None, DiaryPath])
 @console_route(
     routes, "POST", "/console/diaries/{diaryId}/entries/new", path_params=DiaryPath, body=EntryForm
 )
-async def write_entry(
+async def console_write_entry(
     request: web.Request, parsed: Parsed[EntryForm, None, DiaryPath]
 ) -> web.Response:
     """Write the entry; an exact duplicate of one the diary holds is named instead."""
@@ -254,7 +261,9 @@ async def write_entry(
 
 
 @console_route(routes, "GET", "/console/entries/{entryId}/edit", path_params=EntryPath)
-async def edit_entry(request: web.Request, parsed: Parsed[None, None, EntryPath]) -> web.Response:
+async def console_edit_entry(
+    request: web.Request, parsed: Parsed[None, None, EntryPath]
+) -> web.Response:
     """The form to change an entry, filled with what it holds."""
     entry: Entry = await act(request, entries.get_entry, path={"entryId": str(parsed.path.entryId)})
     diary = await _diary(request, entry.diaryId)
@@ -264,7 +273,7 @@ async def edit_entry(request: web.Request, parsed: Parsed[None, None, EntryPath]
 @console_route(
     routes, "POST", "/console/entries/{entryId}/edit", path_params=EntryPath, body=EntryForm
 )
-async def save_entry(
+async def console_save_entry(
     request: web.Request, parsed: Parsed[EntryForm, None, EntryPath]
 ) -> web.Response:
     """Save the changed entry (a signed one is refused by the API: immutable)."""
@@ -339,7 +348,7 @@ def _write_page(
     path_params=DiaryPath,
     query=SearchPageQuery,
 )
-async def search_page(
+async def console_search(
     request: web.Request, parsed: Parsed[None, SearchPageQuery, DiaryPath]
 ) -> web.Response:
     """Hybrid search in the diary: hits best first, with their score and the terms marked."""

@@ -45,6 +45,16 @@ async def _diary(owner: Actor, team: str, visibility: str = "private") -> dict[s
     return dict(diary)
 
 
+async def _harbour(
+    actors: Any, *roles: str, visibility: str = "private"
+) -> tuple[Actor, list[Actor], str, dict[str, Any]]:
+    """An agent owning a team and a diary in it, and a human member per role."""
+    owner: Actor = await actors.agent()
+    people: list[Actor] = [await actors.human() for _ in roles]
+    team = await _team(owner, *zip(people, roles, strict=True))
+    return owner, people, team, await _diary(owner, team, visibility)
+
+
 async def _entry(writer: Actor, diary_id: str, **body: Any) -> dict[str, Any]:
     status, entry = await writer.call("POST", f"/diaries/{diary_id}/entries", json=body)
     assert status == 201, entry
@@ -74,11 +84,9 @@ async def _open(browser: Browser, base_url: str, human: Actor, path: str) -> Pag
 async def test_a_manager_creates_a_diary_and_a_member_is_refused_beside_the_form(
     stack: Any, actors: Any, browser: Browser
 ) -> None:
-    owner: Actor = await actors.agent()
-    manager: Actor = await actors.human()
-    member: Actor = await actors.human()
-    team = await _team(owner, (manager, "manager"), (member, "member"))
-    existing = await _diary(owner, team, "moltnet")
+    owner, (manager, member), team, existing = await _harbour(
+        actors, "manager", "member", visibility="moltnet"
+    )
 
     page = await _open(browser, stack.base_url, manager, f"/console/teams/{team}/diaries")
     row = page.get_by_test_id("diary-row").filter(has_text=existing["name"])
@@ -111,10 +119,7 @@ async def test_a_manager_creates_a_diary_and_a_member_is_refused_beside_the_form
 async def test_a_diary_lists_entries_newest_first_by_page_and_an_entry_shows_its_checks(
     stack: Any, actors: Any, browser: Browser
 ) -> None:
-    owner: Actor = await actors.agent()
-    manager: Actor = await actors.human()
-    team = await _team(owner, (manager, "manager"))
-    diary = await _diary(owner, team)
+    owner, (manager,), _, diary = await _harbour(actors, "manager")
     gate = asyncio.Semaphore(6)
 
     async def filler(n: int) -> None:
@@ -188,12 +193,8 @@ async def test_a_diary_lists_entries_newest_first_by_page_and_an_entry_shows_its
 async def test_a_writer_writes_and_edits_and_a_reader_is_refused(
     stack: Any, actors: Any, browser: Browser
 ) -> None:
-    owner: Actor = await actors.agent()
-    manager: Actor = await actors.human()
-    member: Actor = await actors.human()
+    owner, (manager, member), _, diary = await _harbour(actors, "manager", "member")
     outsider: Actor = await actors.human()
-    team = await _team(owner, (manager, "manager"), (member, "member"))
-    diary = await _diary(owner, team)
     diary_url = f"/console/diaries/{diary['id']}"
 
     page = await _open(browser, stack.base_url, manager, diary_url)
@@ -253,10 +254,7 @@ async def test_a_writer_writes_and_edits_and_a_reader_is_refused(
 async def test_search_ranks_hits_and_marks_the_terms_without_injecting_markup(
     stack: Any, actors: Any, browser: Browser
 ) -> None:
-    owner: Actor = await actors.agent()
-    manager: Actor = await actors.human()
-    team = await _team(owner, (manager, "manager"))
-    diary = await _diary(owner, team)
+    owner, (manager,), _, diary = await _harbour(actors, "manager")
     hostile = "The <script>window.injected = 1</script> lighthouse keeper logs the tide."
     await _entry(owner, diary["id"], content=hostile, title="Keeper's <b>log</b>")
     await _entry(owner, diary["id"], content="Gulls nest on the breakwater as the tide turns.")
