@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from types import UnionType
 from typing import Annotated, Any, Generic, Union, get_args, get_origin, get_type_hints
@@ -108,6 +108,7 @@ async def invoke(
     query: Any = None,
     path: Any = None,
     headers: Mapping[str, str] | None = None,
+    answer_headers: MutableMapping[str, str] | None = None,
 ) -> Any:
     """Run a declared route's handler for a call that came through another door (A2A, the
     console): the same authentication, scopes, rate-limit buckets, models and idempotency as
@@ -115,7 +116,8 @@ async def invoke(
 
     `body`, `query` and `path` are plain JSON values validated by the route's models (a bad one
     is the route's own 400); `headers` are added to the request's (a team header, an
-    `Idempotency-Key`). Answers the handler's result, a rendered response read back as its model.
+    `Idempotency-Key`). Answers the handler's result, a rendered response read back as its model
+    (its headers, such as `Cairn-Duplicate-Of`, copied into `answer_headers` when given).
     """
     spec = _SPECS[handler]
     merged = CIMultiDict(request.headers)
@@ -140,6 +142,8 @@ async def invoke(
         raise
     if isinstance(result, web.Response) and spec.response is not None:
         assert isinstance(result.body, bytes)
+        if answer_headers is not None:
+            answer_headers.update(result.headers)
         return spec.response.model_validate_json(result.body)
     return result
 

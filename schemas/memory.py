@@ -36,6 +36,7 @@ RelationStatus = Literal["proposed", "accepted", "rejected"]
 GranteeNs = Literal["Agent", "Human", "Group"]
 GrantRole = Literal["writer", "manager"]
 CreatorNs = Literal["Agent", "Human"]
+DiaryChange = Literal["write", "manage"]  # the Diary permissions beyond reading
 
 # The Diary relation each grant role writes (permission model, SPEC 5).
 GRANT_RELATIONS: Mapping[str, str] = {"writer": "writers", "manager": "managers"}
@@ -96,6 +97,11 @@ class Diary(ResponseBody):
     createdBy: UUID
     createdAt: datetime
     updatedAt: datetime
+    yourPermissions: list[DiaryChange] | None = Field(
+        default=None,
+        description="`GET /diaries/{diaryId}` only: which changes the caller may make (`write`: "
+        "entries; `manage`: the diary and its grants); absent for an anonymous caller",
+    )
 
 
 class DiaryList(ResponseBody):
@@ -357,6 +363,8 @@ class Relation(ResponseBody):
     status: RelationStatus
     sourceCidSnapshot: str
     targetCidSnapshot: str
+    sourceTitle: str | None = Field(default=None, description="The source entry's title")
+    targetTitle: str | None = Field(default=None, description="The target entry's title")
     workflowId: str | None = None
     confidence: float | None = None
     similarity: float | None = None
@@ -379,6 +387,8 @@ def relation_from_row(row: Mapping[str, Any]) -> Relation:
         status=row["status"],
         sourceCidSnapshot=row["source_cid_snapshot"],
         targetCidSnapshot=row["target_cid_snapshot"],
+        sourceTitle=row["source_title"],
+        targetTitle=row["target_title"],
         workflowId=row["workflow_id"],
         confidence=metadata.get("confidence"),
         similarity=metadata.get("similarity"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from typing import get_args
 from uuid import UUID
 
 import asyncpg
@@ -20,7 +21,7 @@ from temporalio.common import SearchAttributePair
 
 from api import keys
 from api.access import allowed, allowed_ids, changeable_diary, load_diary, readable_diary, require
-from api.auth import require_principal
+from api.auth import optional_principal, require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
 from api.headers import require_team_header, team_header
@@ -49,6 +50,7 @@ from schemas.kernel.crypto import parse_public_key, signing_payload, verify_sign
 from schemas.kernel.diary_car import CAR_MEDIA_TYPE, ArchiveRejected, encode_archive, read_archive
 from schemas.memory import (
     Diary,
+    DiaryChange,
     DiaryCreateInput,
     DiaryCreateRequest,
     DiaryEntryPath,
@@ -176,8 +178,13 @@ async def list_diaries(request: web.Request, parsed: Parsed) -> DiaryList:
     errors=(NotFound, Unauthorized),
 )
 async def get_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Diary:
-    """One diary, by its visibility rule."""
-    return await readable_diary(request, parsed.path.diaryId)
+    """One diary, by its visibility rule, with the changes the caller may make."""
+    diary = await readable_diary(request, parsed.path.diaryId)
+    if optional_principal(request) is None:
+        return diary
+    changes: tuple[DiaryChange, ...] = get_args(DiaryChange)
+    may = [change for change in changes if await allowed(request, "Diary", diary.id, change)]
+    return diary.model_copy(update={"yourPermissions": may})
 
 
 @endpoint(

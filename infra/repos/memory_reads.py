@@ -124,9 +124,9 @@ async def list_entries(
 ) -> tuple[list[Entry], int]:
     """One page of the diary's entries, newest first, and how many match in all."""
     rows = await db.fetch(Q.memory_list_entries, *where.args(), limit, offset)
-    total: int = (
-        rows[0]["total"] if rows else await db.fetchval(Q.memory_count_entries, *where.args())
-    )
+    if offset == 0 and len(rows) < limit:
+        return [entry_from_row(row) for row in rows], len(rows)  # all of them: nothing to count
+    total: int = await db.fetchval(Q.memory_count_entries, *where.args())
     return [entry_from_row(row) for row in rows], total
 
 

@@ -173,12 +173,14 @@ WHERE e.id = ANY($1::uuid[])
 
 -- name: memory_list_entries
 -- $5 = as of (NULL: now): the entries created by then, superseded as they were then.
+-- No count here: a window count would read (and compute) every matching row for each page;
+-- memory_count_entries counts from the (diary_id, created_at, id) index instead.
 SELECT id, diary_id, title, content, tags, importance, entry_type, injection_risk,
        injection_threats, cid, prev_cid, signing_request_id, content_signature,
        CASE WHEN $5::timestamptz IS NULL THEN superseded_by
             ELSE superseded_by_as_of(id, $5::timestamptz) END AS superseded_by,
        embedding IS NOT NULL AS has_embedding, access_count, last_accessed_at, created_by,
-       created_at, updated_at, count(*) OVER () AS total
+       created_at, updated_at
 FROM diary_entries
 WHERE diary_id = $1
   AND ($2::text[] IS NULL OR tags @> $2)
@@ -247,20 +249,25 @@ SELECT id FROM entry_relations WHERE source_id = $1 AND target_id = $2 AND relat
 -- name: memory_get_relation
 SELECT r.id, r.source_id, r.target_id, r.relation, r.status, r.source_cid_snapshot,
        r.target_cid_snapshot, r.workflow_id, r.metadata, r.created_at, r.updated_at,
-       s.diary_id
+       s.diary_id, s.title AS source_title, t.title AS target_title
 FROM entry_relations r
 JOIN diary_entries s ON s.id = r.source_id
+JOIN diary_entries t ON t.id = r.target_id
 WHERE r.id = $1
 
 -- name: memory_list_relations
-SELECT id, source_id, target_id, relation, status, source_cid_snapshot, target_cid_snapshot,
-       workflow_id, metadata, created_at, updated_at, count(*) OVER () AS total
-FROM entry_relations
-WHERE (($2 IN ('as_source', 'both') AND source_id = $1)
-       OR ($2 IN ('as_target', 'both') AND target_id = $1))
-  AND ($3::text IS NULL OR relation = $3)
-  AND ($4::text IS NULL OR status = $4)
-ORDER BY created_at, id
+-- Both ends' titles come with each relation (one page of the console names them all).
+SELECT r.id, r.source_id, r.target_id, r.relation, r.status, r.source_cid_snapshot,
+       r.target_cid_snapshot, r.workflow_id, r.metadata, r.created_at, r.updated_at,
+       s.title AS source_title, t.title AS target_title, count(*) OVER () AS total
+FROM entry_relations r
+JOIN diary_entries s ON s.id = r.source_id
+JOIN diary_entries t ON t.id = r.target_id
+WHERE (($2 IN ('as_source', 'both') AND r.source_id = $1)
+       OR ($2 IN ('as_target', 'both') AND r.target_id = $1))
+  AND ($3::text IS NULL OR r.relation = $3)
+  AND ($4::text IS NULL OR r.status = $4)
+ORDER BY r.created_at, r.id
 LIMIT $5 OFFSET $6
 
 -- name: memory_update_relation_status

@@ -88,6 +88,7 @@ async def test_public_diary_is_readable_without_credentials(actors, api_http) ->
     diary = await new_diary(await actors.agent(), "public")
     status, body = await anonymous(api_http, "GET", f"/diaries/{diary['id']}")
     assert status == 200 and body["id"] == diary["id"]
+    assert body.get("yourPermissions") is None  # nobody asked
 
 
 async def test_moltnet_diary_needs_any_credential(actors, api_http) -> None:
@@ -97,6 +98,7 @@ async def test_moltnet_diary_needs_any_credential(actors, api_http) -> None:
     for reader in (await actors.agent(), await actors.human()):
         status, body = await reader.call("GET", f"/diaries/{diary['id']}")
         assert status == 200 and body["id"] == diary["id"]
+        assert body["yourPermissions"] == []  # reads it, may change nothing
 
 
 async def test_private_diary_is_404_for_outsiders_and_anonymous(actors, api_http) -> None:
@@ -199,6 +201,10 @@ async def test_writer_grant_lets_an_agent_read_and_write_but_not_manage(actors) 
     assert status == 201 and body["role"] == "writer", body
     status, entry = await writer.call("POST", f"{path}/entries", json={"content": "hello"})
     assert status == 201, entry
+    status, seen = await writer.call("GET", path)
+    assert status == 200 and seen["yourPermissions"] == ["write"]
+    status, seen = await owner.call("GET", path)
+    assert status == 200 and seen["yourPermissions"] == ["write", "manage"]
     status, problem = await writer.call("PATCH", path, json={"name": "taken"})
     assert status == 403, problem
     status, problem = await writer.call("POST", f"{path}/grants", json=grant)

@@ -161,6 +161,10 @@ async def test_list_filters_and_pages(owner) -> None:
     assert page["items"][0]["content"] == "reflective"  # newest first
     status, page = await owner.call("GET", path, params={"limit": "2", "offset": "5"})
     assert len(page["items"]) == 1 and page["total"] == 6
+    status, page = await owner.call("GET", path, params={"offset": "9"})
+    assert page["items"] == [] and page["total"] == 6  # past the end, still counted
+    status, page = await owner.call("GET", path, params={"limit": "6"})
+    assert len(page["items"]) == 6 and page["total"] == 6  # a full first page is counted
     status, page = await owner.call("GET", path, params={"tags": "even,all"})
     assert page["total"] == 3
     status, page = await owner.call("GET", path, params={"tags": "all", "excludeTags": "even"})
@@ -287,6 +291,18 @@ async def test_relations_snapshot_cids_and_supersedes_marks_the_target(owner, db
         "GET", f"/entries/{old['id']}/relations", params={"direction": "as_target"}
     )
     assert [r["id"] for r in listed["items"]] == [relation["id"]] and listed["total"] == 1
+    assert listed["items"][0].get("sourceTitle") is None  # untitled entries: no title to name
+    titled = await new_entry(
+        owner, diary["id"], content="Lunch is served at noon on the top floor."
+    )
+    status, _ = await owner.call("PATCH", f"/entries/{titled['id']}", json={"title": "Runbook"})
+    body = {"targetId": old["id"], "relation": "references"}
+    status, named = await owner.call("POST", f"/entries/{titled['id']}/relations", json=body)
+    assert status == 201 and named["sourceTitle"] == "Runbook", named
+    status, listed = await owner.call("GET", f"/entries/{old['id']}/relations")
+    titles = {r["relation"]: (r.get("sourceTitle"), r.get("targetTitle")) for r in listed["items"]}
+    assert titles["references"] == ("Runbook", None)
+    status, _ = await owner.call("DELETE", f"/relations/{named['id']}")
     status, listed = await owner.call(
         "GET", f"/entries/{old['id']}/relations", params={"direction": "as_source"}
     )
