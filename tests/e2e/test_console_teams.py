@@ -198,7 +198,9 @@ async def test_an_owner_changes_roles_removes_members_and_cannot_demote_the_last
     await audit(page, "team")
 
     agent_row = members.filter(has_text=agent.fingerprint)
-    await agent_row.get_by_label(f"Role of agent {agent.fingerprint}", exact=True).select_option("executor")
+    await agent_row.get_by_label(f"Role of agent {agent.fingerprint}", exact=True).select_option(
+        "executor"
+    )
     await agent_row.get_by_role("button", name="Save").click()
     await expect(page.get_by_test_id("notice")).to_have_text("The role is changed.")
     await expect(members.filter(has_text=agent.fingerprint)).to_contain_text("executor")
