@@ -126,9 +126,11 @@ class RoleForm(ConsoleForm):
 
 
 class InviteForm(ConsoleForm):
+    """Its numbers bounded above by the limits the API checks (which still decides)."""
+
     role: InviteRole = "member"
-    maxUses: int | None = None
-    expiresInHours: int | None = None
+    maxUses: int | None = Field(default=None, le=limits.TEAM_INVITE_MAX_USES_MAX)
+    expiresInHours: int | None = Field(default=None, le=limits.TEAM_INVITE_TTL_HOURS_MAX)
 
 
 class GroupForm(ConsoleForm):
