@@ -32,7 +32,8 @@ Email = Annotated[
         strip_whitespace=True,
     ),
 ]
-Fingerprint = Annotated[str, StringConstraints(pattern=r"^[A-Fa-f0-9]{4}(-[A-Fa-f0-9]{4}){3}$")]
+FINGERPRINT_PATTERN: Final = r"^[A-Fa-f0-9]{4}(-[A-Fa-f0-9]{4}){3}$"
+Fingerprint = Annotated[str, StringConstraints(pattern=FINGERPRINT_PATTERN)]
 
 
 def _raw_key_check(value: str) -> str:

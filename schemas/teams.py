@@ -22,6 +22,7 @@ TeamRole = Literal["owner", "manager", "executor", "member"]
 InviteRole = Literal["manager", "executor", "member"]
 MemberNs = Literal["Agent", "Human"]
 FoundingOutcome = Literal["active", "archived"]
+AcceptanceStatus = Literal["pending", "accepted"]
 
 ROLE_RELATIONS: Final[dict[str, str]] = {
     "owner": "owners",
@@ -127,7 +128,7 @@ class FoundingAcceptanceView(SubjectNames):
     subjectId: UUID
     subjectNs: MemberNs
     role: TeamRole
-    status: Literal["pending", "accepted"]
+    status: AcceptanceStatus
     acceptedAt: datetime | None = None
 
 
@@ -151,6 +152,10 @@ class TeamSummary(ResponseBody):
     personal: bool
     status: TeamStatus
     role: TeamRole
+    foundingAcceptance: AcceptanceStatus | None = Field(
+        default=None,
+        description="The caller's own founding acceptance, on a team that is not active",
+    )
 
 
 class TeamList(ResponseBody):

@@ -17,6 +17,7 @@ from pydantic import Field, field_validator
 
 from api import keys
 from api.auth import SESSION_COOKIE, set_session_cookie
+from api.console import teams as team_pages
 from api.console.kit import ConsoleForm, Outcome, act, attempt, console_route, see_other
 from api.console.render import NOTICES, PAGE_POLICY, page, static_file, static_names
 from api.endpoint import Parsed, endpoint
@@ -83,7 +84,12 @@ async def console_home(request: web.Request, parsed: Parsed[None, ConsoleQuery])
     diary_list: DiaryList = await act(request, diaries.list_diaries)
     names = {team.id: team.name for team in team_list.items}
     return page(
-        request, "home.html", teams=team_list.items, diaries=diary_list.items, team_names=names
+        request,
+        "home.html",
+        teams=team_list.items,
+        diaries=diary_list.items,
+        team_names=names,
+        **team_pages.home_parts(team_list),
     )
 
 

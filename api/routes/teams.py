@@ -116,23 +116,26 @@ async def _acceptances(request: web.Request, team_id: uuid.UUID) -> list[Foundin
 
 @endpoint(routes, "GET", "/teams", tag=TAG, response=TeamList)
 async def list_teams(request: web.Request, parsed: Parsed) -> TeamList:
-    """Teams the caller belongs to, and teams it was asked to found (status founding/archived)."""
+    """Teams the caller belongs to, and teams it was asked to found (status founding/archived,
+    with the caller's own `foundingAcceptance`)."""
     principal = require_principal(request)
     rows = await team_reads.memberships(
         read_pool(request), principal.subject_ns, principal.subject_id, principal.confined_team_id
     )
     roles: dict[uuid.UUID, list[TeamRole]] = {}
-    seats: dict[uuid.UUID, TeamRole] = {}
+    seats: dict[uuid.UUID, MembershipRow] = {}
     teams: dict[uuid.UUID, MembershipRow] = {}
     for row in rows:
         teams.setdefault(row.id, row)
         if row.relation is not None:
             roles.setdefault(row.id, []).append(RELATION_ROLES[row.relation])
         elif row.founding_role is not None:
-            seats[row.id] = row.founding_role
+            seats[row.id] = row
     items = []
     for team_id, row in teams.items():
-        role = strongest(roles.get(team_id, [])) or seats[team_id]
+        seat = seats.get(team_id)
+        role = strongest(roles.get(team_id, [])) or (seat.founding_role if seat else None)
+        assert role is not None
         items.append(
             TeamSummary(
                 id=team_id,
@@ -140,6 +143,7 @@ async def list_teams(request: web.Request, parsed: Parsed) -> TeamList:
                 personal=row.personal,
                 status=row.status,
                 role=role,
+                foundingAcceptance=seat.founding_status if seat else None,
             )
         )
     return TeamList(items=items)

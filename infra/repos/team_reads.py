@@ -8,13 +8,21 @@ where it does not.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 from uuid import UUID
 
 from infra.db import Q
 from infra.repos.rows import Db, NamedSubjectRow, Row, fetch_all, fetch_one
 from infra.repos.teams import group_from_row, invite_from_row, project_from_row
-from schemas.teams import Group, GroupMember, Invite, MemberNs, Project, TeamRole, TeamStatus
+from schemas.teams import (
+    AcceptanceStatus,
+    Group,
+    GroupMember,
+    Invite,
+    MemberNs,
+    Project,
+    TeamRole,
+    TeamStatus,
+)
 
 
 class TeamRow(Row):
@@ -41,7 +49,7 @@ class FoundingSeatRow(NamedSubjectRow):
     subject_id: UUID
     subject_ns: MemberNs
     role: TeamRole
-    status: Literal["pending", "accepted"]
+    status: AcceptanceStatus
     accepted_at: datetime | None
 
 
@@ -68,6 +76,7 @@ class MembershipRow(Row):
     created_at: datetime
     relation: str | None
     founding_role: TeamRole | None
+    founding_status: AcceptanceStatus | None
 
 
 async def get_team(db: Db, team_id: UUID) -> TeamRow | None:

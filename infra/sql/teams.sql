@@ -43,14 +43,15 @@ SELECT (SELECT count(*) FROM tasks WHERE team_id = $1) AS task,
 -- teams where the subject holds a role tuple, and teams it was asked to found that never
 -- became active (so a co-founder can find the team to accept, and see that it was archived);
 -- $3, when set, is the one team a team-bound agent key is confined to
-SELECT t.id, t.name, t.personal, t.status, t.created_at, rt.relation, NULL::text AS founding_role
+SELECT t.id, t.name, t.personal, t.status, t.created_at, rt.relation, NULL::text AS founding_role,
+       NULL::text AS founding_status
 FROM relation_tuples rt
 JOIN teams t ON t.id = CASE WHEN rt.namespace = 'Team' THEN rt.object_id::uuid END
 WHERE rt.subject_ns = $1 AND rt.subject_id = $2 AND rt.subject_relation = ''
   AND rt.namespace = 'Team' AND rt.relation IN ('owners', 'managers', 'executors', 'members')
   AND ($3::uuid IS NULL OR t.id = $3::uuid)
 UNION ALL
-SELECT t.id, t.name, t.personal, t.status, t.created_at, NULL::text, fa.role
+SELECT t.id, t.name, t.personal, t.status, t.created_at, NULL::text, fa.role, fa.status
 FROM founding_acceptances fa
 JOIN teams t ON t.id = fa.team_id
 WHERE fa.subject_id = $2::uuid AND t.status <> 'active'

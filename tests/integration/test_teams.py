@@ -265,6 +265,7 @@ async def test_founding_becomes_active_when_every_member_accepts(actors, db_pool
         "personal": False,
         "status": "founding",
         "role": "owner",
+        "foundingAcceptance": "pending",
     } in listed["items"]
     status, got = await human.call("GET", f"/teams/{team_id}")
     assert status == 200 and got["role"] == "member" and got["members"] == []
@@ -282,6 +283,9 @@ async def test_founding_becomes_active_when_every_member_accepts(actors, db_pool
         200,
         {"accepted": True, "teamStatus": "founding"},
     )
+    status, listed = await cofounder.call("GET", "/teams")
+    mine = next(team for team in listed["items"] if team["id"] == team_id)
+    assert mine["foundingAcceptance"] == "accepted"  # the home page's pending list leaves it
     status, got = await creator.call("GET", f"/teams/{team_id}")
     assert status == 200 and got["status"] == "founding", got
     assert {a["subjectId"]: a["status"] for a in got["foundingAcceptances"]}[
@@ -341,6 +345,7 @@ async def test_accepting_a_team_that_is_no_longer_founding_is_409(actors, db_poo
         "personal": False,
         "status": "archived",
         "role": "owner",
+        "foundingAcceptance": "pending",
     } in listed["items"]
     await actors._stack.temporal.get_workflow_handle(team["workflowId"]).terminate("test done")
 
