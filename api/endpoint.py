@@ -23,6 +23,7 @@ from api import keys
 from api.auth import authorize, give_back_rate, settle_rate
 from api.idempotency import idempotency_key
 from api.spec import EndpointSpec
+from infra.temporal import problem_from_failure
 from schemas.base import error_location
 from schemas.errors import FieldError, UnsupportedMediaType, ValidationFailed
 from schemas.text import printable
@@ -136,9 +137,14 @@ async def invoke(
             idempotency_key(sub)
         result = await handler(sub, parsed)
         await settle_rate(sub)
-    except Exception:
+    except Exception as failure:
         await settle_rate(sub)
         await give_back_rate(sub, spec)
+        # a refusal raised inside the route's workflow (the last owner, a used-up invite) is
+        # the route's problem, as the middleware would answer it: the door gets it unwrapped
+        carried = problem_from_failure(failure)
+        if carried is not None and carried is not failure:
+            raise carried from None
         raise
     if isinstance(result, web.Response) and spec.response is not None:
         assert isinstance(result.body, bytes)

@@ -14,7 +14,6 @@ from urllib.parse import quote, urlencode
 
 from aiohttp import web
 from pydantic import ConfigDict, Field, model_validator
-from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
 from api import keys
 from api.console.render import NOTICES, page
@@ -22,7 +21,6 @@ from api.console.session import ConsoleUser, check_form_token, keep_binding, kno
 from api.endpoint import Handler, invoke
 from api.headers import IDEMPOTENCY_HEADER, TEAM_HEADER
 from api.spec import HTML
-from infra.temporal import problem_from_failure
 from schemas import limits
 from schemas.base import RequestBody
 from schemas.errors import CsrfRefused, DomainError, FieldError, Unauthorized
@@ -166,10 +164,8 @@ async def attempt(
     dependency down) is the page's own problem. (A login form's 401 is the form's.)"""
     try:
         return Outcome(result=await action)
-    except (DomainError, WorkflowFailureError, WorkflowUpdateFailedError) as failure:
-        # a refusal raised inside a workflow (the last owner, a used-up invite) comes wrapped
-        error = problem_from_failure(failure)
-        if error is None or error.status in page_problems or error.status >= 500:
+    except DomainError as error:
+        if error.status in page_problems or error.status >= 500:
             raise
         values = sent.model_dump(exclude={"csrf", "idempotencyKey"}, mode="json")
         refusal = Refusal(form_name, error.title, error.detail, error.status, values)
