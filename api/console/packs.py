@@ -74,10 +74,14 @@ class DiffPageQuery(RequestBody):
     other: UUID = Field(description="the pack of the same diary to compare with")
 
 
+# what a datetime-local field sends: a wall-clock time without a zone (seconds optional)
+LOCAL_DATE_TIME = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?$"
+
+
 class PinForm(ConsoleForm):
     pinned: bool
-    # a datetime-local field: no zone, read as UTC (the form says so)
-    expiresAt: datetime | None = None
+    # read as UTC (the form says so); the REST route's own guard reads the instant
+    expiresAt: Annotated[str | None, Field(default=None, pattern=LOCAL_DATE_TIME)]
 
 
 class RenderForm(ConsoleForm):
@@ -165,6 +169,11 @@ async def _pack_page(
     )
 
 
+def _utc_text(local: str) -> str:
+    """A datetime-local value as the RFC 3339 UTC instant the API reads (seconds added)."""
+    return f"{local}:00Z" if local.count(":") == 1 else f"{local}Z"
+
+
 def _local(moment: datetime) -> str:
     """A UTC instant as a datetime-local field holds it."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
@@ -179,8 +188,7 @@ async def console_pin_pack(
     pack_id = parsed.path.id
     body: dict[str, Any] = {"pinned": form.pinned}
     if form.expiresAt is not None:
-        moment = form.expiresAt
-        body["expiresAt"] = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+        body["expiresAt"] = _utc_text(form.expiresAt)
     pinning = act(request, packs.update_pack, form, path={"id": str(pack_id)}, body=body)
     outcome = await attempt("pin", form, pinning)
     if outcome.refusal is not None:
