@@ -17,7 +17,7 @@ from pydantic import Field
 
 from api.console.kit import ConsoleForm, Outcome, act, attempt, console_route, see_other
 from api.console.render import NOTICES, page
-from api.endpoint import Parsed
+from api.endpoint import Handler, Parsed
 from api.routes import diaries, packs
 from schemas import limits
 from schemas.base import RequestBody
@@ -189,8 +189,7 @@ async def console_pin_pack(
     body: dict[str, Any] = {"pinned": form.pinned}
     if form.expiresAt is not None:
         body["expiresAt"] = _utc_text(form.expiresAt)
-    pinning = act(request, packs.update_pack, form, path={"id": str(pack_id)}, body=body)
-    outcome = await attempt("pin", form, pinning)
+    outcome = await _pack_action(request, "pin", form, packs.update_pack, pack_id, body)
     if outcome.refusal is not None:
         return await _pack_page(request, pack_id, outcome)
     see_other(f"/console/packs/{pack_id}", done="pack-pinned" if form.pinned else "pack-unpinned")
@@ -204,12 +203,26 @@ async def console_render_pack(
     form = parsed.body
     pack_id = parsed.path.id
     body = form.model_dump(exclude={"csrf", "idempotencyKey"}, exclude_none=True)
-    rendering = act(request, packs.render_pack, form, path={"id": str(pack_id)}, body=body)
-    outcome = await attempt("render", form, rendering)
+    outcome = await _pack_action(request, "render", form, packs.render_pack, pack_id, body)
     if outcome.refusal is not None:
         return await _pack_page(request, pack_id, outcome)
     rendered: RenderedPack = outcome.result
     see_other(f"/console/rendered/{rendered.id}", done="pack-rendered")
+
+
+async def _pack_action(
+    request: web.Request,
+    name: str,
+    form: ConsoleForm,
+    route: Handler,
+    pack_id: UUID,
+    body: dict[str, Any],
+) -> Outcome:
+    """Run the pack form `name`'s REST route on the pack: its result, or the refusal to show
+    beside that form."""
+    return await attempt(
+        name, form, act(request, route, form, path={"id": str(pack_id)}, body=body)
+    )
 
 
 # --- a rendering -----------------------------------------------------------------------------
