@@ -232,6 +232,11 @@ class PackEntryOut(ResponseBody):
     compressionLevel: CompressionLevel
     originalTokens: int
     packedTokens: int
+    # what a person knows the entry by; not part of the pack (its CID does not hash it)
+    title: str | None = Field(
+        default=None,
+        description="the entry's current title (absent when it has none or was deleted)",
+    )
 
 
 class CompileStats(ResponseBody):
@@ -301,6 +306,9 @@ class ProvenanceNode(ResponseBody):
     diaryId: UUID | None = None
     createdAt: datetime | None = None
     depth: int | None = Field(default=None, description="supersedes hops from the root pack")
+    title: str | None = Field(
+        default=None, description="an entry's current title (absent when it has none)"
+    )
 
 
 class ProvenanceEdge(ResponseBody):
@@ -473,6 +481,7 @@ class PackSource(Payload):
     rank: int
     cid: str
     content: str
+    title: str | None = None
 
 
 class CompiledPack(Payload):
@@ -522,6 +531,7 @@ def compile_pack(
             compressionLevel=f.compressionLevel,
             originalTokens=f.originalTokens,
             packedTokens=f.packedTokens,
+            title=by_id[f.entryId].title,
         )
         for f in fit.entries
     ]
@@ -624,7 +634,9 @@ def provenance_graph(
         for e in sorted(pack.entries or [], key=lambda e: e.rank):
             nodes.setdefault(
                 e.entryCidSnapshot,
-                ProvenanceNode(id=e.entryCidSnapshot, kind="entry", entryId=e.entryId),
+                ProvenanceNode(
+                    id=e.entryCidSnapshot, kind="entry", entryId=e.entryId, title=e.title
+                ),
             )
             edges.append(
                 ProvenanceEdge(

@@ -97,6 +97,7 @@ def _entry(row: Mapping[str, Any]) -> PackEntryOut:
         compressionLevel=row["compression_level"],
         originalTokens=row["original_tokens"],
         packedTokens=row["packed_tokens"],
+        title=row["title"],
     )
 
 
@@ -212,6 +213,7 @@ async def selected_entries(db: Db, entry_ids: Sequence[UUID]) -> dict[UUID, Sele
             rank=1,
             cid=r["cid"],
             content=r["content"],
+            title=r["title"],
             diary_id=r["diary_id"],
             injection_risk=r["injection_risk"],
             injection_threats=list(r["injection_threats"] or []),
@@ -264,7 +266,9 @@ def checked_selection(
             },
         )
     return [
-        PackSource(entry_id=i, rank=rank, cid=found[i].cid, content=found[i].content)
+        PackSource(
+            entry_id=i, rank=rank, cid=found[i].cid, content=found[i].content, title=found[i].title
+        )
         for i, rank in selection
     ]
 

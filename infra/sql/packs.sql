@@ -1,8 +1,9 @@
 -- Context packs and rendered packs (infra/repos/packs.py).
 
 -- name: pack_entries_for_selection
--- The selected entries of a diary, with what compiling, the injection gate and `asOf` need.
-SELECT id, diary_id, cid, content, injection_risk, injection_threats, created_at
+-- The selected entries of a diary, with what compiling, the injection gate and `asOf` need
+-- (and the title a pack's entries are shown by).
+SELECT id, diary_id, cid, title, content, injection_risk, injection_threats, created_at
 FROM diary_entries
 WHERE id = ANY($1::uuid[])
 
@@ -70,12 +71,14 @@ WHERE d.team_id = $1
       SELECT 1 FROM context_pack_entries e WHERE e.pack_id = p.id AND e.entry_id = $2))
 
 -- name: pack_entries_of
--- The entries of packs $1, by pack then rank.
-SELECT pack_id, entry_id, entry_cid_snapshot, rank, compression_level, original_tokens,
-       packed_tokens
-FROM context_pack_entries
-WHERE pack_id = ANY($1::uuid[])
-ORDER BY pack_id, rank
+-- The entries of packs $1, by pack then rank, with each entry's current title (none once the
+-- entry is deleted).
+SELECT e.pack_id, e.entry_id, e.entry_cid_snapshot, e.rank, e.compression_level,
+       e.original_tokens, e.packed_tokens, d.title
+FROM context_pack_entries e
+LEFT JOIN diary_entries d ON d.id = e.entry_id
+WHERE e.pack_id = ANY($1::uuid[])
+ORDER BY e.pack_id, e.rank
 
 -- name: pack_ancestors
 -- The packs pack $1 supersedes, transitively, up to $2 hops (hops >= 1), nearest first.

@@ -100,6 +100,8 @@ async def test_create_stores_the_pack_its_entries_and_its_parent_tuple(
     assert [e["entryId"] for e in pack["entries"]] == [n["id"] for n in notes]
     assert all(e["compressionLevel"] == "full" for e in pack["entries"])
     assert pack["entries"][0]["entryCidSnapshot"] == notes[0]["cid"]
+    # each entry is named by its title (absent when it has none), which the CID does not hash
+    assert [e.get("title") for e in pack["entries"]] == ["Deploys", None, "Canaries"]
     assert pack["entries"][0]["originalTokens"] == estimate_tokens(LONG)
     stats = pack["compileStats"]
     assert stats["entriesIncluded"] == 3 and stats["entriesCompressed"] == 0
@@ -409,8 +411,8 @@ async def test_provenance_follows_supersedes_links_to_the_depth_asked(owner, dia
     assert graph["metadata"]["truncated"] is False
     packs = {n["id"] for n in graph["nodes"] if n["kind"] == "pack"}
     assert packs == {first["packCid"], second["packCid"], third["packCid"]}
-    entry_nodes = {n["id"] for n in graph["nodes"] if n["kind"] == "entry"}
-    assert entry_nodes == {n["cid"] for n in notes}
+    entry_nodes = {n["id"]: n.get("title") for n in graph["nodes"] if n["kind"] == "entry"}
+    assert entry_nodes == {n["cid"]: n.get("title") for n in notes}
     supersedes = {(e["source"], e["target"]) for e in graph["edges"] if e["kind"] == "supersedes"}
     assert supersedes == {
         (third["packCid"], second["packCid"]),
@@ -654,3 +656,21 @@ async def test_the_same_request_after_an_entry_changed_makes_a_new_pack(owner, d
     status, second = await create(owner, diary["id"], **body)
     assert status == 201, second
     assert second["packId"] != first["packId"] and second["packCid"] != first["packCid"]
+
+
+async def test_a_packed_entry_is_named_by_its_current_title_until_it_is_deleted(
+    owner, diary
+) -> None:
+    entry = await new_entry(owner, diary["id"], "Runbooks live beside the code.", title="Runbooks")
+    status, made = await create(owner, diary["id"], entries=selection(entry))
+    assert status == 201, made
+    path = f"/packs/{made['packId']}"
+    status, _ = await owner.call("PATCH", f"/entries/{entry['id']}", json={"title": "Playbooks"})
+    assert status == 200
+    status, read = await owner.call("GET", path, params={"expand": "entries"})
+    assert status == 200 and read["entries"][0]["title"] == "Playbooks"
+    assert read["packCid"] == made["packCid"]  # the title is no part of the pack
+    status, _ = await owner.call("DELETE", f"/entries/{entry['id']}")
+    assert status in (200, 204)
+    status, read = await owner.call("GET", path, params={"expand": "entries"})
+    assert status == 200 and "title" not in read["entries"][0]
