@@ -52,7 +52,9 @@ class KeyPath(RequestBody):
 class CreateKeyForm(ConsoleForm):
     agentId: UUID
     name: Annotated[str, Field(max_length=limits.AGENT_KEY_NAME_MAX_CHARS)]
-    ttlDays: int | None = None
+    # any whole number: the route's own range (SPEC 4.6 rule 3) is the one that decides, and
+    # its refusal is shown beside the form
+    ttlDays: Annotated[int | None, Field(default=None, le=limits.SQL_INT_MAX)]
     scopes: Annotated[list[str], Field(default_factory=list, max_length=len(AGENT_SCOPES))]
 
 

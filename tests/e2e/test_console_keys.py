@@ -128,10 +128,11 @@ async def test_a_manager_creates_a_key_whose_secret_is_shown_once_and_works(
 async def test_a_refused_key_is_explained_beside_the_form(
     stack: Any, actors: Any, browser: Browser
 ) -> None:
-    team, _, human, _ = await _team(actors, "owner")
+    team, _, human, worker = await _team(actors, "owner")
     context = await logged_in(browser, stack.base_url, human)
     page = await context.new_page()
     await page.goto(f"/console/teams/{team}/keys")
+    await page.select_option("#agentId", label=f"{worker.fingerprint} (member)")
     name = f"too long {uuid.uuid4().hex[:4]}"
     await page.fill("#name", name)
     # past the limit: the browser would stop it, so lift the constraint to ask the route
@@ -143,6 +144,16 @@ async def test_a_refused_key_is_explained_beside_the_form(
     await expect(page.locator("#name")).to_have_value(name)  # what was typed stays
     assert not await page.get_by_test_id("secret").count()
     await audit(page, "agent-keys-refused-create")
+
+    # the agent leaves the team while the page is open: the route refuses a key for it
+    status, _ = await human.call("DELETE", f"/teams/{team}/members/{worker.subject_id}")
+    assert status == 200
+    await page.fill("#ttlDays", "30")
+    await page.get_by_role("button", name="Create key").click()
+    await expect(page.get_by_test_id("problem-create")).to_contain_text("not a current member")
+    assert not await page.get_by_test_id("secret").count()
+    status, keys = await human.call("GET", "/agent-keys", team=team)
+    assert status == 200 and keys["items"] == []
     await context.close()
 
 
