@@ -6,6 +6,7 @@ that take effect over REST at once, and a plain member refused; axe-core on ever
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -66,8 +67,9 @@ def _row(page: Page, name: str) -> Any:
 
 
 async def test_a_manager_creates_a_key_whose_secret_is_shown_once_and_works(
-    stack: Any, actors: Any, browser: Browser
+    stack: Any, actors: Any, browser: Browser, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)  # the API and its worker run in this process
     team, team_name, human, worker = await _team(actors, "manager")
     context = await logged_in(browser, stack.base_url, human)
     page = await context.new_page()
@@ -123,6 +125,9 @@ async def test_a_manager_creates_a_key_whose_secret_is_shown_once_and_works(
     await page.goto("/console/")
     assert secret not in await page.content()
     await context.close()
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert f"/console/teams/{team}/keys" in logged  # the requests were logged ...
+    assert secret not in logged  # ... and the secret nowhere
 
 
 async def test_a_refused_key_is_explained_beside_the_form(
@@ -176,8 +181,9 @@ async def test_the_team_keys_are_paged(stack: Any, actors: Any, browser: Browser
 
 
 async def test_rotation_shows_the_new_secret_once_and_the_old_one_stops_working(
-    stack: Any, actors: Any, browser: Browser
+    stack: Any, actors: Any, browser: Browser, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     team, _, human, worker = await _team(actors, "manager")
     name = f"rotating-{uuid.uuid4().hex[:4]}"
     old = await _rest_key(worker, team, name)
@@ -201,6 +207,8 @@ async def test_rotation_shows_the_new_secret_once_and_the_old_one_stops_working(
     await expect(_row(page, name)).to_contain_text("rotated")
     assert new not in await page.content()
     await context.close()
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "/rotate" in logged and new not in logged
 
 
 async def test_revocation_needs_a_reason_and_the_key_stops_working(
