@@ -141,6 +141,8 @@ async def _new_task_page(
         fields=input_fields(chosen.inputSchema),
         diaries=team_diaries.items,
         recent=recent.items,
+        title_max=limits.TASK_TITLE_MAX_CHARS,
+        attempts_max=limits.TASK_MAX_ATTEMPTS_MAX,
         outcome=refusal,
         key=uuid4().hex,
     )
@@ -239,6 +241,7 @@ async def _task_page(
         artifacts=artifacts,
         produced=produced,
         signature=await _signature_check(request, produced),
+        reason_max=limits.TASK_REASON_MAX_CHARS,
         outcome=refusal,
         key=uuid4().hex,
     )

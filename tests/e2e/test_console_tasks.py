@@ -72,6 +72,9 @@ async def test_a_new_task_form_comes_from_the_type_schema_and_is_checked_before_
     assert await brief.evaluate("e => e.tagName") == "TEXTAREA"
     assert await brief.get_attribute("required") is not None
     assert await brief.get_attribute("minlength") == "1"
+    # the optional fields wait behind one summary
+    await expect(page.locator("#input-constraints")).to_be_hidden()
+    await page.get_by_text("Optional input").click()
     constraints = page.locator("#input-constraints")  # an array of strings: one per line
     assert await constraints.get_attribute("required") is None
     await expect(page.get_by_test_id("field-constraints")).to_contain_text("One per line")
@@ -83,7 +86,10 @@ async def test_a_new_task_form_comes_from_the_type_schema_and_is_checked_before_
     assert await brief.evaluate("e => e.validity.valueMissing")
     await brief.fill("Chart the harbour")
     await page.locator("#input-context").fill("[{not json")
+    await page.get_by_text("Optional input").click()  # folded away again
+    await expect(page.locator("#input-context")).to_be_hidden()
     await page.get_by_role("button", name="Create task").click()
+    await expect(page.locator("#input-context")).to_be_visible()  # opened to show the refusal
     message = await page.locator("#input-context").evaluate("e => e.validationMessage")
     assert "Not valid JSON" in message
     assert page.url.endswith("/tasks/new")
@@ -99,7 +105,7 @@ async def test_a_new_task_form_comes_from_the_type_schema_and_is_checked_before_
     await audit(page, "tasks-new-refused")
 
     await page.locator("#input-context").fill("")
-    await page.locator("#title").fill("Chart the harbour")
+    await page.locator("#title").fill("Chart the harbour")  # the refused page shows them all
     await page.locator("#input-constraints").fill("no boats\n\n  low tide only  ")
     await page.get_by_role("button", name="Create task").click()
     await expect(page.get_by_test_id("notice")).to_have_text("The task is queued.")
@@ -173,6 +179,8 @@ async def test_the_task_page_streams_messages_and_serves_artifacts_and_the_signe
     await expect(page.get_by_test_id("output-signature")).not_to_contain_text("not verified")
     await expect(page.get_by_test_id("output")).to_contain_text("The pier holds.")
     await expect(page.locator("#cancel")).to_have_count(0)  # an ended task cannot be cancelled
+    # and gets no more messages: its page stops asking for them
+    await expect(page.locator("[data-stream]")).to_have_attribute("data-live", "no")
     await audit(page, "tasks-task")
     await page.context.close()
 

@@ -1,11 +1,19 @@
-// A task's page: its message stream, live. The page shows the latest attempt's first messages;
+// The tasks pages. A task's page: its message stream, live. The page shows the latest attempt's first messages;
 // this polls the REST list (`afterSeq`, the session cookie) and appends what is new. With no
 // attempt yet it polls the attempts until an executor claims the task, then follows that one.
+// An ended task's page does not poll: no message can be added to it any more.
 "use strict";
+
+// a field the browser refuses may sit in a closed <details> (optional input, more options):
+// open it, so the refusal can be shown and the field reached
+document.addEventListener("invalid", (event) => {
+  const section = event.target.closest("details");
+  if (section) section.open = true;
+}, true);
 
 (() => {
   const stream = document.querySelector("[data-stream]");
-  if (!stream) return;
+  if (!stream || stream.dataset.live !== "yes") return;
   const list = stream.querySelector("ol");
   const task = stream.dataset.task;
   let attempt = Number(stream.dataset.attempt || 0);
@@ -23,7 +31,7 @@
     time.textContent = when(message.timestamp);
     const payload = document.createElement("span");
     payload.className = "payload";
-    payload.textContent = typeof message.payload === "string" ? message.payload : JSON.stringify(message.payload);
+    payload.textContent = typeof message.payload === "string" ? message.payload : JSON.stringify(message.payload, null, 2);
     li.append(kind, " ", time, " ", payload);
     return li;
   };
@@ -32,7 +40,7 @@
     ? `/tasks/${task}/attempts/${attempt}/messages?afterSeq=${after}`
     : `/tasks/${task}/attempts`;
 
-  window.cairn.poll(url, 1000, (data) => {
+  window.cairn.poll(url, 1500, (data) => {
     if (!attempt) {
       if (data.items.length) attempt = data.items[data.items.length - 1].attemptN;
       return;
