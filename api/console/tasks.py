@@ -28,6 +28,7 @@ from api.routes import crypto, diaries, task_artifacts, task_attempts, tasks, te
 from schemas import limits
 from schemas.artifacts import TaskArtifactList
 from schemas.base import RequestBody
+from schemas.errors import NotFound
 from schemas.memory import DiaryList
 from schemas.signing import VerifyResult
 from schemas.task_api import (
@@ -213,7 +214,7 @@ async def _task_page(
     team_id, task_id = path.teamId, str(path.taskId)
     # the team header makes another team's task a 404 here, as in the API
     task: Task = await act(request, tasks.get_task, path={"id": task_id}, team=team_id)
-    team: Team = await act(request, teams.get_team, path={"id": str(team_id)})
+    team = await _team_if_member(request, team_id)
     attempts: TaskAttemptList = await act(
         request, tasks.list_task_attempts, path={"id": task_id}, team=team_id
     )
@@ -232,6 +233,7 @@ async def _task_page(
         request,
         "tasks/task.html",
         status=refusal.status if refusal else 200,
+        team_id=team_id,
         team=team,
         task=task,
         ended=task.status in TERMINAL_TASK_STATUSES,
@@ -245,6 +247,16 @@ async def _task_page(
         outcome=refusal,
         key=uuid4().hex,
     )
+
+
+async def _team_if_member(request: web.Request, team_id: UUID) -> Team | None:
+    """The task's team, or None for someone who reads the task by an explicit grant only (the
+    team itself is hidden from them: its page and queue are not theirs)."""
+    try:
+        team: Team = await act(request, teams.get_team, path={"id": str(team_id)})
+    except NotFound:
+        return None
+    return team
 
 
 async def _first_messages(

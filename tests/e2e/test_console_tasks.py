@@ -263,3 +263,25 @@ async def test_another_teams_task_is_not_found_under_this_team(
     assert response is not None and response.status == 404
     await expect(page.get_by_test_id("problem")).to_be_visible()
     await context.close()
+
+
+async def test_a_task_shared_with_an_outsider_is_theirs_to_read_and_cancel(
+    stack: Any, actors: Any, crew: Crew, browser: Browser
+) -> None:
+    outsider: Actor = await actors.human()
+    task_id = await create_task(crew, "Check the buoys")
+    grant = {"subjectId": str(outsider.subject_id), "subjectNs": "Human", "role": "manager"}
+    status, body = await crew.owner.call(
+        "POST", f"/tasks/{task_id}/grants", json=grant, team=crew.team_id
+    )
+    assert status in (200, 201), body
+    page = await opened(browser, stack.base_url, outsider, f"{tasks_of(crew)}/{task_id}")
+    await expect(page.get_by_test_id("shared-task")).to_be_visible()
+    await expect(page.get_by_test_id("back-to-queue")).to_have_count(0)  # the queue is not theirs
+    assert crew.team_name not in await page.locator("body").inner_text()
+    await audit(page, "tasks-task-shared")
+    await page.get_by_text("Cancel this task…").click()
+    await page.locator("#reason").fill("Checked them myself.")
+    await page.get_by_role("button", name="Cancel task").click()
+    await expect(page.get_by_test_id("task-status")).to_have_text("cancelled")
+    await page.context.close()
