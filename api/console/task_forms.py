@@ -56,7 +56,11 @@ def _field(name: str, prop: Mapping[str, Any], required: bool) -> InputField:
     control, attrs, options = _control(prop)
     hint = prop.get("description")
     if control == "lines":
-        hint = _joined(hint, "One per line.")
+        allowed = prop["items"].get("enum")
+        hint = _joined(
+            hint,
+            f"One per line, each one of: {', '.join(allowed)}." if allowed else "One per line.",
+        )
     elif control == "json":
         hint = _joined(hint, "JSON.")
     return InputField(name, control, required, attrs, options, hint)
@@ -82,13 +86,9 @@ def _control(prop: Mapping[str, Any]) -> Shape:
     if kind == "boolean":
         return "checkbox", {}, ()
     items = prop.get("items")
-    if kind == "array" and isinstance(items, Mapping) and _plain_string(items):
+    if kind == "array" and isinstance(items, Mapping) and items.get("type") == "string":
         return "lines", {}, ()
     return "json", {}, ()
-
-
-def _plain_string(schema: Mapping[str, Any]) -> bool:
-    return schema.get("type") == "string" and "enum" not in schema
 
 
 def _string(prop: Mapping[str, Any]) -> Shape:

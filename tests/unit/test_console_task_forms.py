@@ -19,6 +19,7 @@ SCHEMA = {
         "weight": {"type": "number", "minimum": 0, "maximum": 1},
         "dryRun": {"type": "boolean"},
         "files": {"type": "array", "items": {"type": "string", "minLength": 1}},
+        "kinds": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}},
         "execution": {"type": "object"},
         "bindings": {"type": "array", "items": {"type": "object"}},
     },
@@ -43,6 +44,9 @@ def test_each_shape_gets_its_control_and_constraints() -> None:
     assert fields["weight"].attrs == {"step": "any", "min": 0, "max": 1}
     assert fields["dryRun"].control == "checkbox"
     assert fields["files"].control == "lines" and "One per line" in (fields["files"].hint or "")
+    assert fields["kinds"].control == "lines" and "each one of: a, b" in (
+        fields["kinds"].hint or ""
+    )
     assert fields["execution"].control == "json" and fields["bindings"].control == "json"
     assert fields["brief"].form_name == "input.brief"
 
