@@ -198,6 +198,9 @@ class TaskAttempt(ResponseBody):
     leaseId: UUID
     leaseTtlSec: int
     claimedByAgentId: UUID
+    claimedByFingerprint: str | None = Field(
+        default=None, description="the claimant agent's fingerprint (in the attempts list)"
+    )
     claimedAt: datetime
     startedAt: datetime | None = None
     lastHeartbeatAt: datetime | None = None
@@ -285,6 +288,7 @@ def attempt_from_row(row: Mapping[str, Any]) -> TaskAttempt:
         leaseId=row["lease_id"],
         leaseTtlSec=row["lease_ttl_sec"],
         claimedByAgentId=row["claimed_by_agent_id"],
+        claimedByFingerprint=_col(row, "claimed_by_fingerprint"),
         claimedAt=row["claimed_at"],
         startedAt=row["started_at"],
         lastHeartbeatAt=row["last_heartbeat_at"],

@@ -61,13 +61,17 @@ ORDER BY t.created_at DESC, t.id DESC
 LIMIT $13
 
 -- name: task_read_attempts
-SELECT id, task_id, attempt_n, workflow_id, runtime_id, lease_id, claimed_by_agent_id, status,
-       lease_ttl_sec, claimed_at, started_at, last_heartbeat_at, claim_expires_at, finished_at,
-       output, output_cid, content_signature, usage, error, timeout_reason, daemon_state,
-       runtime_profile_id, runtime_profile_revision, policy_snapshot_hash
-FROM task_attempts
-WHERE task_id = $1
-ORDER BY attempt_n
+-- with the claimant's fingerprint, so a reader names the executor without a lookup per row
+SELECT ta.id, ta.task_id, ta.attempt_n, ta.workflow_id, ta.runtime_id, ta.lease_id,
+       ta.claimed_by_agent_id, a.fingerprint::text AS claimed_by_fingerprint, ta.status,
+       ta.lease_ttl_sec, ta.claimed_at, ta.started_at, ta.last_heartbeat_at, ta.claim_expires_at,
+       ta.finished_at, ta.output, ta.output_cid, ta.content_signature, ta.usage, ta.error,
+       ta.timeout_reason, ta.daemon_state, ta.runtime_profile_id, ta.runtime_profile_revision,
+       ta.policy_snapshot_hash
+FROM task_attempts ta
+LEFT JOIN agents a ON a.id = ta.claimed_by_agent_id
+WHERE ta.task_id = $1
+ORDER BY ta.attempt_n
 
 -- name: task_read_attempt
 SELECT id, task_id, attempt_n, status, claimed_by_agent_id

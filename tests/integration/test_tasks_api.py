@@ -903,6 +903,8 @@ async def test_attempts_are_listed_in_order(world: World, db_pool: Any) -> None:
     ]
     assert body["items"][1]["output"] == {"summary": "done"}
     assert body["items"][0]["claimedByAgentId"] == str(world.executor.subject_id)
+    # the executor named as people read it (the console's task page), without a lookup per row
+    assert body["items"][0]["claimedByFingerprint"] == world.executor.fingerprint
     status, body = await world.outsider.call("GET", f"/tasks/{task_id}/attempts")
     assert status == 404
 

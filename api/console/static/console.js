@@ -39,6 +39,12 @@ document.addEventListener("submit", (event) => {
   form.dataset.sent = "1";
 }, true);
 
+// a JSON field once refused is checked again at the next submit: the browser would not even
+// fire that submit while the old refusal stands
+document.addEventListener("input", (event) => {
+  if (event.target.matches("textarea[data-json]")) event.target.setCustomValidity("");
+});
+
 window.cairn = {
   // poll `url` (same origin, the session cookie) every `everyMs`; `onData(json)` renders
   poll(url, everyMs, onData) {
