@@ -17,7 +17,16 @@ from uuid import UUID, uuid4
 from aiohttp import web
 from pydantic import Field
 
-from api.console.kit import ConsoleForm, Outcome, act, attempt, console_route, page, see_other
+from api.console.kit import (
+    ConsoleForm,
+    Outcome,
+    PageQuery,
+    act,
+    attempt,
+    console_route,
+    page,
+    see_other,
+)
 from api.console.render import NOTICES
 from api.endpoint import Parsed
 from api.routes import agent_keys, teams
@@ -37,11 +46,8 @@ REASONS: tuple[str, ...] = get_args(RevocationReason)
 PAGE_SIZE = limits.AGENT_KEYS_PAGE.default
 
 
-class KeysQuery(RequestBody):
+class KeysQuery(PageQuery):
     cursor: Annotated[str | None, Field(default=None, max_length=CURSOR_MAX_CHARS)]
-    done: Annotated[
-        str | None, Field(default=None, max_length=64, description="what a form just did")
-    ]
 
 
 class KeyPath(RequestBody):

@@ -17,14 +17,22 @@ from aiohttp import web
 from markupsafe import Markup, escape
 from pydantic import Field
 
-from api.console.kit import ConsoleForm, Outcome, act, attempt, console_route, page, see_other
+from api.console.kit import (
+    ConsoleForm,
+    Outcome,
+    PageQuery,
+    act,
+    attempt,
+    console_route,
+    page,
+    see_other,
+)
 from api.console.render import NOTICES
 from api.endpoint import Parsed
 from api.headers import DUPLICATE_HEADER
 from api.routes import diaries, entries, search, teams
 from schemas import limits
 from schemas.apps import ConsoleTeamPath
-from schemas.base import RequestBody
 from schemas.embedding import SearchResponse
 from schemas.memory import (
     Diary,
@@ -79,11 +87,6 @@ class EntryForm(ConsoleForm):
         return [tag.strip() for tag in (self.tags or "").split(",") if tag.strip()]
 
 
-class PageQuery(RequestBody):
-    # the code of what a form just did (render.NOTICES), read by `page`
-    done: Annotated[str | None, Field(default=None, max_length=64)]
-
-
 class DiaryPageQuery(PageQuery):
     offset: SqlCount = 0
 
@@ -129,7 +132,6 @@ async def _team_page(
     return page(
         request,
         "diaries/team.html",
-        status=refusal.status if refusal else 200,
         team=team,
         diaries=listed.items,
         visibilities=VISIBILITIES,
@@ -325,7 +327,6 @@ def _write_page(
     return page(
         request,
         "diaries/write.html",
-        status=refusal.status if refusal else 200,
         diary=diary,
         entry=entry,
         values=values,

@@ -48,6 +48,16 @@ class ConsoleForm(RequestBody):
         return data
 
 
+class PageQuery(RequestBody):
+    """A console page's query. `done` is the code of what a form just did (`see_other`),
+    announced by `page`: every page a form can lead to accepts it, so each query model of a
+    page derives from this one (`console_route` holds it)."""
+
+    done: Annotated[
+        str | None, Field(default=None, max_length=64, description="what a form just did")
+    ]
+
+
 def console_route(
     routes: web.RouteTableDef, method: str, path: str, *, login: bool = True, **options: Any
 ) -> Callable[[Handler], Handler]:
@@ -56,6 +66,9 @@ def console_route(
     The visitor is resolved first (`know_visitor`); `login` pages send a visitor to the login
     page and back (a form answers 401: its fields cannot travel a redirect); a form's CSRF
     token is checked before anything runs. Refusals render as pages (api/middleware.py)."""
+
+    query = options.get("query")
+    assert query is None or issubclass(query, PageQuery), f"{path}: derive its query from PageQuery"
 
     def decorate(handler: Handler) -> Handler:
         @functools.wraps(handler)
@@ -177,6 +190,7 @@ __all__ = [
     "ConsoleForm",
     "ConsoleUser",
     "Outcome",
+    "PageQuery",
     "Refusal",
     "act",
     "attempt",

@@ -15,12 +15,11 @@ from uuid import UUID, uuid4
 from aiohttp import web
 from pydantic import Field
 
-from api.console.kit import ConsoleForm, Outcome, act, attempt, console_route, see_other
+from api.console.kit import ConsoleForm, Outcome, PageQuery, act, attempt, console_route, see_other
 from api.console.render import NOTICES, page
 from api.endpoint import Handler, Parsed
 from api.routes import diaries, packs
 from schemas import limits
-from schemas.base import RequestBody
 from schemas.kernel.pack_render import PACK_TO_DOCS_V1
 from schemas.memory import Diary, DiaryPath
 from schemas.numbers import SqlCount
@@ -52,25 +51,18 @@ NOTICES.update(
     }
 )
 
-Notice = Annotated[str | None, Field(default=None, max_length=64)]
 
-
-class PacksQuery(RequestBody):
+class PacksQuery(PageQuery):
     offset: SqlCount = 0
-    done: Notice
 
 
-class PackPageQuery(RequestBody):
-    done: Notice
-
-
-class ProvenancePageQuery(RequestBody):
+class ProvenancePageQuery(PageQuery):
     depth: int = Field(
         default=limits.PACK_PROVENANCE_DEPTH_DEFAULT, ge=0, le=limits.PACK_PROVENANCE_DEPTH_MAX
     )
 
 
-class DiffPageQuery(RequestBody):
+class DiffPageQuery(PageQuery):
     other: UUID = Field(description="the pack of the same diary to compare with")
 
 
@@ -120,9 +112,9 @@ async def console_diary_packs(
 # --- a pack ----------------------------------------------------------------------------------
 
 
-@console_route(routes, "GET", "/console/packs/{id}", path_params=PackPath, query=PackPageQuery)
+@console_route(routes, "GET", "/console/packs/{id}", path_params=PackPath, query=PageQuery)
 async def console_pack(
-    request: web.Request, parsed: Parsed[None, PackPageQuery, PackPath]
+    request: web.Request, parsed: Parsed[None, PageQuery, PackPath]
 ) -> web.Response:
     """A pack: its entries with their compression and tokens, CID, pin and expiry, its
     renderings, and the forms to render, pin or unpin it and to compare it."""
@@ -154,7 +146,6 @@ async def _pack_page(
     return page(
         request,
         "packs/pack.html",
-        status=refusal.status if refusal else 200,
         outcome=refusal,
         pack=pack,
         diary=diary,
@@ -228,9 +219,9 @@ async def _pack_action(
 # --- a rendering -----------------------------------------------------------------------------
 
 
-@console_route(routes, "GET", "/console/rendered/{id}", path_params=PackPath, query=PackPageQuery)
+@console_route(routes, "GET", "/console/rendered/{id}", path_params=PackPath, query=PageQuery)
 async def console_rendered(
-    request: web.Request, parsed: Parsed[None, PackPageQuery, PackPath]
+    request: web.Request, parsed: Parsed[None, PageQuery, PackPath]
 ) -> web.Response:
     """A rendered pack: its Markdown as text, its CID and where it came from."""
     rendered: RenderedPack = await act(

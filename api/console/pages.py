@@ -18,12 +18,12 @@ from pydantic import Field, field_validator
 from api import keys
 from api.auth import SESSION_COOKIE, set_session_cookie
 from api.console import teams as team_pages
-from api.console.kit import ConsoleForm, Outcome, act, attempt, console_route, see_other
+from api.console.kit import ConsoleForm, Outcome, PageQuery, act, attempt, console_route, see_other
 from api.console.render import NOTICES, PAGE_POLICY, page, static_file, static_names
 from api.endpoint import Parsed, endpoint
 from api.routes import diaries, humans, teams
 from api.spec import HTML
-from schemas.apps import ConsoleAppPath, ConsoleQuery, ConsoleTeamPath, NextPath, app_html
+from schemas.apps import ConsoleAppPath, ConsoleTeamPath, NextPath, app_html
 from schemas.base import RequestBody
 from schemas.errors import ValidationFailed
 from schemas.identity import HumanProfile, HumanSession
@@ -44,6 +44,10 @@ APP_POLICY = (
 
 # a login's 401 is the form's (wrong email or password); a rate limit is the page's
 LOGIN_PROBLEMS = frozenset({429})
+
+
+class HomeQuery(PageQuery):
+    next: NextPath | None = Field(default=None, description="where to go after login")
 
 
 class LoginForm(ConsoleForm):
@@ -71,8 +75,8 @@ class StaticPath(RequestBody):
         return name
 
 
-@console_route(routes, "GET", "/console/", query=ConsoleQuery, login=False)
-async def console_home(request: web.Request, parsed: Parsed[None, ConsoleQuery]) -> web.Response:
+@console_route(routes, "GET", "/console/", query=HomeQuery, login=False)
+async def console_home(request: web.Request, parsed: Parsed[None, HomeQuery]) -> web.Response:
     """The console: the login page for a visitor (then on to `next`, a path on this site), else
     the human's teams and diaries (or straight on to `next`)."""
     target = parsed.query.next
@@ -95,8 +99,7 @@ async def console_home(request: web.Request, parsed: Parsed[None, ConsoleQuery])
 
 def _login_page(request: web.Request, target: str, outcome: Outcome | None = None) -> web.Response:
     refusal = outcome.refusal if outcome else None
-    status = refusal.status if refusal else 200
-    return page(request, "login.html", status=status, next=target, outcome=refusal, notice=None)
+    return page(request, "login.html", next=target, outcome=refusal, notice=None)
 
 
 @console_route(routes, "POST", "/console/login", body=LoginForm, login=False)
@@ -261,8 +264,7 @@ async def console_profile(request: web.Request, parsed: Parsed) -> web.Response:
 async def _profile_page(request: web.Request, outcome: Outcome | None = None) -> web.Response:
     profile: HumanProfile = await act(request, humans.get_profile)
     refusal = outcome.refusal if outcome else None
-    status = refusal.status if refusal else 200
-    return page(request, "profile.html", status=status, profile=profile, outcome=refusal)
+    return page(request, "profile.html", profile=profile, outcome=refusal)
 
 
 @console_route(routes, "POST", "/console/profile", body=ProfileForm)

@@ -90,12 +90,15 @@ def page(
     request: web.Request,
     template: str,
     *,
-    status: int = 200,
+    status: int | None = None,
     policy: str = PAGE_POLICY,
     **context: Any,
 ) -> web.Response:
     """A page of the console, with the logged-in human (if any), their form token, and what
-    a form that just succeeded announces."""
+    a form that just succeeded announces. A page re-shown for a refused form (`outcome`, a
+    `kit.Refusal`) answers with the refusal's status unless `status` says otherwise."""
+    if status is None:
+        status = getattr(context.get("outcome"), "status", 200)
     context.setdefault("notice", NOTICES.get(request.query.get("done", "")))
     body = (
         environment()

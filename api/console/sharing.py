@@ -105,10 +105,6 @@ async def _team_names(request: web.Request) -> tuple[TeamList, dict[UUID, str]]:
     return mine, {team.id: team.name for team in mine.items}
 
 
-def _status(outcome: Outcome | None) -> int:
-    return outcome.refusal.status if outcome and outcome.refusal else 200
-
-
 # --- grants -------------------------------------------------------------------------------------
 
 
@@ -137,7 +133,6 @@ async def _grants_page(
     return page(
         request,
         "sharing/grants.html",
-        status=_status(outcome),
         diary=diary,
         team_name=team_names.get(diary.teamId),
         grants=_grants_of(listed),
@@ -260,7 +255,6 @@ async def _diary_transfers_page(
     return page(
         request,
         "sharing/diary_transfers.html",
-        status=_status(outcome),
         diary=diary,
         team_name=team_names.get(diary.teamId),
         transfers=_transfers_of(history),
@@ -321,7 +315,6 @@ async def _team_transfers_page(
     return page(
         request,
         "sharing/team_transfers.html",
-        status=_status(outcome),
         team=team,
         transfers=waiting.items,
         outcome=refusal,

@@ -20,7 +20,16 @@ from uuid import UUID, uuid4
 from aiohttp import web
 from pydantic import Field, model_validator
 
-from api.console.kit import ConsoleForm, Outcome, act, attempt, console_route, page, see_other
+from api.console.kit import (
+    ConsoleForm,
+    Outcome,
+    PageQuery,
+    act,
+    attempt,
+    console_route,
+    page,
+    see_other,
+)
 from api.console.render import NOTICES
 from api.console.task_forms import INPUT_PREFIX, InputField, input_fields, input_of, parsed_json
 from api.endpoint import Parsed
@@ -67,7 +76,7 @@ class TaskPagePath(RequestBody):
     taskId: UUID
 
 
-class NewTaskQuery(RequestBody):
+class NewTaskQuery(PageQuery):
     type: Annotated[str | None, Field(default=None, max_length=limits.TASK_TYPE_MAX_CHARS)]
 
 
@@ -135,7 +144,6 @@ async def _new_task_page(
     return page(
         request,
         "tasks/new.html",
-        status=refusal.status if refusal else 200,
         team=team,
         types=[s.taskType for s in schemas.items],
         chosen=chosen,
@@ -232,7 +240,6 @@ async def _task_page(
     return page(
         request,
         "tasks/task.html",
-        status=refusal.status if refusal else 200,
         team_id=team_id,
         team=team,
         task=task,

@@ -19,7 +19,16 @@ from uuid import UUID, uuid4
 from aiohttp import web
 from pydantic import Field
 
-from api.console.kit import ConsoleForm, Outcome, Refusal, act, attempt, console_route, see_other
+from api.console.kit import (
+    ConsoleForm,
+    Outcome,
+    PageQuery,
+    Refusal,
+    act,
+    attempt,
+    console_route,
+    see_other,
+)
 from api.console.render import NOTICES, page
 from api.endpoint import Parsed
 from api.routes import groups, identity, team_invites, team_members, teams
@@ -48,7 +57,6 @@ ROLES: tuple[str, ...] = get_args(TeamRole)
 INVITE_ROLES: tuple[str, ...] = get_args(InviteRole)
 # the new-team form's rows of co-founders (a larger team is founded, then invited to)
 FOUNDER_ROWS = 5
-DONE_CODE = Annotated[str | None, Field(default=None, max_length=64)]
 
 NOTICES.update(
     {
@@ -82,9 +90,8 @@ INVITE_CODE_HTML = html_pattern(INVITE_CODE_PATTERN)
 # --- paths, queries and forms -------------------------------------------------------------------
 
 
-class TeamPageQuery(RequestBody):
+class TeamPageQuery(PageQuery):
     invite: UUID | None = Field(default=None, description="an invite just created, shown first")
-    done: DONE_CODE
 
 
 class MemberFormPath(RequestBody):
@@ -174,7 +181,6 @@ def _new_team_page(request: web.Request, refusal: Refusal | None = None) -> web.
     return page(
         request,
         "teams/new.html",
-        status=refusal.status if refusal else 200,
         outcome=refusal,
         key=uuid4().hex,
         founders=list(zip(*rows, strict=True)),
@@ -234,7 +240,6 @@ def _join_page(request: web.Request, refusal: Refusal | None = None) -> web.Resp
     return page(
         request,
         "teams/join.html",
-        status=refusal.status if refusal else 200,
         outcome=refusal,
         join_key=uuid4().hex,
         join_pattern=INVITE_CODE_HTML,
@@ -312,7 +317,6 @@ async def _team_page(
     return page(
         request,
         "teams/team.html",
-        status=refusal.status if refusal else 200,
         outcome=refusal,
         team=team,
         manages=invites is not None,
@@ -468,7 +472,6 @@ async def _group_page(
     return page(
         request,
         "teams/group.html",
-        status=refusal.status if refusal else 200,
         outcome=refusal,
         group=group,
         team=team,

@@ -122,10 +122,6 @@ NextPath = Annotated[
 ]
 
 
-class ConsoleQuery(RequestBody):
-    next: NextPath | None = Field(default=None, description="where to go after login")
-
-
 class ConsoleTeamPath(RequestBody):
     teamId: UUID
 

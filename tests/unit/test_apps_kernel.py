@@ -8,8 +8,9 @@ import re
 import numpy as np
 import pytest
 
+from api.console.pages import HomeQuery
 from infra.projection import project
-from schemas.apps import APP_NAMES, BRIDGE_MARK, ConsoleQuery, app_html, is_local_path
+from schemas.apps import APP_NAMES, BRIDGE_MARK, app_html, is_local_path
 from schemas.limits import CONSOLE_NEXT_MAX_CHARS
 
 
@@ -47,7 +48,7 @@ def test_the_projection_of_tiny_diaries() -> None:
 @pytest.mark.parametrize("target", ["/console/", "/oauth2/consent?challenge=a%2Fb", "/"])
 def test_local_paths_are_accepted(target: str) -> None:
     assert is_local_path(target)
-    assert ConsoleQuery(next=target).next == target
+    assert HomeQuery(next=target).next == target
 
 
 @pytest.mark.parametrize(
@@ -66,7 +67,7 @@ def test_local_paths_are_accepted(target: str) -> None:
 def test_anything_else_is_refused(target: str) -> None:
     assert not is_local_path(target)
     with pytest.raises(ValueError):
-        ConsoleQuery(next=target)
+        HomeQuery(next=target)
 
 
 @pytest.mark.parametrize("name", APP_NAMES)
