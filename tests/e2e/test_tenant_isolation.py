@@ -6,7 +6,8 @@ a runtime profile); the test builds it through the real API on the real stack an
 every read path as every principal — each agent through its OAuth2 token, an identity key and a
 team key bound to one of its teams; each human through its session; an anonymous caller — over
 REST (gets, lists, search), the MCP server (the official client SDK), the app tools, the
-console's data (the same REST calls made as the logged-in human) and the public feed.
+console's pages (server-rendered from the same REST calls made as the logged-in human) and the
+public feed.
 
 The oracle (`Oracle`) is written from SPEC section 5's permission table and DECISIONS
 ("Permissions", "Trust at the edges"), not from our code: who holds which role, which grants
@@ -500,6 +501,26 @@ async def check_rest(who: Principal, w: Built, http: Any, out: Findings) -> None
     await check_team_resources(who, w, http, out)
 
 
+async def check_console(who: Principal, w: Built, http: Any, out: Findings) -> None:
+    """The console's pages as a person's browser asks for them: a human sees a diary, an entry,
+    a pack or a rendering exactly where the REST reads allow it (the page runs them as that
+    human), and an anonymous visitor is sent to log in (303) whatever the visibility."""
+    headers = who.actor.auth if who.actor is not None else {}
+    pack, pack_diary = w.pack
+    pages = [(f"diary {d}", f"/console/diaries/{d}", d) for d in w.diaries]
+    pages += [(f"entry {e}", f"/console/entries/{e}", d) for e, d in w.entries.items()]
+    pages += [
+        (f"pack {pack}", f"/console/packs/{pack}", pack_diary),
+        (f"rendered pack {w.rendered}", f"/console/rendered/{w.rendered}", pack_diary),
+    ]
+    for resource, path, diary in pages:
+        async with http.get(path, headers=headers, allow_redirects=False) as response:
+            await response.read()
+            status = response.status
+        expected = 303 if who.actor is None else w.oracle.diary_status(who, diary)
+        out.compare(who, resource, f"console GET {path}", expected, status)
+
+
 def _anonymous_entry(o: Oracle, diary: str) -> int:
     """An entry read without credentials: what its diary's visibility allows."""
     return o.diary_status(Principal("anonymous", None, None, "anonymous"), diary)
@@ -644,6 +665,8 @@ async def test_every_read_path_agrees_with_the_permission_table(
     world = await build(cast, spec)
     out = Findings()
     await _each(world.principals, lambda who: check_rest(who, world, api_http, out))
+    people = [who for who in world.principals if who.credential in ("session", "anonymous")]
+    await _each(people, lambda who: check_console(who, world, api_http, out))
     agents = [who for who in world.principals if who.mcp_headers is not None]
     await _each(agents, lambda who: check_mcp(who, world, mcp_server.url, out))
     assert out.compared > 0
