@@ -23,7 +23,15 @@ from api.headers import IDEMPOTENCY_HEADER, TEAM_HEADER
 from api.spec import HTML
 from schemas import limits
 from schemas.base import RequestBody
-from schemas.errors import CsrfRefused, DomainError, FieldError, Unauthorized
+from schemas.errors import (
+    Conflict,
+    CsrfRefused,
+    DomainError,
+    FieldError,
+    Forbidden,
+    NotFound,
+    Unauthorized,
+)
 
 TAG = "console"
 
@@ -95,12 +103,23 @@ def _endpoint(
 ) -> Callable[[Handler], Handler]:
     from api.endpoint import endpoint
 
+    # a page answers the refusals of the routes it runs (a diary it may not read is its 404);
+    # a form's refusal is shown beside it with its status (a 409 conflict, say)
+    errors = (*options.pop("errors", ()), NotFound, Forbidden)
     form: dict[str, Any] = {}
     if method == "POST":
-        errors = (*options.pop("errors", ()), CsrfRefused, Unauthorized)
-        form = {"body_form": True, "door": True, "errors": errors}
+        errors += (Conflict, CsrfRefused, Unauthorized)
+        form = {"body_form": True, "door": True}
     return endpoint(
-        routes, method, path, tag=TAG, auth="browser", raw_response=HTML, **form, **options
+        routes,
+        method,
+        path,
+        tag=TAG,
+        auth="browser",
+        raw_response=HTML,
+        errors=errors,
+        **form,
+        **options,
     )
 
 
