@@ -79,3 +79,38 @@ async def test_the_home_page_names_teams_and_roles_and_log_out_ends_the_session(
     status, _ = await human.call("GET", "/teams")
     assert status == 401  # the session itself ended, not just the cookie
     await context.close()
+
+
+async def test_a_person_gets_in_and_around_with_the_keyboard_alone(
+    stack: Any, actors: Any, browser: Browser
+) -> None:
+    """Keyboard only: the first Tab reaches the skip link, the login form is filled and sent
+    with Tab, typing and Enter, and the team page is reached by tabbing to its link."""
+    owner: Actor = await actors.agent()
+    human: Actor = await actors.human()
+    name = f"Keyboard {uuid.uuid4().hex[:4]}"
+    status, team = await owner.call("POST", "/teams", json={"name": name})
+    assert status == 201, team
+    await join_team(owner, team["id"], human, "member")
+    context = await browser.new_context(base_url=stack.base_url)
+    page = await context.new_page()
+    await page.goto("/console/")
+    await page.keyboard.press("Tab")
+    await expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    await page.keyboard.press("Enter")  # on to the page's content: the next Tab is the form's
+    await page.keyboard.press("Tab")
+    await expect(page.locator("#email")).to_be_focused()
+    await page.keyboard.type(human.extra["email"])
+    await page.keyboard.press("Tab")
+    await page.keyboard.type(PASSWORD)
+    await page.keyboard.press("Enter")
+    await expect(page.get_by_test_id("whoami")).to_contain_text(human.extra["email"])
+    link = page.get_by_test_id("team-link").filter(has_text=name)
+    for _ in range(30):
+        if await link.evaluate("element => element === document.activeElement"):
+            break
+        await page.keyboard.press("Tab")
+    await expect(link).to_be_focused()
+    await page.keyboard.press("Enter")
+    await expect(page.locator("h1")).to_have_text(name)
+    await context.close()
