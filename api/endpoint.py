@@ -261,7 +261,8 @@ def _parse_query(model: type[BaseModel] | None, request: web.Request) -> Any:
 def query_values(model: type[BaseModel] | None, query: MultiMapping[str]) -> dict[str, Any]:
     """The query as its model reads it: an array parameter gathers every repeat of its key and
     the comma-separated values of each (`?taskTypes=a&taskTypes=b`, `?taskTypes=a,b`, or both
-    mixed); any other parameter takes its first value."""
+    mixed); any other parameter takes one value, and given twice is a 400 (which one was
+    meant cannot be told)."""
     arrays = array_parameters(model) if model is not None else frozenset()
     values: dict[str, Any] = {}
     for name in query:
@@ -274,6 +275,13 @@ def query_values(model: type[BaseModel] | None, query: MultiMapping[str]) -> dic
                 for part in raw.split(",")
                 if part.strip()
             ]
+        elif len(query.getall(name)) > 1:
+            pointer = _pointer("query", (name,))
+            message = "given more than once; this parameter takes one value"
+            raise ValidationFailed(
+                f"Invalid query: {pointer}: {message}",
+                errors=[FieldError(pointer=pointer, message=message)],
+            )
         else:
             values[name] = query[name]
     return values

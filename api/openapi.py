@@ -31,6 +31,8 @@ from schemas.errors import (
 from schemas.version import VERSION
 
 REF = "#/components/schemas/{model}"
+# answered by api/server.py before a route is known
+BEFORE_ROUTING: tuple[type[DomainError], ...] = (UriTooLong, HeaderFieldsTooLarge)
 ARRAY_QUERY_NOTE = "Repeat the key (`?x=a&x=b`) or separate values by commas (`?x=a,b`)."
 
 
@@ -115,17 +117,17 @@ def _responses(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
     for status, when in spec.also:
         responses[str(status)] = {**responses[str(spec.status)], "description": when}
     problem = {"application/problem+json": {"schema": refs[(Problem, "serialization")]}}
-    if spec.raw_response == HTML:  # a page's refusal is a page too (api/console/render.py)
-        problem = {HTML: {"schema": {"type": "string"}}}
     by_status: dict[int, list[str]] = {}
+    content_of: dict[int, dict[str, Any]] = {}
     for error in _errors(spec):
         by_status.setdefault(error.status, []).append(f"`{error.code}`: {error.title}")
+        content_of.setdefault(error.status, {}).update(_problem_content(spec, error, problem))
     for status, lines in sorted(by_status.items()):
         # a status the handler also answers with its own body (readiness' 503) keeps both
         own = responses.get(str(status), {"description": "", "content": {}})
         responses[str(status)] = {
             "description": "; ".join(d for d in dict.fromkeys([own["description"], *lines]) if d),
-            "content": {**own["content"], **problem},
+            "content": {**own["content"], **content_of[status]},
         }
     if spec.error_body is not None:
         body = {"application/json": {"schema": refs[(spec.error_body, "serialization")]}}
@@ -135,6 +137,17 @@ def _responses(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
             content = {**known["content"], **body}
             responses[str(status)] = {"description": known["description"], "content": content}
     return responses
+
+
+def _problem_content(
+    spec: EndpointSpec, error: type[DomainError], problem: dict[str, Any]
+) -> dict[str, Any]:
+    """A refusal's media type: a page's refusal is a page too (api/console/render.py), but
+    what the server refuses before it routes (a request line or headers too long) is a
+    problem document whatever was asked for."""
+    if spec.raw_response == HTML and error not in BEFORE_ROUTING:
+        return {HTML: {"schema": {"type": "string"}}}
+    return problem
 
 
 def _header_schema(name: str) -> dict[str, Any]:

@@ -62,7 +62,8 @@ class PageQuery(RequestBody):
     page derives from this one (`console_route` holds it)."""
 
     done: Annotated[
-        str | None, Field(default=None, max_length=64, description="what a form just did")
+        str | None,
+        Field(default=None, min_length=1, max_length=64, description="what a form just did"),
     ]
 
 

@@ -77,7 +77,9 @@ class TaskPagePath(RequestBody):
 
 
 class NewTaskQuery(PageQuery):
-    type: Annotated[str | None, Field(default=None, max_length=limits.TASK_TYPE_MAX_CHARS)]
+    type: Annotated[
+        str | None, Field(default=None, min_length=1, max_length=limits.TASK_TYPE_MAX_CHARS)
+    ]
 
 
 class NewTaskForm(ConsoleForm):

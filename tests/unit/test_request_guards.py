@@ -197,8 +197,12 @@ def test_every_array_query_parameter_gathers_repeats_and_commas(model: type[Base
         comma = query_values(model, MultiDict([(name, "a,b"), (name, "c")]))
         assert repeated == comma == {name: ["a", "b", "c"]}
     scalars = set(model.model_fields) - array_parameters(model)
-    for name in scalars:  # one value, even when repeated (the first)
-        assert query_values(model, MultiDict([(name, "x,y"), (name, "z")])) == {name: "x,y"}
+    for name in scalars:  # one value: its commas are its own, and a second one is refused
+        assert query_values(model, MultiDict([(name, "x,y")])) == {name: "x,y"}
+        with pytest.raises(ValidationFailed) as refused:
+            query_values(model, MultiDict([(name, "x"), (name, "z")]))
+        assert refused.value.errors is not None
+        assert refused.value.errors[0].pointer == f"/query/{name}"
 
 
 def test_openapi_documents_array_query_parameters_as_repeatable() -> None:
