@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import os
 import re
 import sys
 import time
@@ -114,9 +115,16 @@ PAGES: tuple[Page, ...] = (
     page("profile", "/console/profile", get("/self-service/profile")),
     page("team", "/console/teams/{team}", get("/teams/{team}/members")),
     page("team-new", "/console/teams/new", WHOAMI),
+    page("team-join", "/console/teams/join", WHOAMI),
     page("group", "/console/groups/{group}", get("/groups/{group}/members")),
     page("team-diaries", "/console/teams/{team}/diaries", get("/diaries", team=True)),
     page("diary", "/console/diaries/{diary}", get("/diaries/{diary}/entries?limit=50")),
+    # the last page of the diary: an offset deep into 10 000 entries
+    page(
+        "diary-last-page",
+        "/console/diaries/{diary}?offset={last_offset}",
+        get("/diaries/{diary}/entries?limit=50&offset={last_offset}"),
+    ),
     page("entry-new", "/console/diaries/{diary}/entries/new", get("/diaries/{diary}")),
     page("entry", "/console/entries/{entry}", get("/entries/{entry}")),
     page("entry-edit", "/console/entries/{own_entry}/edit", get("/entries/{own_entry}")),
@@ -136,6 +144,12 @@ PAGES: tuple[Page, ...] = (
     page("task", "/console/teams/{team}/tasks/{task}", get("/tasks/{task}", team=True)),
     page("packs", "/console/diaries/{diary}/packs", get("/diaries/{diary}/packs?limit=50")),
     page("pack", "/console/packs/{pack}", get("/packs/{pack}")),
+    page("pack-provenance", "/console/packs/{pack}/provenance", get("/packs/{pack}/provenance")),
+    page(
+        "pack-diff",
+        "/console/packs/{pack}/diff?other={first_pack}",
+        get("/packs/{pack}/diff/{first_pack}"),
+    ),
     page("rendered", "/console/rendered/{rendered}", get("/rendered-packs/{rendered}")),
     page("keys", "/console/teams/{team}/keys", get("/agent-keys", team=True)),
     # the host page reads nothing itself; its app then reads GET /diaries/{id}/map (map.py)
@@ -154,8 +168,10 @@ class World:
     entry: str = ""  # the agent's signed entry, with relations
     own_entry: str = ""  # the human's (the human may edit it)
     task: str = ""  # claimed by the agent: messages, an artifact, its output
-    pack: str = ""
+    pack: str = ""  # the last of the packs, of every entry written through the API
+    first_pack: str = ""
     rendered: str = ""
+    last_offset: str = "0"  # of the diary's last page of 50
     made: dict[str, int] = field(default_factory=dict)
 
     def fill(self, template: str) -> str:
@@ -255,6 +271,7 @@ async def build_world(api: Api, agent: BenchAgent, human: Human, real: int) -> W
         body = {"entries": selection, "force": True, "pinned": size == 5}
         pack = await api("POST", f"/diaries/{world.diary}/packs", h, body)
         world.pack = str(pack["packId"])
+        world.first_pack = world.first_pack or world.pack
         world.count("packs")
     rendered = await api(
         "POST", f"/packs/{world.pack}/render", h, {"renderMethod": "server:pack-to-docs-v1"}
@@ -577,6 +594,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             async with Seeder(stack.settings.database_url, world.diary, agent.agent_id) as seeder:
                 log(f"seeding {args.entries - args.real} entries")
                 await seeder.seed(args.entries - args.real)
+            world.last_offset = str(max(0, args.entries - 50))
             result["setup_s"] = round(time.perf_counter() - started, 2)
             rates = {b: stack.settings.rate_limits[b] for b in RATE_BUCKETS}
             pacer = Pacer(rates)
@@ -591,6 +609,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             result["paced_s"] = round(pacer.waited_s, 1)
             result["refused_429"] = client.refused
             result["notes"] = notes(args.widen, stack.settings)
+            # other work on the machine shows in the tails: the load over the run
+            result["env"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     whoami_p50 = result["baselines"]["whoami"]["p50_ms"]
     for entry in pages:
         if entry["status"] == "measured":
@@ -607,10 +627,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--entries", type=int, default=10_000)
+    parser.add_argument("--entries", type=int, help="10 000 (--quick: 1 000)")
     parser.add_argument("--real", type=int, default=12, help="entries written through the API")
-    parser.add_argument("--runs", type=int, default=60)
-    parser.add_argument("--quick", action="store_true", help="8 runs, 1 000 entries")
+    parser.add_argument("--runs", type=int, help="60 (--quick: 8)")
+    parser.add_argument("--quick", action="store_true", help="fewer runs and entries")
     parser.add_argument(
         "--widen", action="store_true", help="widen the human's rate buckets instead of pacing"
     )
@@ -618,8 +638,8 @@ def main() -> None:
     parser.add_argument("--keep-dir", action="store_true")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
-    if args.quick:
-        args.runs, args.entries = 8, 1_000
+    args.entries = args.entries or (1_000 if args.quick else 10_000)
+    args.runs = args.runs or (8 if args.quick else 60)
     args.real = max(args.real, 4)  # the signed, flagged and human's entries, and relations
     run_and_report(run(args), args.output)
 
