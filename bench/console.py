@@ -2,6 +2,7 @@
 entries, as a logged-in human, next to the REST read the page mostly wraps.
 
     .venv/bin/python bench/console.py [--entries 10000] [--runs 60] [--quick] [--widen]
+                                      [--only PAGE ...]
 
 Starts the embedded stack (bench/_stack.py) **with the rate limiter on, as shipped**, and builds
 a world through the REST API: a human (self-service registration and login; the session token
@@ -16,8 +17,10 @@ pending transfers (one out of the diary, one into the team). The rest of the ent
 
 Measured, one request at a time: each page of `PAGES` (every URL of the console's
 `_nav.html` and the pages of issue 24) `--runs` times after 3 warm-ups, each run followed by
-its baseline REST call (the read the page mostly wraps, as the same human with
-`X-Session-Token`), and `GET /agents/whoami` (the API's floor). Server time is the page's
+its baselines (the REST reads the page mostly wraps, as the same human with
+`X-Session-Token`; a page runs more routes than these, e.g. its diary or team for the
+header, so `client_over_baseline` is the cost of the page's extra reads and the HTML), and
+`GET /agents/whoami` (the API's floor). Server time is the page's
 `Server-Timing: app;dur=…` (from the console route's start to the page rendered: it includes
 resolving the visitor and every REST route the page runs; the request's own authentication and
 rate count happen before it); client time is the whole request on loopback.
