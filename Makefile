@@ -117,6 +117,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/injection.py
 	$(BIN)/python bench/mcp.py
 	$(BIN)/python bench/map.py
+	$(BIN)/python bench/console.py
 	$(BIN)/python bench/quality.py
 
 # Mixed traffic at a steady rate for MINUTES (default 10): errors, memory, history sizes

@@ -220,10 +220,19 @@ class CpuMeter:
 class BenchStack:
     """`async with BenchStack() as stack:` starts everything; leaving the block stops it all."""
 
-    def __init__(self, *, keep_dir: bool = False, api_processes: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        keep_dir: bool = False,
+        api_processes: int = 1,
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        """`settings`: values that replace the bench's (e.g. `{"rate_limit_enabled": "true"}`:
+        rate limits are off unless a benchmark measures with them)."""
         self.root = Path(tempfile.mkdtemp(prefix="cairn-bench-"))
         self.keep_dir = keep_dir
         self.api_processes = api_processes
+        self.overrides = dict(settings or {})
         self._parts: list[Any] = []
         self.api: _Child | None = None
         self.worker: _Child | None = None
@@ -305,6 +314,7 @@ class BenchStack:
             "hook_secret": secrets.token_urlsafe(24),
             "rate_limit_enabled": "false",
             "api_processes": str(self.api_processes),
+            **self.overrides,
         }
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SERVICE_", "OTEL_"))}
         env.update({f"SERVICE_{k.upper()}": v for k, v in values.items()})
@@ -402,7 +412,7 @@ class BenchStack:
             "load_generator": "this process: aiohttp ClientSession (asyncio), closed loop, "
             "N concurrent clients; one Temporal client (with TracingInterceptor) for vouchers "
             "and the workflow baseline",
-            "rate_limit_enabled": False,
+            "rate_limit_enabled": bool(self.settings.rate_limit_enabled),
             "otel_export": "off (OTEL_* removed from the children's environment)",
             "network": "127.0.0.1 loopback; everything on this one machine",
         }
@@ -418,6 +428,7 @@ class BenchAgent:
     agent_id: uuid.UUID
     token: str
     team_id: str
+    signing_key: Any = None  # nacl.signing.SigningKey: the key registered for the agent
 
     @property
     def headers(self) -> dict[str, str]:
@@ -454,7 +465,29 @@ async def register_agent(session: Any, stack: BenchStack) -> BenchAgent:
     async with session.get(base + "/teams", headers=auth) as response:
         teams = (await response.json(content_type=None))["items"]
     team_id = next(str(t["id"]) for t in teams if t["personal"])
-    return BenchAgent(agent_id=uuid.UUID(whoami["agentId"]), token=token, team_id=team_id)
+    return BenchAgent(
+        agent_id=uuid.UUID(whoami["agentId"]), token=token, team_id=team_id, signing_key=key
+    )
+
+
+def machine_info(packages: tuple[str, ...] = ("aiohttp", "boto3", "temporalio")) -> dict[str, Any]:
+    """Cores, memory, load when the run began, Python and the versions of `packages`."""
+    import platform
+    from importlib import metadata
+
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "versions": {name: version(name) for name in packages},
+    }
 
 
 def run_and_report(bench: Coroutine[Any, Any, dict[str, Any]], output: Path) -> None:

@@ -37,8 +37,6 @@ import argparse
 import asyncio
 import contextlib
 import math
-import os
-import platform
 import statistics
 import sys
 import time
@@ -47,7 +45,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +63,7 @@ from bench._stack import (
     register_agent,
     run_and_report,
 )
+from bench._stack import machine_info as stack_machine_info
 from bench.auth import wait_quiet
 
 RESULTS = Path(__file__).resolve().parent / "results" / "memory.json"
@@ -833,24 +831,7 @@ def targets(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def machine_info() -> dict[str, Any]:
-    import psutil
-
-    def version(name: str) -> str | None:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
-        "python": platform.python_version(),
-        "versions": {
-            name: version(name)
-            for name in ("onnxruntime", "pgvector", "asyncpg", "temporalio", "pgserver")
-        },
-    }
+    return stack_machine_info(("onnxruntime", "pgvector", "asyncpg", "temporalio", "pgserver"))
 
 
 def main() -> None:

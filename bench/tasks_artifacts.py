@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -38,7 +37,6 @@ import time
 import tracemalloc
 import uuid
 from collections.abc import Awaitable, Callable
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +50,7 @@ from bench._stack import (
     NOOP_WORKFLOW,
     BenchAgent,
     BenchStack,
+    machine_info,
     register_agent,
     run_and_report,
 )
@@ -448,22 +447,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         ),
     }
     return result
-
-
-def machine_info() -> dict[str, Any]:
-    def version(name: str) -> str | None:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
-        "python": platform.python_version(),
-        "versions": {name: version(name) for name in ("aiohttp", "boto3", "temporalio")},
-    }
 
 
 def main() -> None:
