@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from actors import Actor
+from actors import Actor, join_team
 
 LIVE = os.environ.get("CAIRN_FUZZ_LIVE")
 EXAMPLES = int(os.environ.get("CAIRN_FUZZ_LIVE_EXAMPLES", "25"))
@@ -146,9 +146,11 @@ async def seed(owner: Actor) -> dict[str, str]:
     }
 
 
-def config(ids: dict[str, str], auth: dict[str, str]) -> str:
+def config(ids: dict[str, str], auth: dict[str, str], person: dict[str, str]) -> str:
     """schemathesis.toml: the agent's credential and team on every request, and real ids as
-    the values of path parameters (an `id` means what its path says)."""
+    the values of path parameters (an `id` means what its path says). The console's pages are
+    asked as a person of the team (`person`: a human's session, no bearer), so their handlers
+    run on the real resources instead of sending an agent to the login page."""
     by_operation = {
         "DELETE /teams/{id}": {"path.id": ids["spare_team"]},
         "DELETE /diaries/{diaryId}": {"path.diaryId": ids["spare_diary"]},
@@ -174,6 +176,9 @@ def config(ids: dict[str, str], auth: dict[str, str]) -> str:
         "inviteId": ids["invite"],
         "subjectId": ids["agent"],
         "teamId": ids["team"],
+        "taskId": ids["task"],
+        "keyId": ids["key"],
+        "groupId": ids["group"],
         "fingerprint": ids["fingerprint"],
         "transferId": ids["transfer"],
         "cid": ids["pack_cid"],
@@ -209,7 +214,23 @@ def config(ids: dict[str, str], auth: dict[str, str]) -> str:
             f"include-path-regex = {json.dumps(prefix)}",
             f'parameters = {{ "path.id" = {json.dumps(value)} }}',
         ]
+    headers = ", ".join(
+        f"{json.dumps(k)} = {json.dumps(v)}" for k, v in {"Authorization": "", **person}.items()
+    )
+    for prefix, value in CONSOLE_PAGES.items():
+        lines += ["", "[[operations]]", f"include-path-regex = {json.dumps(prefix)}"]
+        lines += [f"headers = {{ {headers} }}"]
+        if value:
+            lines += [f'parameters = {{ "path.id" = {json.dumps(ids[value])} }}']
     return "\n".join(lines) + "\n"
+
+
+# The console's pages by path: which seeded id an `{id}` names (one entry matches each page)
+CONSOLE_PAGES = {
+    "^/console/packs/": "pack",
+    "^/console/rendered/": "rendered",
+    "^/console/(?!packs/|rendered/)": "",
+}
 
 
 async def test_schemathesis_finds_no_server_error_and_no_conformance_failure(
@@ -217,8 +238,10 @@ async def test_schemathesis_finds_no_server_error_and_no_conformance_failure(
 ) -> None:
     owner = await actors.agent()
     ids = await seed(owner)
+    person: Actor = await actors.human()
+    await join_team(owner, ids["team"], person, "manager")
     config_file = tmp_path / "schemathesis.toml"
-    config_file.write_text(config(ids, owner.auth))
+    config_file.write_text(config(ids, owner.auth, person.auth))
     report = tmp_path / "report"
     command = [
         str(Path(sys.executable).with_name("schemathesis")),
