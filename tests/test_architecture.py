@@ -131,6 +131,23 @@ def test_routes_are_leaves() -> None:
     assert _route_imports_of_routes(routes) == []
 
 
+# What the console may not use: it is a door to the REST routes (api.endpoint.invoke), so it
+# reads no table, starts no workflow and opens no connection of its own.
+CONSOLE_FORBIDDEN = ("infra", "workflows", "activities", "asyncpg", "temporalio", "api.flows")
+
+
+def test_the_console_reaches_data_only_through_the_rest_routes() -> None:
+    console = [p for p in _modules("api") if "console" in p.relative_to(ROOT).parts[:2]]
+    assert console
+    found = [
+        f"{_module_name(path)} imports {module}"
+        for path in console
+        for module in sorted(_imported_modules(path))
+        if any(module == banned or module.startswith(banned + ".") for banned in CONSOLE_FORBIDDEN)
+    ]
+    assert found == []
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The import cycles of a module graph (each found once from its first module)."""
     found: list[list[str]] = []
