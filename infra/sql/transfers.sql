@@ -3,19 +3,9 @@
 -- is pending (the partial unique index `diary_transfers_one_pending`).
 
 -- name: transfer_get
--- The reads join the initiator's names (subject_names, migration 0022; an initiator is an
--- agent or a human, and ids are unique across both) and the diary's and both teams' names, so
--- a person deciding a transfer reads what moves where (one query, no lookups per row).
-SELECT t.id, t.diary_id, t.source_team_id, t.destination_team_id, t.initiated_by, t.status,
-       t.workflow_id, t.created_at, t.resolved_at, t.expires_at,
-       n.fingerprint AS initiator_fingerprint, n.email AS initiator_email,
-       n.display_name AS initiator_display_name,
-       d.name AS diary_name, st.name AS source_team_name, dt.name AS destination_team_name
-FROM diary_transfers t
-LEFT JOIN subject_names n ON n.subject_id = t.initiated_by
-LEFT JOIN diaries d ON d.id = t.diary_id
-LEFT JOIN teams st ON st.id = t.source_team_id
-LEFT JOIN teams dt ON dt.id = t.destination_team_id
+-- The reads select from diary_transfer_views (migration 0023): the transfer with the names of
+-- its initiator, its diary and both teams, joined once there.
+SELECT * FROM diary_transfer_views t
 WHERE t.id = $1
 
 -- name: transfer_lock
@@ -25,45 +15,18 @@ FROM diary_transfers WHERE id = $1
 FOR UPDATE
 
 -- name: transfer_pending_of_diary
-SELECT t.id, t.diary_id, t.source_team_id, t.destination_team_id, t.initiated_by, t.status,
-       t.workflow_id, t.created_at, t.resolved_at, t.expires_at,
-       n.fingerprint AS initiator_fingerprint, n.email AS initiator_email,
-       n.display_name AS initiator_display_name,
-       d.name AS diary_name, st.name AS source_team_name, dt.name AS destination_team_name
-FROM diary_transfers t
-LEFT JOIN subject_names n ON n.subject_id = t.initiated_by
-LEFT JOIN diaries d ON d.id = t.diary_id
-LEFT JOIN teams st ON st.id = t.source_team_id
-LEFT JOIN teams dt ON dt.id = t.destination_team_id
+SELECT * FROM diary_transfer_views t
 WHERE t.diary_id = $1 AND t.status = 'pending'
 
 -- name: transfer_list_of_diary
-SELECT t.id, t.diary_id, t.source_team_id, t.destination_team_id, t.initiated_by, t.status,
-       t.workflow_id, t.created_at, t.resolved_at, t.expires_at,
-       n.fingerprint AS initiator_fingerprint, n.email AS initiator_email,
-       n.display_name AS initiator_display_name,
-       d.name AS diary_name, st.name AS source_team_name, dt.name AS destination_team_name
-FROM diary_transfers t
-LEFT JOIN subject_names n ON n.subject_id = t.initiated_by
-LEFT JOIN diaries d ON d.id = t.diary_id
-LEFT JOIN teams st ON st.id = t.source_team_id
-LEFT JOIN teams dt ON dt.id = t.destination_team_id
+SELECT * FROM diary_transfer_views t
 WHERE t.diary_id = $1
 ORDER BY t.created_at DESC, t.id DESC
 
 -- name: transfer_list_pending_to
 -- Pending transfers whose destination is one of the teams $1 (the caller owns them); one past
 -- its deadline is left out even before its workflow marks it expired.
-SELECT t.id, t.diary_id, t.source_team_id, t.destination_team_id, t.initiated_by, t.status,
-       t.workflow_id, t.created_at, t.resolved_at, t.expires_at,
-       n.fingerprint AS initiator_fingerprint, n.email AS initiator_email,
-       n.display_name AS initiator_display_name,
-       d.name AS diary_name, st.name AS source_team_name, dt.name AS destination_team_name
-FROM diary_transfers t
-LEFT JOIN subject_names n ON n.subject_id = t.initiated_by
-LEFT JOIN diaries d ON d.id = t.diary_id
-LEFT JOIN teams st ON st.id = t.source_team_id
-LEFT JOIN teams dt ON dt.id = t.destination_team_id
+SELECT * FROM diary_transfer_views t
 WHERE t.destination_team_id = ANY($1::uuid[]) AND t.status = 'pending' AND t.expires_at > now()
 ORDER BY t.created_at, t.id
 
