@@ -280,10 +280,10 @@ def database_of(dsn: str) -> str:
     return urlsplit(dsn).path.lstrip("/") or "postgres"
 
 
-def _run_as(path: Path) -> int | None:
+def run_as(server: Postgres) -> int | None:
     """Postgres and pgbouncer refuse to run as root: as root, run them as the owner of the
-    embedded server's data directory (pgserver's own system user)."""
-    return path.stat().st_uid if os.geteuid() == 0 else None
+    embedded server's data directory (the wheel's own system user); else as ourselves."""
+    return server.data_dir.stat().st_uid if os.geteuid() == 0 else None
 
 
 def _own(path: Path, uid: int | None, mode: int) -> None:
@@ -316,7 +316,7 @@ class StreamingReplica:
         return self.address.dsn(database)
 
     def start(self, timeout: float = 60) -> None:
-        self.child_uid = _run_as(self.primary.data_dir)
+        self.child_uid = run_as(self.primary)
         _own(self.root, self.child_uid, 0o755)
         _own(self.root / "socket", self.child_uid, 0o755)
         data = self.root / "data"
@@ -355,6 +355,7 @@ class PgBouncer:
     root: Path  # its config, auth file and log
     port: int
     pool_size: int = 20
+    user_id: int | None = None  # whom to run as (`run_as`): pgbouncer refuses root
     child: ChildProcess | None = None
 
     def dsn(self, database: str) -> str:
@@ -379,13 +380,12 @@ class PgBouncer:
         )
 
     def start(self, timeout: float = 30) -> None:
-        user = _run_as(Path(self.upstream.host)) if Path(self.upstream.host).is_dir() else None
-        _own(self.root, user, 0o755)
+        _own(self.root, self.user_id, 0o755)
         (self.root / "users.txt").write_text(f'"{self.upstream.user}" ""\n')
         (self.root / "pgbouncer.ini").write_text(self.config())
-        args = [shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"]
-        if user is not None:
-            args += ["-u", pwd.getpwuid(user).pw_name]
+        args = [shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"]  # sbin: off a user's PATH
+        if self.user_id is not None:
+            args += ["-u", pwd.getpwuid(self.user_id).pw_name]
         args.append(str(self.root / "pgbouncer.ini"))
         self.child = ChildProcess("pgbouncer", args, self.root / "pgbouncer.log")
         self.child.start()

@@ -34,6 +34,7 @@ from infra.devstack import (
     TemporalDevServer,
     database_of,
     free_port,
+    run_as,
 )
 
 TEMPLATE_DB = "cairn_template"
@@ -123,7 +124,8 @@ def database_route(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def pgbouncer(postgres: Postgres, stack_dir: Path) -> Iterator[PgBouncer]:
-    bouncer = PgBouncer(ServerAddress.of(postgres.dsn()), stack_dir / "pgbouncer", free_port())
+    address = ServerAddress.of(postgres.dsn())
+    bouncer = PgBouncer(address, stack_dir / "pgbouncer", free_port(), user_id=run_as(postgres))
     bouncer.start()
     yield bouncer
     bouncer.stop()
