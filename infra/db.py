@@ -96,7 +96,11 @@ class PoolExhausted(TimeoutError):
 
 class Pool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg is untyped
     """asyncpg's pool, every acquire bounded by `acquire_timeout_s` (a caller's own timeout
-    wins). A burst larger than the pool fails fast instead of queueing without end behind it."""
+    wins). A burst larger than the pool fails fast instead of queueing without end behind it.
+
+    This and `PerTransactionConnection` extend asyncpg's internals (`Pool._acquire`,
+    `Connection._execute`, `_top_xact`, as of 0.32); tests/integration/test_db_pools.py walks
+    every path they change."""
 
     def __init__(self, *args: Any, acquire_timeout_s: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -200,13 +204,18 @@ async def create_pool(
     server_settings = {"application_name": application_name or default_name}
     init: Callable[[asyncpg.Connection], Awaitable[None]] = _init_connection
     connection_class: type[asyncpg.Connection] = asyncpg.Connection
+    connect_options: dict[str, Any] = {}
     if not transaction_pooler:
         server_settings |= dict(session or {})
         if read_only:
             server_settings["default_transaction_read_only"] = "on"
-    elif read_only or session:
-        init = _scoped_init(TransactionScope(read_only, tuple((session or {}).items())))
-        connection_class = PerTransactionConnection
+    else:
+        # no named statements: asyncpg then sends each one unnamed, parsed again in the round
+        # trip of its execution, which any pgbouncer passes through
+        connect_options["statement_cache_size"] = 0
+        if read_only or session:
+            init = _scoped_init(TransactionScope(read_only, tuple((session or {}).items())))
+            connection_class = PerTransactionConnection
     pool = Pool(
         dsn,
         min_size=min(min_size, max_size),
@@ -216,13 +225,11 @@ async def create_pool(
         loop=None,
         record_class=asyncpg.Record,
         connection_class=connection_class,
-        # no named statements behind a pooler: asyncpg then re-parses an unnamed one with
-        # each execution, in the same round trip
-        statement_cache_size=0 if transaction_pooler else 100,
         acquire_timeout_s=acquire_timeout_s,
         init=init,
         reset=_rollback_if_open,
         server_settings=server_settings,
+        **connect_options,
     )
     await pool
     return pool
