@@ -15,6 +15,7 @@ from aiohttp import web
 from api import keys
 from api.auth import optional_principal, require_principal
 from api.headers import team_header
+from api.reads import reader
 from api.spec import EndpointSpec
 from infra.repos import memory_reads, runtime_profiles, task_reads
 from schemas.errors import (
@@ -99,7 +100,7 @@ def found(value: T | None, missing: DomainError) -> T:
 
 
 async def load_diary(request: web.Request, diary_id: UUID) -> Diary:
-    diary = await memory_reads.get_diary(request.app[keys.READ_POOL], diary_id)
+    diary = await memory_reads.get_diary(reader(request), diary_id)
     return found(diary, DiaryNotFound(NO_SUCH_DIARY))
 
 
@@ -148,7 +149,7 @@ async def can_view_task(request: web.Request, team_id: UUID, task_id: UUID) -> b
 
 async def visible_task(request: web.Request, task_id: UUID) -> Task:
     """The task if the caller may see it; 404 otherwise (and for another team's header)."""
-    task = await task_reads.get_task(request.app[keys.READ_POOL], task_id)
+    task = await task_reads.get_task(reader(request), task_id)
     if task is None:
         raise _no_such_task()
     header = team_header(request)
@@ -172,7 +173,7 @@ async def visible_profile(request: web.Request, profile_id: UUID) -> RuntimeProf
     """The profile if the caller is a member of its team; 404 otherwise (and for another
     team's header)."""
     missing = RuntimeProfileNotFound("No such runtime profile")
-    profile = await runtime_profiles.get_profile(request.app[keys.READ_POOL], profile_id)
+    profile = await runtime_profiles.get_profile(reader(request), profile_id)
     if profile is None:
         raise missing
     header = team_header(request)

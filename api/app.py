@@ -57,7 +57,7 @@ from api.routes import (
     teams,
     transfers,
 )
-from infra.db import create_pool
+from infra.db import create_pool, pool_options
 from infra.embeddings import OnnxEmbedder
 from infra.oauth import OAuthServer, SigningKeyStore
 from infra.permissions import PostgresPermissionEngine
@@ -68,8 +68,6 @@ from infra.temporal import connect
 from schemas import limits
 
 MAX_BODY_BYTES = 1024 * 1024
-MESSAGE_WRITER_POOL_MAX = 4  # appends are short single transactions
-RATE_POOL_MAX = 4  # one short statement per request
 
 
 @dataclass
@@ -139,8 +137,10 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
             read_only=True,
             min_size=settings.database_pool_min,
             max_size=settings.database_pool_max,
+            **pool_options(settings),
         )
         app[keys.READ_POOL] = pool
+        app[keys.REPLICA_POOL] = replica = await _replica_pool(settings)
         app[keys.TEMPORAL] = deps.temporal or await connect(settings)
         store = SigningKeyStore(pool, settings.secret_bytes)
         app[keys.TOKENS] = OAuthServer(
@@ -154,7 +154,11 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
         app[keys.EMBEDDER] = deps.embedder or await search.load_query_embedder()
         # append-only task messages: the one write the API makes itself, on its own small pool
         app[keys.MESSAGE_WRITER] = writer = await create_pool(
-            settings.database_url, read_only=False, min_size=1, max_size=MESSAGE_WRITER_POOL_MAX
+            settings.database_url,
+            read_only=False,
+            min_size=1,
+            max_size=settings.database_message_pool_max,
+            **pool_options(settings),
         )
         rate_pool = await _rate_pool(settings)
         app[keys.RATE_LIMITER] = limiter = RateLimiter(
@@ -182,6 +186,8 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
                 await limiter.return_lapsed(every_lease=True)  # what this process holds
                 await rate_pool.close()
             await writer.close()
+            if replica is not None:
+                await replica.close()
             if deps.read_pool is None:
                 await pool.close()
 
@@ -197,7 +203,23 @@ async def _rate_pool(settings: Settings) -> asyncpg.Pool | None:
         settings.database_url,
         read_only=False,
         min_size=1,
-        max_size=RATE_POOL_MAX,
+        max_size=settings.database_rate_pool_max,
         application_name="cairn-api-ratelimit",
         session={"synchronous_commit": "off"},
+        **pool_options(settings),
+    )
+
+
+async def _replica_pool(settings: Settings) -> asyncpg.Pool | None:
+    """The read-only pool on the streaming replica (`SERVICE_DATABASE_READ_URL`), None when
+    none is set; `api.reads.reader` says which requests read there."""
+    if not settings.database_read_url:
+        return None
+    return await create_pool(
+        settings.database_read_url,
+        read_only=True,
+        min_size=min(settings.database_pool_min, settings.database_read_pool_max),
+        max_size=settings.database_read_pool_max,
+        application_name="cairn-api-replica",
+        **pool_options(settings),
     )

@@ -73,6 +73,7 @@ def endpoint(
             if spec.path_params is not None:
                 _refuse_a_literal_path(request)
             request[keys.ENDPOINT] = spec
+            request[keys.REPLICA_READS] = spec.writes_nothing  # kept by the routes it invokes
 
             try:
                 await authorize(request, spec)

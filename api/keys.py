@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # onnxruntime is imported only where the model is loaded
 
 SETTINGS = web.AppKey("settings", Settings)
 READ_POOL = web.AppKey("read_pool", asyncpg.Pool)
+# The streaming replica's pool (SERVICE_DATABASE_READ_URL), None without one: api.reads.reader
+REPLICA_POOL: web.AppKey[asyncpg.Pool | None] = web.AppKey("replica_pool")
 TEMPORAL = web.AppKey("temporal", Client)
 TOKENS: web.AppKey[TokenService] = web.AppKey("tokens")
 PERMISSIONS: web.AppKey[PermissionEngine] = web.AppKey("permissions")
@@ -43,6 +45,8 @@ HYGIENE = web.AppKey("hygiene", Hygiene)
 # Per-request state set by the middlewares and the endpoint wrapper.
 REQUEST_ID = web.RequestKey("request_id", str)
 ENDPOINT = web.RequestKey("endpoint", object)
+# whether this request's reads may come from the replica (api.reads), set by the route called
+REPLICA_READS = web.RequestKey("replica_reads", bool)
 PRINCIPAL = web.RequestKey("principal", object)
 # An unread clone of a request whose handler runs other routes after its own body was read
 # (`EndpointSpec.door`: aiohttp clones only unread requests; api.endpoint.invoke)

@@ -7,9 +7,10 @@ convention metrics and cost a third of a small request's CPU (measured on `GET /
 
 Every error leaves as `application/problem+json`. A DomainError (raised in the API, or carried
 back from a workflow, an update validator or an activity) keeps its status and code; an
-unreachable dependency (Temporal, a lost or refused Postgres connection, S3) is 503, and every
-503 carries `Retry-After`: an outage is something to wait out, not a bug; anything else is a 500
-that shows no internals and is logged once with the request id and trace id.
+unreachable dependency (Temporal, a lost or refused Postgres connection, S3) or a database pool
+with no connection free within the acquire timeout is 503, and every 503 carries `Retry-After`:
+an outage is something to wait out, not a bug; anything else is a 500 that shows no internals
+and is logged once with the request id and trace id.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from api import keys
 from api.console.render import problem_page
 from api.headers import refuse_unstorable_headers
 from api.spec import HTML, EndpointSpec
+from infra.db import PoolExhausted
 from infra.temporal import problem_from_failure
 from schemas import limits
 from schemas.errors import (
@@ -137,6 +139,8 @@ def _from_dependency(exc: BaseException) -> DomainError | None:
         return ServiceUnavailable("The workflow engine is unavailable")
     if isinstance(exc, _POSTGRES_DOWN):
         return ServiceUnavailable("The database is unavailable")
+    if isinstance(exc, PoolExhausted):
+        return ServiceUnavailable("Every database connection is busy")
     if isinstance(exc, S3ConnectionError):
         return ServiceUnavailable("The blob store is unavailable")
     if isinstance(exc, (OSError, TimeoutError)) and not isinstance(exc, web.HTTPException):

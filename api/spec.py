@@ -58,3 +58,9 @@ class EndpointSpec:
     # The handler reads the body itself, as a file of this media type (`POST /diaries/import`)
     raw_body: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # A POST that writes nothing (search): its reads may come from the replica, as a GET's may
+    read_only: bool = False
+
+    @property
+    def writes_nothing(self) -> bool:
+        return self.method in ("GET", "HEAD") or self.read_only

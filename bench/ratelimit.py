@@ -85,7 +85,6 @@ async def closed_loop(
 
 async def direct(stack: BenchStack, seconds: float, concurrency: int) -> dict[str, Any]:
     """The limiter's statement alone, against a `SELECT 1` on the same pool."""
-    from api.app import RATE_POOL_MAX
     from api.ratelimit import RateLimiter
     from infra.db import create_pool
     from infra.settings import Rate
@@ -95,7 +94,7 @@ async def direct(stack: BenchStack, seconds: float, concurrency: int) -> dict[st
         stack.settings.database_url,
         read_only=False,
         min_size=1,
-        max_size=RATE_POOL_MAX,
+        max_size=stack.settings.database_rate_pool_max,
         session={"synchronous_commit": "off"},
     )
     rates = {b: Rate.parse(HUGE) for b in BUCKETS}  # as the limited API's: never refused

@@ -3,6 +3,12 @@
 SQL lives in `infra/sql/*.sql` as named statements (`-- name: get_agent` then the statement);
 `Q.get_agent` is the text. Migrations are numbered files in `infra/migrations/`, applied once
 each under an advisory lock and recorded in `schema_migrations`.
+
+Every pool's acquire waits at most `SERVICE_DATABASE_ACQUIRE_TIMEOUT_S` (`PoolExhausted`, the
+API's 503). Behind a transaction pooler (`SERVICE_DATABASE_TRANSACTION_POOLER`, pgbouncer in
+`pool_mode=transaction`) a server connection is ours for one transaction only: no statement
+cache, no session settings at startup; what a pool sets per session in the direct mode
+(read-only, `synchronous_commit`) is set at the start of each transaction instead.
 """
 
 from __future__ import annotations
@@ -10,12 +16,17 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, TypedDict
 
 import asyncpg
+from asyncpg.transaction import Transaction
 from pgvector.asyncpg import register_vector
+
+from infra.settings import Settings
+from schemas import limits
 
 _NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _MIGRATION_LOCK = 0x0CA1_2A11
@@ -78,31 +89,176 @@ async def _rollback_if_open(conn: asyncpg.Connection) -> None:
         await conn.execute("ROLLBACK")
 
 
+class PoolExhausted(TimeoutError):
+    """No pooled connection came free within the acquire timeout. The API answers 503 with
+    Retry-After; in a worker it is an ordinary (retried) activity failure."""
+
+
+class Pool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg is untyped
+    """asyncpg's pool, every acquire bounded by `acquire_timeout_s` (a caller's own timeout
+    wins). A burst larger than the pool fails fast instead of queueing without end behind it.
+
+    This and `PerTransactionConnection` extend asyncpg's internals (`Pool._acquire`,
+    `Connection._execute`, `_top_xact`, as of 0.32); tests/integration/test_db_pools.py walks
+    every path they change."""
+
+    def __init__(self, *args: Any, acquire_timeout_s: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._acquire_timeout_s = acquire_timeout_s
+
+    async def _acquire(self, given_s: float | None) -> Any:
+        # the one path of both `async with pool.acquire()` and the pool's fetch/execute helpers
+        wait = self._acquire_timeout_s if given_s is None else given_s
+        try:
+            return await super()._acquire(wait)
+        except TimeoutError as exc:
+            raise PoolExhausted(f"no database connection came free within {wait} s") from exc
+
+
+@dataclass(frozen=True)
+class TransactionScope:
+    """What a pool behind a transaction pooler sets in each transaction: `BEGIN READ ONLY`,
+    and `set_config(name, value, true)` (SET LOCAL) for each setting."""
+
+    read_only: bool
+    settings: tuple[tuple[str, str], ...]
+
+
+class PerTransactionConnection(asyncpg.Connection):  # type: ignore[misc]
+    """A connection whose session state lives in each transaction: behind pgbouncer in
+    transaction mode the server connection changes between transactions, and a setting made
+    once per session would leak to other clients or be missing. A statement outside any
+    transaction runs in one of its own, so it gets the settings too."""
+
+    scope: TransactionScope | None = None  # set by the pool's init
+
+    def transaction(
+        self, *, isolation: str | None = None, readonly: bool = False, deferrable: bool = False
+    ) -> Transaction:
+        if self.scope is None:
+            return super().transaction(
+                isolation=isolation, readonly=readonly, deferrable=deferrable
+            )
+        return _ScopedTransaction(self, isolation, readonly or self.scope.read_only, deferrable)
+
+    def _needs_own_transaction(self) -> bool:
+        # `_top_xact` is set while a transaction starts: its own BEGIN is no bare statement
+        return self.scope is not None and self._top_xact is None and not self.is_in_transaction()
+
+    async def execute(self, query: str, *args: Any, **options: Any) -> str:
+        if self._needs_own_transaction():
+            async with self.transaction():
+                return await super().execute(query, *args, **options)  # type: ignore[no-any-return]
+        return await super().execute(query, *args, **options)  # type: ignore[no-any-return]
+
+    async def _execute(self, *args: Any, **options: Any) -> Any:
+        # fetch, fetchrow, fetchval and execute with arguments all come through here
+        if self._needs_own_transaction():
+            async with self.transaction():
+                return await super()._execute(*args, **options)
+        return await super()._execute(*args, **options)
+
+
+class _ScopedTransaction(Transaction):  # type: ignore[misc]
+    __slots__ = ()
+
+    async def start(self) -> None:
+        connection = self._connection
+        top_level = not connection.is_in_transaction()
+        await super().start()
+        if top_level:
+            for name, value in connection.scope.settings:
+                await connection.execute("SELECT set_config($1, $2, true)", name, value)
+
+
+class PoolOptions(TypedDict):
+    """What every pool of a process takes from the settings (`pool_options`)."""
+
+    acquire_timeout_s: float
+    transaction_pooler: bool
+
+
+def pool_options(settings: Settings) -> PoolOptions:
+    return PoolOptions(
+        acquire_timeout_s=settings.database_acquire_timeout_s,
+        transaction_pooler=settings.database_transaction_pooler,
+    )
+
+
 async def create_pool(
     dsn: str,
     *,
     read_only: bool,
     min_size: int = 2,
     max_size: int = 10,
+    acquire_timeout_s: float = limits.DATABASE_ACQUIRE_TIMEOUT_SEC,
+    transaction_pooler: bool = False,
     application_name: str | None = None,
     session: Mapping[str, str] | None = None,
 ) -> asyncpg.Pool:
     """The API pool is read-only (`default_transaction_read_only`): it cannot write by accident.
-    `session`: more settings of every connection (`synchronous_commit`, ...)."""
+    `session`: more settings of every connection (`synchronous_commit`, ...). With
+    `transaction_pooler` both are set per transaction (`PerTransactionConnection`) and only the
+    application name, which pgbouncer keeps per client, goes in the startup packet."""
     default_name = "cairn-api" if read_only else "cairn-worker"
-    server_settings = {"application_name": application_name or default_name, **(session or {})}
-    if read_only:
-        server_settings["default_transaction_read_only"] = "on"
-    pool = await asyncpg.create_pool(
+    server_settings = {"application_name": application_name or default_name}
+    init: Callable[[asyncpg.Connection], Awaitable[None]] = _init_connection
+    connection_class: type[asyncpg.Connection] = asyncpg.Connection
+    connect_options: dict[str, Any] = {}
+    if not transaction_pooler:
+        server_settings |= dict(session or {})
+        if read_only:
+            server_settings["default_transaction_read_only"] = "on"
+    else:
+        # no named statements: asyncpg then sends each one unnamed, parsed again in the round
+        # trip of its execution, which any pgbouncer passes through
+        connect_options["statement_cache_size"] = 0
+        if read_only or session:
+            init = _scoped_init(TransactionScope(read_only, tuple((session or {}).items())))
+            connection_class = PerTransactionConnection
+    pool = Pool(
         dsn,
-        min_size=min_size,
+        min_size=min(min_size, max_size),
         max_size=max_size,
-        init=_init_connection,
+        max_queries=50_000,  # asyncpg's defaults, which its create_pool would pass
+        max_inactive_connection_lifetime=300.0,
+        loop=None,
+        record_class=asyncpg.Record,
+        connection_class=connection_class,
+        acquire_timeout_s=acquire_timeout_s,
+        init=init,
         reset=_rollback_if_open,
         server_settings=server_settings,
+        **connect_options,
     )
-    assert pool is not None
+    await pool
     return pool
+
+
+def _scoped_init(scope: TransactionScope) -> Callable[[asyncpg.Connection], Awaitable[None]]:
+    async def init(conn: asyncpg.Connection) -> None:
+        conn.scope = scope
+        await _init_connection(conn)
+
+    return init
+
+
+def connection_budget(settings: Settings, command: str) -> int:
+    """The most connections one replica (pod) of `cairn <command>` holds on the primary, from
+    its settings: the formula of docs/deployment.md "Connection budget". An API process has
+    its main (read) pool, the task-message writer and the rate limiter's pool (when limits
+    are on); a worker one pool (the embedding queue shares it); `migrate` one connection. The
+    replica pool (`SERVICE_DATABASE_READ_URL`) counts against the replica."""
+    if command == "api":
+        per_process = settings.database_pool_max + settings.database_message_pool_max
+        if settings.rate_limit_enabled:
+            per_process += settings.database_rate_pool_max
+        return settings.api_processes * per_process
+    if command == "worker":
+        return settings.database_pool_max
+    if command == "migrate":
+        return 1
+    return 0  # mcp, daemon: no database
 
 
 def migration_files() -> list[tuple[int, str, str]]:
@@ -116,28 +272,38 @@ def migration_files() -> list[tuple[int, str, str]]:
 
 
 async def migrate(dsn: str) -> list[str]:
-    """Apply every migration not yet recorded; returns the names applied now."""
-    conn = await asyncpg.connect(dsn)
+    """Apply every migration not yet recorded; returns the names applied now.
+
+    Each migration runs in its own transaction under a transaction-scoped advisory lock and is
+    applied only if not recorded by then, so concurrent runs apply each exactly once, and the
+    lock holds behind a transaction pooler too (a session lock would stay on whichever server
+    connection pgbouncer lent, or be released on another)."""
+    conn = await asyncpg.connect(dsn, statement_cache_size=0)
     applied_now: list[str] = []
     try:
-        await conn.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK)
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            " version integer PRIMARY KEY, name text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version integer PRIMARY KEY, name text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
         done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
         for version, name, sql in migration_files():
             if version in done:
                 continue
             async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+                if await conn.fetchval(
+                    "SELECT 1 FROM schema_migrations WHERE version = $1", version
+                ):
+                    continue  # another run applied it while this one waited for the lock
                 await conn.execute(sql)
                 await conn.execute(
                     "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name
                 )
             applied_now.append(f"{version:04d}_{name}")
     finally:
-        await conn.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK)
         await conn.close()
     return applied_now
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -19,7 +20,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+from urllib.parse import parse_qs, urlsplit
 
 SEARCH_ATTRIBUTES = {
     "TeamId": "Keyword",
@@ -168,6 +170,12 @@ class Postgres:
         if self.server is not None:
             self.server.cleanup()
 
+    def binary(self, name: str) -> Path:
+        """A program of this server's own installation (`pg_basebackup`, `pg_ctl`, ...)."""
+        from pgserver._commands import POSTGRES_BIN_PATH
+
+        return Path(POSTGRES_BIN_PATH) / name
+
 
 @dataclass
 class TemporalDevServer:
@@ -241,6 +249,145 @@ class RcloneS3:
             str(self.root),
         ]
         self.child = ChildProcess("rclone", args, self.log_path)
+        self.child.start()
+        wait_for_port(self.port, timeout=timeout, process=self.child.process)
+
+    def stop(self) -> None:
+        if self.child is not None:
+            self.child.stop()
+
+
+class ServerAddress(NamedTuple):
+    """Where a libpq URL leads: a host (or a Unix socket directory), a port, a user."""
+
+    host: str
+    port: int
+    user: str
+
+    @classmethod
+    def of(cls, dsn: str) -> ServerAddress:
+        parts = urlsplit(dsn)
+        query = parse_qs(parts.query)
+        host = query.get("host", [parts.hostname or "localhost"])[0]
+        port = int(query.get("port", [parts.port or 5432])[0])
+        return cls(host, port, parts.username or "postgres")
+
+    def dsn(self, database: str) -> str:
+        return f"postgresql://{self.user}@/{database}?host={self.host}&port={self.port}"
+
+
+def database_of(dsn: str) -> str:
+    return urlsplit(dsn).path.lstrip("/") or "postgres"
+
+
+def run_as(server: Postgres) -> int | None:
+    """Postgres and pgbouncer refuse to run as root: as root, run them as the owner of the
+    embedded server's data directory (the wheel's own system user); else as ourselves."""
+    return server.data_dir.stat().st_uid if os.geteuid() == 0 else None
+
+
+def _own(path: Path, uid: int | None, mode: int) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    if uid is not None:
+        os.chown(path, uid, -1)
+    path.chmod(mode)
+
+
+@dataclass
+class StreamingReplica:
+    """A hot standby of `primary` streaming its WAL: `pg_basebackup -R` of the running primary,
+    started with `pg_ctl`, both the primary's own binaries (`Postgres.binary`), listening on a
+    Unix socket directory of its own. The embedded server's defaults allow it (wal_level
+    replica, local replication connections trusted)."""
+
+    primary: Postgres
+    root: Path  # holds `data/` and `socket/`; its parents must be traversable by the server
+    child_uid: int | None = None
+
+    @property
+    def address(self) -> ServerAddress:
+        return ServerAddress(str(self.root / "socket"), self.primary_address.port, "postgres")
+
+    @property
+    def primary_address(self) -> ServerAddress:
+        return ServerAddress.of(self.primary.dsn())
+
+    def dsn(self, database: str = "postgres") -> str:
+        return self.address.dsn(database)
+
+    def start(self, timeout: float = 60) -> None:
+        self.child_uid = run_as(self.primary)
+        _own(self.root, self.child_uid, 0o755)
+        _own(self.root / "socket", self.child_uid, 0o755)
+        data = self.root / "data"
+        _own(data, self.child_uid, 0o700)
+        source = self.primary_address
+        self._run(
+            "pg_basebackup", "-D", str(data), "-R", "-X", "stream", "-c", "fast",
+            "-h", source.host, "-p", str(source.port), "-U", source.user,
+        )  # fmt: skip
+        options = f"-k {self.root / 'socket'} -h '' -p {source.port}"
+        self._run(
+            "pg_ctl", "-D", str(data), "-l", str(self.root / "replica.log"), "-o", options,
+            "-w", "-t", str(int(timeout)), "start",
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        if (self.root / "data" / "postmaster.pid").exists():
+            self._run("pg_ctl", "-D", str(self.root / "data"), "-m", "fast", "-w", "stop")
+
+    def _run(self, program: str, *args: str) -> None:
+        subprocess.run(
+            [str(self.primary.binary(program)), *args],
+            check=True,
+            capture_output=True,
+            user=self.child_uid,
+            cwd=self.root,
+        )
+
+
+@dataclass
+class PgBouncer:
+    """pgbouncer (the Debian package's binary) in `pool_mode=transaction` on a free TCP port,
+    passing every database through to `upstream` (trusted, as the embedded server is)."""
+
+    upstream: ServerAddress
+    root: Path  # its config, auth file and log
+    port: int
+    pool_size: int = 20
+    user_id: int | None = None  # whom to run as (`run_as`): pgbouncer refuses root
+    child: ChildProcess | None = None
+
+    def dsn(self, database: str) -> str:
+        return f"postgresql://{self.upstream.user}@127.0.0.1:{self.port}/{database}"
+
+    def config(self) -> str:
+        return "\n".join(
+            [
+                "[databases]",
+                f"* = host={self.upstream.host} port={self.upstream.port}",
+                "[pgbouncer]",
+                "listen_addr = 127.0.0.1",
+                f"listen_port = {self.port}",
+                "unix_socket_dir =",
+                "auth_type = trust",
+                f"auth_file = {self.root / 'users.txt'}",
+                "pool_mode = transaction",
+                f"default_pool_size = {self.pool_size}",
+                "max_client_conn = 1000",
+                "",
+            ]
+        )
+
+    def start(self, timeout: float = 30) -> None:
+        _own(self.root, self.user_id, 0o755)
+        (self.root / "users.txt").write_text(f'"{self.upstream.user}" ""\n')
+        (self.root / "pgbouncer.ini").write_text(self.config())
+        args = [shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"]  # sbin: off a user's PATH
+        if self.user_id is not None:
+            args += ["-u", pwd.getpwuid(self.user_id).pw_name]
+        args.append(str(self.root / "pgbouncer.ini"))
+        self.child = ChildProcess("pgbouncer", args, self.root / "pgbouncer.log")
         self.child.start()
         wait_for_port(self.port, timeout=timeout, process=self.child.process)
 

@@ -77,8 +77,62 @@ class Settings(BaseSettings):
     database_url: str = Field(
         default="", description="postgresql:// URL; empty = embedded pgserver"
     )
-    database_pool_min: int = 2
-    database_pool_max: int = 10
+    database_pool_min: int = Field(
+        default=2, ge=0, description="Connections each process's main pool keeps open."
+    )
+    # The connection budget (docs/deployment.md "Connection budget", infra.db.connection_budget):
+    # every pool of every process is sized here, so the sum over a deployment can be kept under
+    # the server's max_connections.
+    database_pool_max: int = Field(
+        default=10,
+        ge=1,
+        description=(
+            "Most connections of each process's main pool: an API process's reads, a worker's "
+            "activities (the embedding queue's too, in the same process)."
+        ),
+    )
+    database_message_pool_max: int = Field(
+        default=4,
+        ge=1,
+        description="Most connections of an API process's task-message writer (short appends).",
+    )
+    database_rate_pool_max: int = Field(
+        default=4,
+        ge=1,
+        description="Most connections of an API process's rate limiter (one statement a request).",
+    )
+    database_read_pool_max: int = Field(
+        default=10,
+        ge=1,
+        description=(
+            "Most connections of an API process's replica pool (only with "
+            "SERVICE_DATABASE_READ_URL; they count against the replica, not the primary)."
+        ),
+    )
+    database_acquire_timeout_s: float = Field(
+        default=limits.DATABASE_ACQUIRE_TIMEOUT_SEC,
+        gt=0,
+        description=(
+            "Longest wait for a free pooled connection: past it the API answers 503 with "
+            "Retry-After (a worker's activity fails and is retried), never a hang."
+        ),
+    )
+    database_transaction_pooler: bool = Field(
+        default=False,
+        description=(
+            "The URLs lead to a transaction pooler (pgbouncer, pool_mode=transaction): no "
+            "statement cache, and read-only and synchronous_commit are set per transaction "
+            "instead of per session."
+        ),
+    )
+    database_read_url: str = Field(
+        default="",
+        description=(
+            "postgresql:// URL of a streaming replica: list, get and search requests read "
+            "there; a request that writes reads its own rows from the primary. Empty: the "
+            "primary serves every read."
+        ),
+    )
 
     temporal_address: str = "127.0.0.1:7233"
     temporal_namespace: str = "default"

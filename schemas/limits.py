@@ -277,6 +277,8 @@ REQUEST_HEADERS_MAX: Final = 128  # headers per request (aiohttp's default): mor
 
 # --- outages: a 503 (a dependency cannot answer right now) tells the client when to retry ------
 UNAVAILABLE_RETRY_AFTER_SEC: Final = 2
+# the longest wait for a free pooled database connection before that 503 (a setting's default)
+DATABASE_ACQUIRE_TIMEOUT_SEC: Final = 5.0
 
 # --- rate limits: requests per identity (else client IP) per minute (reference buckets) ---------
 # Defaults of the `SERVICE_RATE_LIMIT_<BUCKET>` settings; shared by every API process.

@@ -4,6 +4,8 @@
   `database_url` gives each test module a fresh database copied from it.
 - `temporal_address`: the Temporal dev server (updates, signals, queries, restarts).
 - `s3`: rclone serving S3 over a temporary directory.
+- `pgbouncer`: pgbouncer in transaction mode before `postgres`; a module marked
+  `pgbouncer_smoke` runs twice, its stack reaching Postgres directly and through it.
 The time-skipping server for timers lives in tests/workflows/conftest.py.
 A session that leaves the repository's tree changed fails (tests/tree_guard.py).
 """
@@ -24,7 +26,16 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from tree_guard import TreeState, record_dir, tree_state, written_paths
 
 from infra.db import migrate
-from infra.devstack import Postgres, RcloneS3, TemporalDevServer, free_port
+from infra.devstack import (
+    PgBouncer,
+    Postgres,
+    RcloneS3,
+    ServerAddress,
+    TemporalDevServer,
+    database_of,
+    free_port,
+    run_as,
+)
 
 TEMPLATE_DB = "cairn_template"
 
@@ -95,9 +106,42 @@ def postgres(stack_dir: Path) -> Iterator[Postgres]:
     server.stop()
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module marked `pgbouncer_smoke` runs once per database route (`database_route`)."""
+    marked = metafunc.definition.get_closest_marker("pgbouncer_smoke") is not None
+    if marked and "database_route" in metafunc.fixturenames:
+        metafunc.parametrize(
+            "database_route", ["direct", "pgbouncer"], indirect=True, scope="module"
+        )
+
+
 @pytest.fixture(scope="module")
-def database_url(postgres: Postgres, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh, migrated database for one test module."""
+def database_route(request: pytest.FixtureRequest) -> str:
+    """How the module's stack reaches Postgres: `direct`, or `pgbouncer` (transaction mode,
+    `SERVICE_DATABASE_TRANSACTION_POOLER`). Tests reach their database directly either way."""
+    return str(getattr(request, "param", "direct"))
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(postgres: Postgres, stack_dir: Path) -> Iterator[PgBouncer]:
+    address = ServerAddress.of(postgres.dsn())
+    bouncer = PgBouncer(address, stack_dir / "pgbouncer", free_port(), user_id=run_as(postgres))
+    bouncer.start()
+    yield bouncer
+    bouncer.stop()
+
+
+@pytest.fixture(scope="module")
+def stack_settings() -> dict[str, object]:
+    """Settings a module changes in its stack (a module overrides this fixture)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def database_url(
+    postgres: Postgres, request: pytest.FixtureRequest, database_route: str
+) -> Iterator[str]:
+    """A fresh, migrated database for one test module (one per database route)."""
     name = f"t_{request.module.__name__.rsplit('.', 1)[-1][:40]}_{uuid.uuid4().hex[:8]}"
     dsn = postgres.ensure_database(name, template=TEMPLATE_DB)
     yield dsn
@@ -160,7 +204,14 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-async def stack(database_url: str, temporal_address: str, s3: S3Endpoint) -> AsyncIterator[Stack]:
+async def stack(
+    database_url: str,
+    temporal_address: str,
+    s3: S3Endpoint,
+    database_route: str,
+    stack_settings: dict[str, object],
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[Stack]:
     from aiohttp import web
 
     from api.app import create_app
@@ -170,10 +221,15 @@ async def stack(database_url: str, temporal_address: str, s3: S3Endpoint) -> Asy
     from workers.main import running_worker
 
     port = free_port()
+    service_url = database_url
+    if database_route == "pgbouncer":
+        bouncer: PgBouncer = request.getfixturevalue("pgbouncer")
+        service_url = bouncer.dsn(database_of(database_url))
     settings = Settings(
         base_url=f"http://127.0.0.1:{port}",
         api_port=port,
-        database_url=database_url,
+        database_url=service_url,
+        database_transaction_pooler=database_route == "pgbouncer",
         temporal_address=temporal_address,
         temporal_task_queue=f"cairn-{uuid.uuid4().hex[:8]}",
         s3_endpoint=s3.endpoint,
@@ -184,6 +240,7 @@ async def stack(database_url: str, temporal_address: str, s3: S3Endpoint) -> Asy
         hook_secret="test-hook-secret",  # type: ignore[arg-type]
         rate_limit_enabled=False,
         hygiene_flush_sec=0.2,  # consolidation and the report's retrievals soon after a write
+        **stack_settings,  # type: ignore[arg-type]
     )
     client = await connect(settings)
     async with running_worker(settings, client):

@@ -22,7 +22,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
 from activities.embedding import EmbeddingActivities
-from infra.db import create_pool
+from infra.db import create_pool, pool_options
 from infra.embeddings import OnnxEmbedder
 from infra.s3 import BlobStore
 from infra.settings import Settings
@@ -77,6 +77,17 @@ async def ensure_signing_key(client: Client, settings: Settings, *, rotate: bool
     return state.kid
 
 
+async def worker_pool(settings: Settings) -> asyncpg.Pool:
+    """The one pool of a worker process, shared by the service and embedding queues."""
+    return await create_pool(
+        settings.database_url,
+        read_only=False,
+        min_size=settings.database_pool_min,
+        max_size=settings.database_pool_max,
+        **pool_options(settings),
+    )
+
+
 @dataclass
 class EmbeddingWorker:
     """The worker of the embedding task queue and the activities it serves (their `stats`)."""
@@ -121,9 +132,7 @@ async def running_embedding_worker(
     Postgres (the entry rows), no S3 or secret, so these processes scale with the model's CPU
     apart from the service workers."""
     client = client or await connect(settings)
-    pool = await create_pool(
-        settings.database_url, read_only=False, max_size=settings.database_pool_max
-    )
+    pool = await worker_pool(settings)
     try:
         embedding = await start_embedding_worker(client, settings, pool)
         try:
@@ -139,9 +148,7 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
     """A worker running in this event loop until the block ends; the embedding queue too unless
     `settings.worker_queues` is `service`."""
     client = client or await connect(settings)
-    pool = await create_pool(
-        settings.database_url, read_only=False, max_size=settings.database_pool_max
-    )
+    pool = await worker_pool(settings)
     embedding = None
     if settings.worker_queues == "all":
         try:

@@ -26,6 +26,7 @@ from api.endpoint import Parsed, endpoint
 from api.flows import execute
 from api.headers import require_team_header, team_header
 from api.idempotency import keyed_workflow_id, new_id
+from api.reads import reader
 from infra.repos import memory_reads, team_reads
 from schemas import limits
 from schemas.diary_archive import DiaryImportInput, DiaryImportQuery, staged_archive_key
@@ -160,9 +161,7 @@ def _diary_search(diary_id: UUID, team_id: UUID) -> list[SearchAttributePair[str
 async def list_diaries(request: web.Request, parsed: Parsed) -> DiaryList:
     """The diaries the caller can read through its teams and grants (one team with the header)."""
     ids = await allowed_ids(request, "Diary", "read")
-    diaries = await memory_reads.list_diaries(
-        request.app[keys.READ_POOL], sorted(ids), team_header(request)
-    )
+    diaries = await memory_reads.list_diaries(reader(request), sorted(ids), team_header(request))
     return DiaryList(items=diaries)
 
 
@@ -204,7 +203,7 @@ async def diary_hygiene(
     proposals awaiting a decision, the entries superseded or injection-flagged, and those no
     search or pack returned in the last 30 days."""
     diary = await readable_diary(request, parsed.path.diaryId)
-    return await memory_reads.hygiene(request.app[keys.READ_POOL], diary.id)
+    return await memory_reads.hygiene(reader(request), diary.id)
 
 
 @endpoint(
@@ -321,7 +320,7 @@ async def list_grants(request: web.Request, parsed: Parsed[None, None, GrantPath
     """Who holds writer or manager grants on the diary (needs Diary `manage`)."""
     diary_id = parsed.path.diaryId
     await changeable_diary(request, diary_id, "manage")
-    return GrantList(items=await memory_reads.list_grants(request.app[keys.READ_POOL], diary_id))
+    return GrantList(items=await memory_reads.list_grants(reader(request), diary_id))
 
 
 @endpoint(
@@ -373,7 +372,7 @@ async def tag_histogram(
     await readable_diary(request, diary_id)
     query = parsed.query
     tags = await memory_reads.tag_histogram(
-        request.app[keys.READ_POOL], diary_id, query.prefix, query.minCount, query.entryType
+        reader(request), diary_id, query.prefix, query.minCount, query.entryType
     )
     return TagHistogram(tags=tags, total=len(tags))
 
@@ -464,7 +463,7 @@ async def _links_to_chain(pool: asyncpg.Pool, entry: Entry) -> bool:
 async def export_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> web.Response:
     """The diary as a CARv1 file: manifest, entries with their CIDs, relations, signatures."""
     diary = await readable_diary(request, parsed.path.diaryId)
-    archive = await memory_reads.diary_archive(request.app[keys.READ_POOL], diary)
+    archive = await memory_reads.diary_archive(reader(request), diary)
     # The manifest comes first in the file and names every entry block, so the whole diary is
     # read before the first byte could be sent: the body is built, then sent with its length.
     body = await asyncio.to_thread(encode_archive, archive)

@@ -20,6 +20,7 @@ from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
 from api.headers import DUPLICATE_HEADER
 from api.idempotency import new_id
+from api.reads import reader
 from infra.repos import memory_reads
 from infra.repos.memory_reads import LocatedRelation
 from schemas.errors import (
@@ -84,7 +85,7 @@ NO_SUCH_ENTRY = "No such entry"
 
 
 async def load_entry(request: web.Request, entry_id: UUID) -> Entry:
-    entry = await memory_reads.get_entry(request.app[keys.READ_POOL], entry_id)
+    entry = await memory_reads.get_entry(reader(request), entry_id)
     return found(entry, EntryNotFound(NO_SUCH_ENTRY))
 
 
@@ -209,7 +210,7 @@ async def list_entries(
         as_of=query.asOf,
     )
     entries, total = await memory_reads.list_entries(
-        request.app[keys.READ_POOL], where, query.limit, query.offset
+        reader(request), where, query.limit, query.offset
     )
     return EntryList(
         items=entries,
@@ -404,7 +405,7 @@ async def create_relation(
 
 
 async def _load_relation(request: web.Request, relation_id: UUID) -> LocatedRelation:
-    located = await memory_reads.get_relation(request.app[keys.READ_POOL], relation_id)
+    located = await memory_reads.get_relation(reader(request), relation_id)
     return found(located, RelationNotFound("No such relation"))
 
 
@@ -437,7 +438,7 @@ async def list_relations(
     entry = await readable_entry(request, parsed.path.entryId)
     query = parsed.query
     relations, total = await memory_reads.list_relations(
-        request.app[keys.READ_POOL],
+        reader(request),
         entry.id,
         query.direction,
         query.relation,

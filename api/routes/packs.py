@@ -36,6 +36,7 @@ from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
 from api.headers import require_team_header
 from api.idempotency import keyed_workflow_id
+from api.reads import reader
 from infra.repos import packs as repo
 from schemas.errors import (
     Conflict,
@@ -112,7 +113,7 @@ NO_SUCH_RENDERED = "No such rendered pack"
 
 
 def _pool(request: web.Request) -> asyncpg.Pool:
-    return request.app[keys.READ_POOL]
+    return reader(request)  # the replica for a request that writes nothing (api/reads.py)
 
 
 def _request_cid(body: Any) -> str:

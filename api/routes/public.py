@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 
 from api import keys
 from api.endpoint import Parsed, endpoint, render
+from api.reads import reader
 from infra.repos import public_reads
 from infra.repos.search import SearchRepo
 from schemas import limits
@@ -88,7 +89,7 @@ async def public_feed(
             decode_cursor(query.cursor, secret=secret, scope=FEED_CURSOR_SCOPE, binding=binding)
         )
     entries = await public_reads.feed_page(
-        request.app[keys.READ_POOL],
+        reader(request),
         query.tag,
         query.includeSuspicious,
         after,
@@ -129,7 +130,7 @@ async def _public_entry(
     request: web.Request, parsed: Parsed[None, PublicEntryQuery, PublicEntryPath]
 ) -> web.StreamResponse:
     path, query = parsed.path, parsed.query
-    entry = await public_reads.public_entry(request.app[keys.READ_POOL], path.entryId)
+    entry = await public_reads.public_entry(reader(request), path.entryId)
     if entry is None or (entry.injectionRisk and not query.includeSuspicious):
         raise EntryNotFound("No such public entry")
     return _cached(entry)
@@ -190,7 +191,7 @@ async def search_public_feed(
 ) -> web.StreamResponse:
     """Hybrid search over the entries of every public diary."""
     query = parsed.query
-    pool = request.app[keys.READ_POOL]
+    pool = reader(request)
     scope = await public_reads.public_diary_ids(pool)
     filters = SearchFilters(
         diary_ids=scope,

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from api import keys
 from api.access import allowed_ids, readable_diary
 from api.endpoint import Parsed, endpoint
+from api.reads import reader
 from infra.repos.search import SearchRepo
 from schemas import limits
 from schemas.embedding import (
@@ -57,6 +58,7 @@ log = logging.getLogger(__name__)
     scopes=("diary:read",),
     rate_bucket="search",
     errors=(NotFound,),
+    read_only=True,
 )
 async def search_diaries(request: web.Request, parsed: Parsed[SearchRequest]) -> SearchResponse:
     """Hybrid search over one diary or every diary the caller can read."""
@@ -66,9 +68,7 @@ async def search_diaries(request: web.Request, parsed: Parsed[SearchRequest]) ->
         None if body.mode == "fulltext" else asyncio.create_task(_embed_query(request, body.query))
     )
     try:
-        outcome = await SearchRepo(request.app[keys.READ_POOL]).search(
-            body.query, query_vector, filters
-        )
+        outcome = await SearchRepo(reader(request)).search(body.query, query_vector, filters)
     finally:
         if query_vector is not None and not query_vector.done():
             query_vector.cancel()

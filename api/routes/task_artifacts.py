@@ -64,6 +64,7 @@ from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.headers import TEAM_HEADER, require_team_header
 from api.middleware import REQUEST_ID_HEADER
+from api.reads import reader
 from infra.repos import artifacts as artifact_reads
 from infra.repos import team_reads
 from infra.repos.artifacts import ArtifactBlob
@@ -357,9 +358,7 @@ async def list_task_artifacts(
         after = _position(
             decode_cursor(query.cursor, secret=secret, scope=LIST_CURSOR_SCOPE, binding=binding)
         )
-    artifacts = await artifact_reads.list_page(
-        request.app[keys.READ_POOL], path.id, after, query.limit + 1
-    )
+    artifacts = await artifact_reads.list_page(reader(request), path.id, after, query.limit + 1)
     page = artifacts[: query.limit]
     next_cursor = None
     if len(artifacts) > query.limit:
@@ -458,7 +457,7 @@ async def download_task_artifact_by_cid(
     """The bytes of a CID bound anywhere on the task (an input, or any attempt's output)."""
     path = parsed.path
     await visible_task(request, path.id)
-    artifact = await artifact_reads.bound_on_task(request.app[keys.READ_POOL], path.id, path.cid)
+    artifact = await artifact_reads.bound_on_task(reader(request), path.id, path.cid)
     if artifact is None:
         raise _no_such_artifact()
     return await _stream(request, artifact)
@@ -481,9 +480,7 @@ async def download_task_artifact(
     """The bytes of one attempt's output artifact."""
     path = parsed.path
     await visible_task(request, path.id)
-    artifact = await artifact_reads.bound_on_attempt(
-        request.app[keys.READ_POOL], path.id, path.n, path.cid
-    )
+    artifact = await artifact_reads.bound_on_attempt(reader(request), path.id, path.n, path.cid)
     if artifact is None:
         raise _no_such_artifact()
     return await _stream(request, artifact)

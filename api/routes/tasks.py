@@ -72,6 +72,7 @@ from api.flows import execute
 from api.headers import IDEMPOTENCY_HEADER, require_team_header, team_header
 from api.idempotency import idempotency_key, key_reused, keyed_workflow_id
 from api.pack_tasks import names_rendered_pack, rendered_pack_reference
+from api.reads import reader
 from api.task_flows import start_task
 from api.task_type_checks import run_create_checks
 from infra.repos import runtime_profiles, task_reads
@@ -155,7 +156,7 @@ IDEMPOTENT_TASK_IDS: Final = uuid.UUID("6f0c2a52-52d4-5b8e-9a55-3c1f1e0a7b10")
 
 
 def _pool(request: web.Request) -> asyncpg.Pool:
-    return request.app[keys.READ_POOL]
+    return reader(request)  # the replica for a request that writes nothing (api/reads.py)
 
 
 # --- the type registry ------------------------------------------------------------------------

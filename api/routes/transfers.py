@@ -35,6 +35,7 @@ from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import start_with_update
 from api.idempotency import new_id
+from api.reads import reader
 from api.team_access import require_membership
 from infra.repos import memory_reads, team_reads
 from infra.repos.transfers import (
@@ -229,13 +230,13 @@ async def _visible_transfer(request: web.Request, path: TransferPath) -> Transfe
     """The transfer, if the caller can know about it: a member of its source or destination
     team, or a reader of the diary. Anyone else gets the 404 of a transfer that is not there."""
     missing = DiaryTransferNotFound("No such transfer")
-    record = await get_transfer(request.app[keys.READ_POOL], path.transferId)
+    record = await get_transfer(reader(request), path.transferId)
     if record is None or record.diary_id != path.diaryId:
         raise missing
     for team_id in (record.destination_team_id, record.source_team_id):
         if await allowed(request, "Team", team_id, "access"):
             return record
-    diary = await memory_reads.get_diary(request.app[keys.READ_POOL], record.diary_id)
+    diary = await memory_reads.get_diary(reader(request), record.diary_id)
     if diary is not None and await can_read(request, diary):
         return record
     raise missing
@@ -265,7 +266,7 @@ async def list_pending_transfers(
     else:
         await require_membership(request, team_id)
         teams = [team_id]
-    records = await pending_transfers_to(request.app[keys.READ_POOL], teams)
+    records = await pending_transfers_to(reader(request), teams)
     return TransferList(items=[record.view() for record in records])
 
 
@@ -291,7 +292,7 @@ async def list_diary_transfers(
     ):
         raise Forbidden("Only the diary's team sees its transfers")
     now = datetime.now(UTC)
-    records = await transfers_of_diary(request.app[keys.READ_POOL], diary_id)
+    records = await transfers_of_diary(reader(request), diary_id)
     return TransferList(items=[_current(record, now) for record in records])
 
 

@@ -12,6 +12,8 @@ from client.rest import ApiError, CairnClient
 from schemas.kernel.crypto import fingerprint
 from workers.admin import issue_bootstrap_voucher
 
+pytestmark = pytest.mark.pgbouncer_smoke  # also behind pgbouncer (tests/conftest.py)
+
 
 def new_agent_key() -> tuple[nacl.signing.SigningKey, str]:
     key = nacl.signing.SigningKey.generate()

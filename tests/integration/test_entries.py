@@ -12,6 +12,8 @@ from actors import Actor, anonymous, new_diary
 
 from schemas.kernel.cids import entry_cid
 
+pytestmark = pytest.mark.pgbouncer_smoke  # also behind pgbouncer (tests/conftest.py)
+
 
 async def new_entry(actor: Actor, diary_id: str, **body: Any) -> dict[str, Any]:
     status, entry = await actor.call(

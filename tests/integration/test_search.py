@@ -28,6 +28,8 @@ from schemas import limits
 from schemas.embedding import SearchFilters, SearchWeights
 from schemas.kernel.embedding_text import entry_embedding_text
 
+pytestmark = pytest.mark.pgbouncer_smoke  # also behind pgbouncer (tests/conftest.py)
+
 NOW = datetime.now(UTC)
 
 

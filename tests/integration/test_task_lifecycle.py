@@ -32,6 +32,8 @@ from schemas.kernel.task_types import input_schema_cid
 from schemas.task_attempts import task_workflow_id
 from schemas.tasks import TaskStart
 
+pytestmark = pytest.mark.pgbouncer_smoke  # also behind pgbouncer (tests/conftest.py)
+
 TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 OUTPUT = {"summary": "Three lines of verse"}
 
@@ -660,16 +662,16 @@ async def test_terminal_tasks_cannot_be_cancelled_or_claimed(crew: Crew) -> None
 WORKER_SCRIPT = """
 import asyncio, sys
 from temporalio.worker import Worker
-from infra.db import create_pool
 from infra.settings import Settings
 from infra.temporal import connect
 from workers.interceptors import DomainErrorInterceptor
+from workers.main import worker_pool
 from workers.registry import WORKFLOWS, ActivityDeps, activities
 
 async def main(queue):
     settings = Settings()
     client = await connect(settings, tracing=False)
-    pool = await create_pool(settings.database_url, read_only=False)
+    pool = await worker_pool(settings)
     deps = ActivityDeps(pool, settings.secret_bytes)
     async with Worker(client, task_queue=queue, workflows=list(WORKFLOWS),
                       activities=activities(deps), interceptors=[DomainErrorInterceptor()]):
@@ -693,6 +695,7 @@ class WorkerProcess:
         env = {
             **os.environ,
             "SERVICE_DATABASE_URL": settings.database_url,
+            "SERVICE_DATABASE_TRANSACTION_POOLER": str(settings.database_transaction_pooler),
             "SERVICE_TEMPORAL_ADDRESS": settings.temporal_address,
             "SERVICE_SECRET_KEY": settings.secret_key.get_secret_value(),
         }
