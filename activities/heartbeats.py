@@ -14,12 +14,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 from temporalio import activity
 
+from schemas import limits
+
 # Reports per heartbeat timeout: one lost or late report never times a live attempt out.
 BEATS_PER_TIMEOUT = 3
+# How often a worker sends the reports on (`Worker(max_heartbeat_throttle_interval=...)`). The
+# SDK's default, 80 % of the timeout, leaves a busy machine 2 s of slack before a live
+# attempt is timed out; a third of it leaves two reports' worth.
+HEARTBEAT_SEND_INTERVAL = timedelta(
+    seconds=limits.ACTIVITY_HEARTBEAT_TIMEOUT_SEC / BEATS_PER_TIMEOUT
+)
 
 
 def heartbeat(*details: Any) -> None:

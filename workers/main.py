@@ -29,6 +29,7 @@ from temporalio.common import WorkerDeploymentVersion, WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
 from activities.embedding import EmbeddingActivities
+from activities.heartbeats import HEARTBEAT_SEND_INTERVAL
 from infra.db import create_pool
 from infra.embeddings import OnnxEmbedder
 from infra.s3 import BlobStore
@@ -73,6 +74,7 @@ def build_worker(
         max_concurrent_activities=64,
         deployment_config=deployment_config(version),
         graceful_shutdown_timeout=_grace(settings),
+        max_heartbeat_throttle_interval=HEARTBEAT_SEND_INTERVAL,
     )
 
 
@@ -132,6 +134,7 @@ async def start_embedding_worker(
         max_concurrent_activities=limits.EMBEDDING_MICROBATCH_MAX_TEXTS,
         deployment_config=deployment_config(version),
         graceful_shutdown_timeout=_grace(settings),
+        max_heartbeat_throttle_interval=HEARTBEAT_SEND_INTERVAL,
     )
     return EmbeddingWorker(worker, activities, asyncio.create_task(worker.run()))
 
@@ -205,22 +208,25 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
 
 
 async def run_worker(settings: Settings) -> None:
+    # before anything starts: a signal during start-up (the worker may already hold an
+    # activity) drains as soon as the worker is up, instead of killing the process
+    stop = _stop_signals()
     if exporting():  # the workflow and activity spans of a trace the API began
         setup_tracing(settings.otel_service_name)
     setup_metrics(settings.otel_service_name)  # before connecting: the SDK's metrics too
     if settings.worker_queues == "embeddings":
         async with running_embedding_worker(settings):
             log.info("embedding worker running on task queue %s", settings.embedding_task_queue)
-            await _drain_on_signal(settings)
+            await _until_stopped(stop, settings)
         return
     async with running_worker(settings):
         log.info("worker running on task queue %s", settings.temporal_task_queue)
-        await _drain_on_signal(settings)
+        await _until_stopped(stop, settings)
 
 
-async def _drain_on_signal(settings: Settings) -> None:
-    """Until SIGTERM or SIGINT; leaving the worker's block then drains it. A second signal
-    while draining changes nothing: the grace period already bounds the wait."""
+def _stop_signals() -> asyncio.Future[signal.Signals]:
+    """Resolved by the first SIGTERM or SIGINT; later ones change nothing (the grace period
+    already bounds the drain)."""
     loop = asyncio.get_running_loop()
     stop: asyncio.Future[signal.Signals] = loop.create_future()
 
@@ -230,6 +236,11 @@ async def _drain_on_signal(settings: Settings) -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, received, sig)
+    return stop
+
+
+async def _until_stopped(stop: asyncio.Future[signal.Signals], settings: Settings) -> None:
+    """Until a stop signal; leaving the worker's block then drains it."""
     signalled = await stop
     log.info(
         "%s: draining; activities in flight get %s s to finish",

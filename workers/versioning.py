@@ -33,10 +33,17 @@ from workers.registry import EMBEDDING_WORKFLOWS, WORKFLOWS
 
 log = logging.getLogger("cairn.worker")
 PACKAGE = "cairn"
-# The server answers these until the version's pollers have reached it (a moment after start).
-_NOT_YET = (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION)
-SET_CURRENT_LIMIT_S = 60.0
-SET_CURRENT_RETRY_S = 0.1
+# The server answers NOT_FOUND or FAILED_PRECONDITION until the version's pollers have reached
+# it (a moment after start), and RESOURCE_EXHAUSTED when many workers ask about one deployment
+# at once (a fleet starting): each is asked again, less and less often.
+_NOT_YET = (
+    RPCStatusCode.NOT_FOUND,
+    RPCStatusCode.FAILED_PRECONDITION,
+    RPCStatusCode.RESOURCE_EXHAUSTED,
+)
+SET_CURRENT_LIMIT_S = 120.0
+SET_CURRENT_FIRST_RETRY_S = 0.1
+SET_CURRENT_MAX_RETRY_S = 2.0
 
 
 def code_build_id(workflows: Iterable[type] = (*WORKFLOWS, *EMBEDDING_WORKFLOWS)) -> str:
@@ -95,6 +102,7 @@ async def set_current_version(
     `version` is current."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit_s
+    wait = SET_CURRENT_FIRST_RETRY_S
     while True:
         try:
             token = b""
@@ -115,7 +123,8 @@ async def set_current_version(
         except RPCError as error:
             if error.status not in _NOT_YET or loop.time() > deadline:
                 raise
-        await asyncio.sleep(SET_CURRENT_RETRY_S)
+        await asyncio.sleep(wait)
+        wait = min(wait * 2, SET_CURRENT_MAX_RETRY_S)
     log.info("worker deployment version %s is current", version.to_canonical_string())
     return True
 
