@@ -19,7 +19,6 @@ import asyncio
 import io
 import signal
 import socket
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from typing import Any
 import pytest
 from actors import Actor, Actors, personal_team
 from faultstack import FaultStack, fault_settings, fault_stack, http_session
-from processes import service_env, wait_until
+from processes import cairn_worker, service_env, wait_until
 from temporalio.api.enums.v1 import EventType, PendingActivityState, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHandle
@@ -56,15 +55,7 @@ class WorkerProcess:
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> WorkerProcess:
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "cairn",
-            "worker",
-            env=self.env,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
+        self.process = await cairn_worker(self.env)
         return self
 
     @property

@@ -58,9 +58,8 @@ def repo() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-@workflow.defn(name="VersionProbeRequest")
-class RequestProbe:
-    """A request workflow held open by the test: pinned, as every request workflow is."""
+class _HeldOpen:
+    """Open until the test signals `go`."""
 
     def __init__(self) -> None:
         self._go = False
@@ -69,25 +68,26 @@ class RequestProbe:
     def go(self) -> None:
         self._go = True
 
+    async def _until_go(self) -> None:
+        await workflow.wait_condition(lambda: self._go)
+
+
+@workflow.defn(name="VersionProbeRequest")
+class RequestProbe(_HeldOpen):
+    """A request workflow held open: pinned, as every request workflow is."""
+
     @workflow.run
     async def run(self) -> None:
-        await workflow.wait_condition(lambda: self._go)
+        await self._until_go()
 
 
 @workflow.defn(name="VersionProbeLongLived", versioning_behavior=LONG_LIVED)
-class LongLivedProbe:
+class LongLivedProbe(_HeldOpen):
     """A long-lived workflow: declared as the service's long-lived workflows are."""
-
-    def __init__(self) -> None:
-        self._go = False
-
-    @workflow.signal
-    def go(self) -> None:
-        self._go = True
 
     @workflow.run
     async def run(self) -> None:
-        await workflow.wait_condition(lambda: self._go)
+        await self._until_go()
 
 
 @pytest.fixture(scope="module")
