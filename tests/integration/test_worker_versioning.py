@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     import uuid
     from collections.abc import AsyncIterator
     from pathlib import Path
+    from typing import Any
 
     import pytest
     from processes import wait_until
@@ -160,7 +161,7 @@ async def operator_sets_current(
     assert process.returncode == 0, output.decode()
 
 
-async def task_builds(handle: WorkflowHandle[object, object]) -> list[str]:
+async def task_builds(handle: WorkflowHandle[Any, Any]) -> list[str]:
     """The build id of the worker that completed each of the run's workflow tasks."""
     completed = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
     return [
@@ -170,11 +171,11 @@ async def task_builds(handle: WorkflowHandle[object, object]) -> list[str]:
     ]
 
 
-async def after_first_task(handle: WorkflowHandle[object, object]) -> None:
+async def after_first_task(handle: WorkflowHandle[Any, Any]) -> None:
     await wait_until(lambda: _has_tasks(handle), what=f"{handle.id} running its first task")
 
 
-async def _has_tasks(handle: WorkflowHandle[object, object]) -> bool:
+async def _has_tasks(handle: WorkflowHandle[Any, Any]) -> bool:
     return bool(await task_builds(handle))
 
 
