@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
 
     import pytest
     from processes import wait_until
+    from pydantic import ValidationError
     from temporalio.api.enums.v1 import EventType
     from temporalio.api.workflowservice.v1 import DescribeWorkerDeploymentVersionRequest
     from temporalio.client import Client, WorkflowHandle
@@ -268,3 +269,11 @@ def test_the_build_id_is_the_same_in_every_process_and_changes_with_the_workflow
     with (copy / "tasks.py").open("a") as tasks:
         tasks.write("\n# a change to the task workflow\n")
     assert _build_id_in_a_process(tmp_path) != here
+
+
+def test_a_deployment_name_has_no_dot() -> None:
+    """Temporal writes a version as `<deployment>.<build id>`: a dot in the name is refused at
+    start, not when a worker first polls."""
+    with pytest.raises(ValidationError):
+        Settings(worker_deployment="cairn.eu")
+    assert Settings(worker_deployment="cairn-eu").worker_deployment == "cairn-eu"
