@@ -99,6 +99,8 @@ def dev(args: argparse.Namespace) -> None:
                 "secret_key": base.secret_key
                 if base.secret_key.get_secret_value()
                 else type(base.secret_key)(_secret_file(data_dir)),
+                # the only worker of this stack: each start's build serves, edited code or not
+                "worker_set_current": "always",
             }
         )
         asyncio.run(_run_dev(settings, args, started))

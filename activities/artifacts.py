@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from temporalio import activity
 
+from activities.heartbeats import heartbeating
 from schemas.artifacts import (
     ArtifactAttachInput,
     ArtifactStageInput,
@@ -42,15 +43,18 @@ class ArtifactActivities:
 
     @activity.defn(name="artifacts.expire_staged")
     async def expire_staged(self, inp: StagedExpiry) -> SweepCount:
-        return SweepCount(deleted=await self._repo.expire_staged(inp.before, inp.limit))
+        async with heartbeating():
+            deleted = await self._repo.expire_staged(inp.before, inp.limit)
+        return SweepCount(deleted=deleted)
 
     @activity.defn(name="artifacts.delete_unreferenced_blobs")
     async def delete_unreferenced_blobs(self, inp: BlobSweep) -> SweepCount:
         if self._blobs is None:  # a worker built without S3 (some tests): retried, never silent
             raise RuntimeError("this worker has no blob store to delete artifact objects from")
-        deleted = await self._repo.delete_unreferenced_blobs(
-            inp.limit, self._blobs.delete_artifacts
-        )
+        async with heartbeating():  # the S3 deletes run inside the transaction
+            deleted = await self._repo.delete_unreferenced_blobs(
+                inp.limit, self._blobs.delete_artifacts
+            )
         if deleted:
             activity.logger.info("deleted %d unreferenced artifact blob(s)", deleted)
         return SweepCount(deleted=deleted)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from temporalio import activity
 
+from activities.heartbeats import heartbeat, heartbeating
 from schemas import limits
 from schemas.diary_archive import (
     DiaryImported,
@@ -51,18 +52,23 @@ class DiaryArchiveActivities:
         if reader.size > limits.DIARY_IMPORT_MAX_BYTES:
             reader.close()
             raise ArchiveInvalid("The staged archive is too large")
-        return b"".join([c async for c in reader.chunks(limits.ARTIFACT_STREAM_CHUNK_BYTES)])
+        chunks = []
+        async for chunk in reader.chunks(limits.ARTIFACT_STREAM_CHUNK_BYTES):
+            chunks.append(chunk)
+            heartbeat()
+        return b"".join(chunks)
 
     @activity.defn(name="diary_archive.write")
     async def write(self, inp: DiaryImportInput) -> DiaryImported:
         """Create the diary, its entries, signatures and relations in one transaction."""
         data = await self._staged(inp.archive_key)
-        try:
-            # CPU work (checks, signatures, injection scans) off the worker's event loop
-            archive, scanned = await asyncio.to_thread(_checked_and_scanned, data)
-        except ArchiveRejected as rejected:
-            raise ArchiveInvalid(str(rejected), extensions={"block": rejected.block}) from None
-        await self._repo.import_diary(inp, archive, scanned)
+        async with heartbeating():
+            try:
+                # CPU work (checks, signatures, injection scans) off the worker's event loop
+                archive, scanned = await asyncio.to_thread(_checked_and_scanned, data)
+            except ArchiveRejected as rejected:
+                raise ArchiveInvalid(str(rejected), extensions={"block": rejected.block}) from None
+            await self._repo.import_diary(inp, archive, scanned)
         return DiaryImported(entries=len(archive.entries))
 
     @activity.defn(name="diary_archive.discard")
@@ -96,7 +102,9 @@ class ImportEmbeddingActivities:
         if not pending:
             return EntriesEmbedded(embedded=0)
         texts = [entry_embedding_text(e.title, e.content, e.tags) for e in pending]
-        result = await self._embedding.embed_passages(EmbedRequest(texts=texts))
-        for entry, vector in zip(pending, result.vectors, strict=True):
+        async with heartbeating():  # the model run of a whole batch
+            result = await self._embedding.embed_passages(EmbedRequest(texts=texts))
+        for done, (entry, vector) in enumerate(zip(pending, result.vectors, strict=True), 1):
             await self._repo.set_embedding(entry.id, entry.cid, vector)
+            heartbeat(done)
         return EntriesEmbedded(embedded=len(pending))

@@ -11,6 +11,7 @@ from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.heartbeats import heartbeating
 from schemas.maintenance import (
     Purge,
     PurgeCount,
@@ -32,30 +33,41 @@ class MaintenanceActivities:
 
     @activity.defn(name="maintenance.purge_signing_requests")
     async def purge_signing_requests(self, inp: Purge) -> PurgeCount:
-        return PurgeCount(deleted=await self._repo.purge_signing_requests(inp.before, inp.limit))
+        async with heartbeating():
+            deleted = await self._repo.purge_signing_requests(inp.before, inp.limit)
+        return PurgeCount(deleted=deleted)
 
     @activity.defn(name="maintenance.purge_recovery_nonces")
     async def purge_recovery_nonces(self, inp: Purge) -> PurgeCount:
-        return PurgeCount(deleted=await self._repo.purge_recovery_nonces(inp.before, inp.limit))
+        async with heartbeating():
+            deleted = await self._repo.purge_recovery_nonces(inp.before, inp.limit)
+        return PurgeCount(deleted=deleted)
 
     @activity.defn(name="maintenance.purge_vouchers")
     async def purge_vouchers(self, inp: Purge) -> PurgeCount:
-        return PurgeCount(deleted=await self._repo.purge_vouchers(inp.before, inp.limit))
+        async with heartbeating():
+            deleted = await self._repo.purge_vouchers(inp.before, inp.limit)
+        return PurgeCount(deleted=deleted)
 
     @activity.defn(name="maintenance.purge_connector_codes")
     async def purge_connector_codes(self, inp: Purge) -> PurgeCount:
-        return PurgeCount(deleted=await self._repo.purge_connector_codes(inp.before, inp.limit))
+        async with heartbeating():
+            deleted = await self._repo.purge_connector_codes(inp.before, inp.limit)
+        return PurgeCount(deleted=deleted)
 
     @activity.defn(name="maintenance.purge_connector_grants")
     async def purge_connector_grants(self, inp: Purge) -> PurgeCount:
-        return PurgeCount(deleted=await self._repo.purge_connector_grants(inp.before, inp.limit))
+        async with heartbeating():
+            deleted = await self._repo.purge_connector_grants(inp.before, inp.limit)
+        return PurgeCount(deleted=deleted)
 
     @activity.defn(name="maintenance.find_stale_tasks")
     async def find_stale_tasks(self, inp: StaleTaskPage) -> StaleTaskScan:
         """One page of non-terminal task rows, and those whose workflow does not run (asked of
         Temporal by workflow id: its latest run, so a run continued as new counts as running)."""
-        rows = await self._repo.nonterminal_tasks(inp)
-        statuses = await asyncio.gather(*(_workflow_status(wf_id) for _, wf_id in rows))
+        async with heartbeating():
+            rows = await self._repo.nonterminal_tasks(inp)
+            statuses = await asyncio.gather(*(_workflow_status(wf_id) for _, wf_id in rows))
         stale = [
             StaleTask(task_id=task_id, workflow_id=wf_id, workflow_status=status)
             for (task_id, wf_id), status in zip(rows, statuses, strict=True)

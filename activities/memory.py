@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from temporalio import activity
 
+from activities.heartbeats import heartbeating
 from schemas.errors import DomainError, EntryImmutable
 from schemas.hygiene import (
     ConsolidationPage,
@@ -96,7 +97,8 @@ class MemoryActivities:
 
     @activity.defn(name="memory.consolidate_page")
     async def consolidate_page(self, inp: ConsolidationPage) -> ConsolidationPageResult:
-        return await self._repo.consolidate_page(inp)
+        async with heartbeating():  # a page of nearest-neighbour probes
+            return await self._repo.consolidate_page(inp)
 
     @activity.defn(name="memory.record_retrievals")
     async def record_retrievals(self, inp: Retrievals) -> None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from temporalio import activity
 
+from activities.heartbeats import heartbeating
 from schemas.packs import (
     PackCreated,
     PackCreateInput,
@@ -45,14 +46,16 @@ class PackActivities:
 
     @activity.defn(name="packs.delete_expired_rendered")
     async def delete_expired_rendered(self, inp: PackSweepStep) -> SweepDeleted:
-        deleted = await self._repo.delete_expired_rendered(inp.before, inp.limit)
+        async with heartbeating():
+            deleted = await self._repo.delete_expired_rendered(inp.before, inp.limit)
         if deleted:
             activity.logger.info("deleted %d expired rendered pack(s)", deleted)
         return SweepDeleted(deleted=deleted)
 
     @activity.defn(name="packs.delete_expired_packs")
     async def delete_expired_packs(self, inp: PackSweepStep) -> SweepDeleted:
-        deleted = await self._repo.delete_expired_packs(inp.before, inp.limit)
+        async with heartbeating():
+            deleted = await self._repo.delete_expired_packs(inp.before, inp.limit)
         if deleted:
             activity.logger.info("deleted %d expired pack(s)", deleted)
         return SweepDeleted(deleted=deleted)

@@ -147,6 +147,39 @@ class Settings(BaseSettings):
             "the entry workflows beside the model; needs Temporal and Postgres, not S3)."
         ),
     )
+    worker_shutdown_grace_s: float = Field(
+        default=30.0,
+        ge=0,
+        description=(
+            "On SIGTERM or SIGINT `cairn worker` stops polling and gives the activities in "
+            "flight this long to finish before cancelling them, then exits 0."
+        ),
+    )
+    worker_deployment: str = Field(
+        default="cairn",
+        pattern=r"^[^.]+$",
+        description=(
+            "The Temporal Worker Deployment this worker belongs to (no `.`): every replica of "
+            "one deployment serves the same queues, and its versions are rolled out together."
+        ),
+    )
+    worker_build_id: str = Field(
+        default="",
+        description=(
+            "This worker's version within the deployment; empty = the package version plus a "
+            "hash of the registered workflow code (`workers.versioning.code_build_id`)."
+        ),
+    )
+    worker_set_current: Literal["first", "always", "never"] = Field(
+        default="first",
+        description=(
+            "Whether this worker makes its version the deployment's current one at start: "
+            "`first` when the deployment has none yet (a fresh deployment's first worker "
+            "bootstraps it; later builds wait for an operator's `temporal worker deployment "
+            "set-current-version`), `always` (`cairn dev`), `never` (only an operator). A "
+            "versioned worker gets no task until its version is current or ramping."
+        ),
+    )
 
     s3_endpoint: str = ""
     s3_bucket: str = "cairn"

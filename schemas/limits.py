@@ -129,6 +129,12 @@ SIGNING_REQUEST_TTL_SEC: Final = 300  # how long a signing request waits for the
 TEAM_FOUNDING_TTL_SEC: Final = 24 * HOUR_SEC  # founding members must all accept within this
 DIARY_TRANSFER_TTL_SEC: Final = 7 * DAY_SEC  # destination owner must accept within this
 
+# --- worker liveness (DECISIONS "Production beyond one machine") ------------------------------
+# A long activity (sweeps, imports, embedding batches) heartbeats; silent this long, its attempt
+# is retried on another worker instead of waiting out its start-to-close timeout. The SDK sends
+# at most one heartbeat per 80 % of this, so calling it per row costs nothing.
+ACTIVITY_HEARTBEAT_TIMEOUT_SEC: Final = 10
+
 # --- tasks (SPEC 8; DECISIONS "Tasks") ----------------------------------------------------------
 TASK_LEASE_DEFAULT_SEC: Final = 300  # claim lease unless the task sets leaseTtlSec
 TASK_LEASE_MIN_SEC: Final = 1  # reference bounds for leaseTtlSec

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
 from typing import Any
 
 from waiting import wait_until
 
-__all__ = ["alive", "service_env", "wait_until"]
+__all__ = ["alive", "cairn_worker", "service_env", "wait_until"]
 
 
 def service_env(settings: Any, port: int) -> dict[str, str]:
@@ -37,3 +39,16 @@ def alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().split()[2] != "Z"
+
+
+async def cairn_worker(env: dict[str, str]) -> asyncio.subprocess.Process:
+    """`python -m cairn worker` with `env`, its output discarded."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cairn",
+        "worker",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )

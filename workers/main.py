@@ -4,6 +4,12 @@ their embedding and writes as local activities.
 
 At start it makes sure the token endpoint has a signing key (an idempotent workflow), so a
 fresh stack can issue tokens as soon as the worker is up.
+
+Workers are versioned (workers/versioning.py): each declares its deployment and build id, and
+`SERVICE_WORKER_SET_CURRENT` says whether it makes that version current at start (a fresh
+deployment's first worker does; later builds wait for an operator, except under `cairn dev`).
+SIGTERM or SIGINT drains: polling stops on every queue at once, activities in flight get
+`SERVICE_WORKER_SHUTDOWN_GRACE_S` to finish, and the process exits 0.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -18,10 +25,11 @@ from datetime import timedelta
 import asyncpg
 from opentelemetry import metrics
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import WorkerDeploymentVersion, WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
 from activities.embedding import EmbeddingActivities
+from activities.heartbeats import HEARTBEAT_SEND_INTERVAL
 from infra.db import create_pool, pool_options
 from infra.embeddings import OnnxEmbedder
 from infra.s3 import BlobStore
@@ -46,13 +54,16 @@ from workers.registry import (
 )
 from workers.schedules import ensure_schedules
 from workers.telemetry import reporting_queue_depth
+from workers.versioning import deployment_config, promote, worker_version
 from workflows.signing_keys import SigningKeysWorkflow, signing_keys_workflow_id
 
 log = logging.getLogger("cairn.worker")
 SIGNING_KEYS_TIMEOUT = timedelta(minutes=1)
 
 
-def build_worker(client: Client, settings: Settings, deps: ActivityDeps) -> Worker:
+def build_worker(
+    client: Client, settings: Settings, deps: ActivityDeps, version: WorkerDeploymentVersion
+) -> Worker:
     return Worker(
         client,
         task_queue=settings.temporal_task_queue,
@@ -61,7 +72,15 @@ def build_worker(client: Client, settings: Settings, deps: ActivityDeps) -> Work
         # tracing comes with the client: a worker takes the client's interceptors first
         interceptors=[DomainErrorInterceptor()],
         max_concurrent_activities=64,
+        deployment_config=deployment_config(version),
+        graceful_shutdown_timeout=_grace(settings),
+        max_heartbeat_throttle_interval=HEARTBEAT_SEND_INTERVAL,
     )
+
+
+def _grace(settings: Settings) -> timedelta:
+    """How long activities in flight may run on after shutdown begins, before cancellation."""
+    return timedelta(seconds=settings.worker_shutdown_grace_s)
 
 
 async def ensure_signing_key(client: Client, settings: Settings, *, rotate: bool = False) -> str:
@@ -104,7 +123,11 @@ class EmbeddingWorker:
 
 
 async def start_embedding_worker(
-    client: Client, settings: Settings, pool: asyncpg.Pool, embedder: OnnxEmbedder | None = None
+    client: Client,
+    settings: Settings,
+    pool: asyncpg.Pool,
+    version: WorkerDeploymentVersion,
+    embedder: OnnxEmbedder | None = None,
 ) -> EmbeddingWorker:
     """Load the model once for this process (in a thread) and serve `settings.embedding_task_queue`:
     the entry workflows, whose embedding (micro-batched across the process's concurrent runs)
@@ -120,6 +143,9 @@ async def start_embedding_worker(
         activities=embedding_activities(activities, pool),
         interceptors=[DomainErrorInterceptor()],  # tracing comes with the client
         max_concurrent_activities=limits.EMBEDDING_MICROBATCH_MAX_TEXTS,
+        deployment_config=deployment_config(version),
+        graceful_shutdown_timeout=_grace(settings),
+        max_heartbeat_throttle_interval=HEARTBEAT_SEND_INTERVAL,
     )
     return EmbeddingWorker(worker, activities, asyncio.create_task(worker.run()))
 
@@ -134,8 +160,10 @@ async def running_embedding_worker(
     client = client or await connect(settings)
     pool = await worker_pool(settings)
     try:
-        embedding = await start_embedding_worker(client, settings, pool)
+        version = worker_version(settings)
+        embedding = await start_embedding_worker(client, settings, pool, version)
         try:
+            await promote(client, version, settings)
             yield embedding
         finally:
             await embedding.stop()
@@ -149,15 +177,17 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
     `settings.worker_queues` is `service`."""
     client = client or await connect(settings)
     pool = await worker_pool(settings)
+    version = worker_version(settings)
     embedding = None
     if settings.worker_queues == "all":
         try:
-            embedding = await start_embedding_worker(client, settings, pool)
+            embedding = await start_embedding_worker(client, settings, pool, version)
         except BaseException:
             await pool.close()
             raise
     blobs = BlobStore.from_settings(settings)
-    worker = build_worker(client, settings, ActivityDeps(pool, settings.secret_bytes, blobs))
+    deps = ActivityDeps(pool, settings.secret_bytes, blobs)
+    worker = build_worker(client, settings, deps, version)
     task = asyncio.create_task(worker.run())
     queue_depth = (
         reporting_queue_depth(pool, metrics.get_meter("cairn.worker"), export_interval())
@@ -166,15 +196,18 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
     )
     try:
         async with queue_depth:
+            await promote(client, version, settings)
             await ensure_signing_key(client, settings)
             await ensure_schedules(
                 client, settings.temporal_task_queue, settings.task_artifact_orphan_grace_sec
             )
             yield worker
     finally:
+        # both queues stop polling at once and drain side by side, within one grace period
+        stopping = [worker.shutdown()]
         if embedding is not None:
-            await embedding.stop()
-        await worker.shutdown()
+            stopping.append(embedding.stop())
+        await asyncio.gather(*stopping)
         with contextlib.suppress(Exception):
             await task
         await pool.close()
@@ -182,14 +215,42 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
 
 
 async def run_worker(settings: Settings) -> None:
+    # before anything starts: a signal during start-up (the worker may already hold an
+    # activity) drains as soon as the worker is up, instead of killing the process
+    stop = _stop_signals()
     if exporting():  # the workflow and activity spans of a trace the API began
         setup_tracing(settings.otel_service_name)
     setup_metrics(settings.otel_service_name)  # before connecting: the SDK's metrics too
     if settings.worker_queues == "embeddings":
         async with running_embedding_worker(settings):
             log.info("embedding worker running on task queue %s", settings.embedding_task_queue)
-            await asyncio.Event().wait()
+            await _until_stopped(stop, settings)
         return
     async with running_worker(settings):
         log.info("worker running on task queue %s", settings.temporal_task_queue)
-        await asyncio.Event().wait()
+        await _until_stopped(stop, settings)
+
+
+def _stop_signals() -> asyncio.Future[signal.Signals]:
+    """Resolved by the first SIGTERM or SIGINT; later ones change nothing (the grace period
+    already bounds the drain)."""
+    loop = asyncio.get_running_loop()
+    stop: asyncio.Future[signal.Signals] = loop.create_future()
+
+    def received(sig: signal.Signals) -> None:
+        if not stop.done():
+            stop.set_result(sig)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, received, sig)
+    return stop
+
+
+async def _until_stopped(stop: asyncio.Future[signal.Signals], settings: Settings) -> None:
+    """Until a stop signal; leaving the worker's block then drains it."""
+    signalled = await stop
+    log.info(
+        "%s: draining; activities in flight get %s s to finish",
+        signalled.name,
+        settings.worker_shutdown_grace_s,
+    )

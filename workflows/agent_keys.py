@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         AgentKeyRotate,
         AgentKeyRow,
     )
-    from workflows.common import run_step
+    from workflows.common import LONG_LIVED, run_step
 
 # uuid5 namespace of key ids derived from (caller, Idempotency-Key): fixed forever
 IDEMPOTENT_KEY_IDS = uuid.UUID("0f5c7a3e-8c1d-5b6a-9e2f-4d7b1a6c3e90")
@@ -94,7 +94,7 @@ class AgentKeyRevokeWorkflow:
         return await run_step(AgentKeyActivities.revoke, inp)
 
 
-@workflow.defn(name="AgentKeyExpiry")
+@workflow.defn(name="AgentKeyExpiry", versioning_behavior=LONG_LIVED)
 class AgentKeyExpiryWorkflow:
     @workflow.run
     async def run(self, inp: AgentKeyExpire) -> AgentKeyExpired:

@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         BlobSweep,
         StagedExpiry,
     )
-    from workflows.common import run_activity, run_local_step
+    from workflows.common import LONG_LIVED, LONG_STEP_HEARTBEAT, run_activity, run_local_step
 
 SWEEP_WORKFLOW_ID: Final = "artifacts/sweep"
 # A sweep step is a batched delete, and S3 may be slow: give it time and keep retrying it
@@ -71,7 +71,7 @@ class ArtifactAttachWorkflow:
         return await run_local_step(ArtifactActivities.attach, inp)
 
 
-@workflow.defn(name="ArtifactSweep")
+@workflow.defn(name="ArtifactSweep", versioning_behavior=LONG_LIVED)
 class ArtifactSweepWorkflow:
     @workflow.run
     async def run(self, inp: ArtifactSweepInput) -> ArtifactSweepResult:
@@ -80,12 +80,14 @@ class ArtifactSweepWorkflow:
             ArtifactActivities.expire_staged,
             StagedExpiry(before=cutoff, limit=inp.batch_max),
             start_to_close=SWEEP_STEP_TIMEOUT,
+            heartbeat=LONG_STEP_HEARTBEAT,
             retry=SWEEP_RETRY,
         )
         blobs = await run_activity(
             ArtifactActivities.delete_unreferenced_blobs,
             BlobSweep(limit=inp.batch_max),
             start_to_close=SWEEP_STEP_TIMEOUT,
+            heartbeat=LONG_STEP_HEARTBEAT,
             retry=SWEEP_RETRY,
         )
         return ArtifactSweepResult(staged_deleted=staged.deleted, blobs_deleted=blobs.deleted)

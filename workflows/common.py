@@ -8,10 +8,11 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import RetryPolicy, SearchAttributeKey, VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
+from schemas import limits
 from schemas.errors import DomainError
 from schemas.queues import embedding_queue_for
 
@@ -27,6 +28,15 @@ REQUEST_RETRY = RetryPolicy(
     maximum_attempts=3,
 )
 SHORT_TIMEOUT = timedelta(seconds=10)
+
+# Workers are versioned (workers/versioning.py) and pin a run to the build it started on, which
+# suits a request that ends in seconds. A workflow that can outlive a deploy (waits on people or
+# timers, loops over pages, continues as new) declares this instead: it moves to the current
+# build at its next workflow task, so its code changes keep to `workflow.patched()`.
+LONG_LIVED = VersioningBehavior.AUTO_UPGRADE
+# A long activity (`activities.heartbeats`) reports at least this often: a killed worker's
+# attempt is retried elsewhere this long after its last report, not at `start_to_close`.
+LONG_STEP_HEARTBEAT = timedelta(seconds=limits.ACTIVITY_HEARTBEAT_TIMEOUT_SEC)
 
 
 def domain_failure(error: DomainError) -> ApplicationError:
@@ -75,10 +85,16 @@ async def run_activity(
     *,
     start_to_close: timedelta = SHORT_TIMEOUT,
     retry: RetryPolicy = REQUEST_RETRY,
+    heartbeat: timedelta | None = None,
 ) -> ResultT:
-    """A step as a regular activity: for work too long or heavy for a local one (S3 sweeps)."""
+    """A step as a regular activity: for work too long or heavy for a local one (S3 sweeps).
+    A step that heartbeats passes `heartbeat=LONG_STEP_HEARTBEAT`."""
     return await workflow.execute_activity_method(
-        activity, arg, start_to_close_timeout=start_to_close, retry_policy=retry
+        activity,
+        arg,
+        start_to_close_timeout=start_to_close,
+        retry_policy=retry,
+        heartbeat_timeout=heartbeat,
     )
 
 

@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
         NearDuplicateProposals,
         Retrievals,
     )
-    from workflows.common import run_activity, run_step
+    from workflows.common import LONG_LIVED, LONG_STEP_HEARTBEAT, run_activity, run_step
 
     # a sweep step is a batched scan: the maintenance steps' timeout and patient retry
     from workflows.maintenance import STEP_RETRY, STEP_TIMEOUT
@@ -73,7 +73,7 @@ class EntryConsolidationWorkflow:
         )
 
 
-@workflow.defn(name="ConsolidationSweep")
+@workflow.defn(name="ConsolidationSweep", versioning_behavior=LONG_LIVED)
 class ConsolidationSweepWorkflow:
     @workflow.run
     async def run(self, inp: ConsolidationSweepInput) -> ConsolidationSweepResult:
@@ -88,6 +88,7 @@ class ConsolidationSweepWorkflow:
                     workflow_id=workflow.info().workflow_id,
                 ),
                 start_to_close=STEP_TIMEOUT,
+                heartbeat=LONG_STEP_HEARTBEAT,
                 retry=STEP_RETRY,
             )
             cursor, scanned, proposed = (

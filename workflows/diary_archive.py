@@ -19,7 +19,13 @@ with workflow.unsafe.imports_passed_through():
     from activities.diary_archive import DiaryArchiveActivities, ImportEmbeddingActivities
     from schemas import limits
     from schemas.diary_archive import DiaryImported, DiaryImportInput, ImportedEntries
-    from workflows.common import STEP_FAILURES, embedding_task_queue, run_activity
+    from workflows.common import (
+        LONG_LIVED,
+        LONG_STEP_HEARTBEAT,
+        STEP_FAILURES,
+        embedding_task_queue,
+        run_activity,
+    )
 
 # Reading and checking a file of up to 32 MiB, then one transaction of its rows.
 WRITE_TIMEOUT = timedelta(minutes=2)
@@ -31,13 +37,16 @@ def diary_import_workflow_id(diary_id: UUID) -> str:
     return f"diaries/{diary_id}/import"
 
 
-@workflow.defn(name="DiaryImport")
+@workflow.defn(name="DiaryImport", versioning_behavior=LONG_LIVED)
 class DiaryImportWorkflow:
     @workflow.run
     async def run(self, inp: DiaryImportInput) -> DiaryImported:
         try:
             imported = await run_activity(
-                DiaryArchiveActivities.write, inp, start_to_close=WRITE_TIMEOUT
+                DiaryArchiveActivities.write,
+                inp,
+                start_to_close=WRITE_TIMEOUT,
+                heartbeat=LONG_STEP_HEARTBEAT,
             )
         finally:  # written or not, the staged file has served
             await run_activity(DiaryArchiveActivities.discard, inp)
@@ -57,6 +66,7 @@ class DiaryImportWorkflow:
                 entries,
                 task_queue=embedding_task_queue(),
                 start_to_close_timeout=EMBED_BATCH_TIMEOUT,
+                heartbeat_timeout=LONG_STEP_HEARTBEAT,
                 retry_policy=EMBED_RETRY,
             )
         except STEP_FAILURES:

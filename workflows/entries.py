@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         RelationWritten,
     )
     from workflows.common import (
+        LONG_LIVED,
         STEP_FAILURES,
         embedding_task_queue,
         run_local_step,
@@ -176,7 +177,7 @@ def entry_embedding_workflow_id(entry_id: UUID, cid: str) -> str:
     return f"entries/{entry_id}/embedding/{cid}"
 
 
-@workflow.defn(name="EntryEmbedding")
+@workflow.defn(name="EntryEmbedding", versioning_behavior=LONG_LIVED)
 class EntryEmbeddingWorkflow:
     """Retries an entry's embedding until it succeeds (or a day passes), then stores it.
 

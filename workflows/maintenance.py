@@ -52,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
         StaleTaskPage,
         StaleTaskResult,
     )
-    from workflows.common import run_activity
+    from workflows.common import LONG_LIVED, LONG_STEP_HEARTBEAT, run_activity
 
 PURGE_WORKFLOW_ID: Final = "maintenance/purge"
 # ExpiredRowsPurge's steps for the browser OAuth connector's codes and grants, added after the
@@ -79,7 +79,7 @@ def stale_tasks_schedule_id(task_queue: str) -> str:
     return f"maintenance-stale-tasks/{task_queue}"
 
 
-@workflow.defn(name="ExpiredRowsPurge")
+@workflow.defn(name="ExpiredRowsPurge", versioning_behavior=LONG_LIVED)
 class ExpiredRowsPurgeWorkflow:
     @workflow.run
     async def run(self, inp: PurgeInput) -> PurgeResult:
@@ -90,18 +90,21 @@ class ExpiredRowsPurgeWorkflow:
             MaintenanceActivities.purge_signing_requests,
             Purge(before=signing_cutoff, limit=inp.batch_max),
             start_to_close=STEP_TIMEOUT,
+            heartbeat=LONG_STEP_HEARTBEAT,
             retry=STEP_RETRY,
         )
         nonces = await run_activity(
             MaintenanceActivities.purge_recovery_nonces,
             Purge(before=expired_cutoff, limit=inp.batch_max),
             start_to_close=STEP_TIMEOUT,
+            heartbeat=LONG_STEP_HEARTBEAT,
             retry=STEP_RETRY,
         )
         vouchers = await run_activity(
             MaintenanceActivities.purge_vouchers,
             Purge(before=expired_cutoff, limit=inp.batch_max),
             start_to_close=STEP_TIMEOUT,
+            heartbeat=LONG_STEP_HEARTBEAT,
             retry=STEP_RETRY,
         )
         codes = grants = 0
@@ -125,6 +128,7 @@ class ExpiredRowsPurgeWorkflow:
                 limit=inp.batch_max,
             ),
             start_to_close=STEP_TIMEOUT,
+            heartbeat=LONG_STEP_HEARTBEAT,
             retry=STEP_RETRY,
         )
         grants = await run_activity(
@@ -134,12 +138,13 @@ class ExpiredRowsPurgeWorkflow:
                 limit=inp.batch_max,
             ),
             start_to_close=STEP_TIMEOUT,
+            heartbeat=LONG_STEP_HEARTBEAT,
             retry=STEP_RETRY,
         )
         return codes.deleted, grants.deleted
 
 
-@workflow.defn(name="StaleTaskReconcile")
+@workflow.defn(name="StaleTaskReconcile", versioning_behavior=LONG_LIVED)
 class StaleTaskReconcileWorkflow:
     @workflow.run
     async def run(self, inp: StaleTaskInput) -> StaleTaskResult:
@@ -152,6 +157,7 @@ class StaleTaskReconcileWorkflow:
                 MaintenanceActivities.find_stale_tasks,
                 page,
                 start_to_close=STEP_TIMEOUT,
+                heartbeat=LONG_STEP_HEARTBEAT,
                 retry=STEP_RETRY,
             )
             checked += scan.checked

@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         RenderedPackUpdateInput,
         RenderInput,
     )
-    from workflows.common import run_activity, run_local_step
+    from workflows.common import LONG_LIVED, LONG_STEP_HEARTBEAT, run_activity, run_local_step
 
 SWEEP_WORKFLOW_ID: Final = "packs/sweep"
 SWEEP_STEP_TIMEOUT: Final = timedelta(minutes=2)
@@ -101,7 +101,7 @@ class RenderedPackUpdateWorkflow:
         await run_local_step(PackActivities.update_rendered, inp)
 
 
-@workflow.defn(name="PackSweep")
+@workflow.defn(name="PackSweep", versioning_behavior=LONG_LIVED)
 class PackSweepWorkflow:
     @workflow.run
     async def run(self, inp: PackSweepInput) -> PackSweepResult:
@@ -110,12 +110,14 @@ class PackSweepWorkflow:
             PackActivities.delete_expired_rendered,
             step,
             start_to_close=SWEEP_STEP_TIMEOUT,
+            heartbeat=LONG_STEP_HEARTBEAT,
             retry=SWEEP_RETRY,
         )
         packs = await run_activity(
             PackActivities.delete_expired_packs,
             step,
             start_to_close=SWEEP_STEP_TIMEOUT,
+            heartbeat=LONG_STEP_HEARTBEAT,
             retry=SWEEP_RETRY,
         )
         return PackSweepResult(packs_deleted=packs.deleted, rendered_deleted=rendered.deleted)

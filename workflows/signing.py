@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
         check_signature_format,
         refusal,
     )
-    from workflows.common import STEP_FAILURES, domain_failure, run_step
+    from workflows.common import LONG_LIVED, STEP_FAILURES, domain_failure, run_step
 
 # Nobody waits on an expiry, so it is retried until the database answers.
 BACKGROUND_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1))
@@ -52,7 +52,7 @@ def signing_workflow_id(request_id: UUID) -> str:
     return f"signing/{request_id}"
 
 
-@workflow.defn(name="SigningRequest")
+@workflow.defn(name="SigningRequest", versioning_behavior=LONG_LIVED)
 class SigningRequestWorkflow:
     @workflow.init
     def __init__(self, inp: SigningRequestInput) -> None:

@@ -80,7 +80,13 @@ with workflow.unsafe.imports_passed_through():
         task_finished,
     )
     from schemas.tasks import TERMINAL_ATTEMPT_STATUSES, TERMINAL_TASK_STATUSES, TaskStart
-    from workflows.common import AGENT_ID, REQUEST_RETRY, STEP_FAILURES, domain_failure
+    from workflows.common import (
+        AGENT_ID,
+        LONG_LIVED,
+        REQUEST_RETRY,
+        STEP_FAILURES,
+        domain_failure,
+    )
 
 # A transition has happened here; its projection must land even if Postgres is away for a
 # while, so it is retried until it does (the state never rolls back).
@@ -96,7 +102,7 @@ _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 Due = tuple[datetime, Literal["expire"] | TimeoutReason]
 
 
-@workflow.defn(name=TASK_WORKFLOW)
+@workflow.defn(name=TASK_WORKFLOW, versioning_behavior=LONG_LIVED)
 class TaskWorkflow:
     @workflow.init
     def __init__(self, start: TaskStart, carry: TaskCarry | None = None) -> None:

@@ -54,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
         TeamRef,
         TeamStatus,
     )
-    from workflows.common import STEP_FAILURES, domain_failure, run_step
+    from workflows.common import LONG_LIVED, STEP_FAILURES, domain_failure, run_step
 
 # The end of a founding must land even if Postgres is down at hour 24: retry until it does.
 FINISH_RETRY = RetryPolicy(
@@ -80,7 +80,7 @@ def team_founding_workflow_id(team_id: UUID) -> str:
 CREATOR_ACCEPTS_PATCH = "creator-accepts"
 
 
-@workflow.defn(name="TeamFounding")
+@workflow.defn(name="TeamFounding", versioning_behavior=LONG_LIVED)
 class TeamFoundingWorkflow:
     @workflow.init
     def __init__(self, inp: TeamCreate) -> None:

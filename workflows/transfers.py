@@ -37,7 +37,13 @@ with workflow.unsafe.imports_passed_through():
         TransferResolve,
         already_resolved,
     )
-    from workflows.common import STEP_FAILURES, domain_failure, run_step, step_refused
+    from workflows.common import (
+        LONG_LIVED,
+        STEP_FAILURES,
+        domain_failure,
+        run_step,
+        step_refused,
+    )
 
 # Nobody waits on an expiry, so it is retried until the database answers.
 BACKGROUND_RETRY = RetryPolicy(maximum_interval=timedelta(minutes=1))
@@ -49,7 +55,7 @@ def transfer_workflow_id(transfer_id: UUID) -> str:
     return f"transfers/{transfer_id}"
 
 
-@workflow.defn(name="DiaryTransfer")
+@workflow.defn(name="DiaryTransfer", versioning_behavior=LONG_LIVED)
 class DiaryTransferWorkflow:
     @workflow.init
     def __init__(self, inp: TransferInput) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -25,7 +24,7 @@ import nacl.signing
 import pytest
 from actors import Actor, Actors, personal_team
 from faultstack import FaultStack, fault_settings, fault_stack, http_session
-from processes import service_env
+from processes import cairn_worker, service_env
 from temporalio.api.enums.v1 import EventType, PendingActivityState, PendingWorkflowTaskState
 from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus
 
@@ -47,15 +46,7 @@ class WorkerProcess:
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "cairn",
-            "worker",
-            env=self.env,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
+        self.process = await cairn_worker(self.env)
 
     def freeze(self) -> None:
         assert self.process is not None

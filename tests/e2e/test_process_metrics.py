@@ -22,7 +22,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-from processes import service_env, wait_until
+from processes import cairn_worker, service_env, wait_until
 
 from api.metrics import DURATION
 from infra.devstack import free_port, port_open
@@ -110,15 +110,7 @@ async def worker_queue(stack: Any, collector: Collector) -> AsyncIterator[str]:
         OTEL_METRIC_EXPORT_INTERVAL="200",
     )
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cairn",
-        "worker",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    process = await cairn_worker(env)
     try:
         yield queue
     finally:

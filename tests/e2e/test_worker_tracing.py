@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from processes import service_env, wait_until
+from processes import cairn_worker, service_env, wait_until
 
 from infra.devstack import free_port
 from workers.admin import issue_bootstrap_voucher
@@ -84,15 +83,7 @@ async def worker_queue(stack: Any, collector: Collector) -> AsyncIterator[str]:
         OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{collector.port}",
         OTEL_BSP_SCHEDULE_DELAY="100",  # milliseconds between exports
     )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cairn",
-        "worker",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    process = await cairn_worker(env)
     try:
         yield queue
     finally:
