@@ -15,13 +15,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
-import psutil
 import pytest
 from actors import Actor, new_diary
 from faultstack import serving_api
 from mcp_support import client_headers, mcp_session, structured
 from processes import service_env, wait_until
-from test_api_processes import listeners
+from test_api_processes import two_processes
 
 from infra.devstack import free_port
 from schemas.queues import embedding_queue_for
@@ -69,27 +68,15 @@ async def _create_entry(base: str, agent: Actor, diary_id: str) -> tuple[int, An
 async def api_process(
     stack: Any, idle_queue: str
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, int]]:
-    port = free_port()
-    env = service_env(stack.settings, port) | {
+    """`cairn api --processes 2` on the idle queue."""
+    drains = {
         "SERVICE_TEMPORAL_TASK_QUEUE": idle_queue,
         "SERVICE_SHUTDOWN_DRAIN_S": DRAIN_S,
         "SERVICE_REQUEST_WAIT_S": "120",
         "SERVICE_BASE_URL": stack.base_url,  # the token issuer: the stack's tokens hold here
     }
-    process = await asyncio.create_subprocess_exec(
-        *[sys.executable, "-m", "cairn", "api", "--processes", "2"],
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        parent = psutil.Process(process.pid)
-        await wait_until(lambda: len(listeners(parent, port)) == 2)
-        yield process, port
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+    async with two_processes(stack, drains) as pair:
+        yield pair
 
 
 async def test_the_api_drains_on_sigterm(
