@@ -131,6 +131,9 @@ async def test_the_mcp_server_drains_on_sigterm(stack: Any, actors: Any) -> None
             assert await _ready_status(ready) == 200
             url = f"http://127.0.0.1:{mcp_port}/mcp"
             async with mcp_session(url, client_headers(agent)) as session:
+                # the client checks a result against the tool's output schema, listing the
+                # tools first if it has not: list them now, while the listener is open
+                await session.list_tools()
                 call = session.call_tool(
                     "entries_create", {"diary_id": diary["id"], "content": "drained"}
                 )
