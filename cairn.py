@@ -9,6 +9,11 @@ cairn admin voucher       issue a bootstrap voucher (needs Temporal and a runnin
 cairn admin rotate-signing-key
 cairn openapi             print the OpenAPI document without starting anything
 cairn daemon | whoami     the agent's side (client/cli.py): claim and run tasks with an agent key
+
+`cairn api` and `cairn mcp` drain on SIGTERM or SIGINT: readiness answers 503 at once, the
+listener keeps accepting for SERVICE_SHUTDOWN_DRAIN_S (a load balancer sees the failed probe
+and moves traffic away), then it closes, the requests in flight get SERVICE_SHUTDOWN_GRACE_S to
+finish, and the process exits 0.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import secrets
 import signal
 import sys
 import time
+from collections.abc import Sequence
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,6 +64,14 @@ async def _serve_api(settings: Settings, *, reuse_port: bool = False) -> web.App
     site = web.TCPSite(runner, settings.api_host, settings.api_port, reuse_port=reuse_port or None)
     await site.start()
     return runner
+
+
+async def _drain(draining: asyncio.Event, settings: Settings) -> None:
+    """Readiness fails from now on; the listener keeps accepting for the drain delay, so the
+    load balancer that probes readiness stops sending traffic before the listener closes."""
+    draining.set()
+    log.info("draining for %g s (pid %d)", settings.shutdown_drain_s, os.getpid())
+    await asyncio.sleep(settings.shutdown_drain_s)
 
 
 async def _until_signalled() -> None:
@@ -157,7 +172,8 @@ def _print_banner(settings: Settings, args: argparse.Namespace, voucher: str, to
 
 def api(args: argparse.Namespace) -> None:
     """Serve the API; with N processes, N-1 children bind the same port (the kernel spreads
-    connections over them) and stop with the parent."""
+    connections over them) and stop with the parent: a signal to the parent (the one PID 1's
+    init forwards it to) is passed on to every child, so all of them drain at once."""
     settings = Settings()
     processes = args.processes or settings.api_processes
     spawn = multiprocessing.get_context("spawn")
@@ -168,40 +184,49 @@ def api(args: argparse.Namespace) -> None:
     for child in children:
         child.start()
     try:
-        _api_process(processes > 1, None)
+        _api_process(processes > 1, None, children)
     finally:
         for child in children:
-            child.terminate()
+            child.terminate()  # a no-op for a child that has stopped already
         for child in children:
-            child.join(timeout=10)
+            child.join(timeout=settings.shutdown_drain_s + settings.shutdown_grace_s + 5)
 
 
-def _api_process(reuse_port: bool, parent_pid: int | None) -> None:
+def _api_process(
+    reuse_port: bool, parent_pid: int | None, children: Sequence[BaseProcess] = ()
+) -> None:
     settings = Settings()
 
     async def main() -> None:
+        from api import keys
+
         runner = await _serve_api(settings, reuse_port=reuse_port)
         log.info("API on http://%s:%s (pid %d)", settings.api_host, settings.api_port, os.getpid())
         try:
             if parent_pid is None:
                 await _until_signalled()
-            else:
-                await _until_orphaned(parent_pid)
+                for child in children:
+                    child.terminate()  # SIGTERM: each child drains beside this process
+                await _drain(runner.app[keys.DRAINING], settings)
+            elif await _until_orphaned(parent_pid):
+                await _drain(runner.app[keys.DRAINING], settings)
         finally:
-            await runner.cleanup()
+            await runner.cleanup()  # the listener closes; requests in flight get the grace
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
 
 
-async def _until_orphaned(parent_pid: int) -> None:
-    """A child API process: until SIGTERM, or until its parent is gone (even killed)."""
+async def _until_orphaned(parent_pid: int) -> bool:
+    """A child API process: until SIGTERM (True), or until its parent is gone, even killed
+    (False: nothing routes to a replica whose parent died, so there is nothing to drain)."""
     signalled = asyncio.create_task(_until_signalled())
     while os.getppid() == parent_pid:
         done, _ = await asyncio.wait({signalled}, timeout=1.0)
         if done:
-            return
+            return True
     signalled.cancel()
+    return False
 
 
 def _connector_secret(settings: Settings) -> str:
@@ -233,13 +258,22 @@ def toolserver_config(settings: Settings) -> ToolServerConfig:
         challenge_path=settings.mcp_challenge_path,
         connector_secret=_connector_secret(settings),
         console_url=settings.base_url.rstrip("/"),
+        shutdown_grace_s=settings.shutdown_grace_s,
     )
 
 
 def mcp(args: argparse.Namespace) -> None:
-    from toolserver.app import serve
+    from toolserver.app import running
 
-    serve(toolserver_config(Settings()))
+    settings = Settings()
+
+    async def main() -> None:
+        async with running(toolserver_config(settings)) as server:
+            log.info("MCP server on %s (pid %d)", settings.mcp_url, os.getpid())
+            await _until_signalled()
+            await _drain(server.draining, settings)
+
+    asyncio.run(main())
 
 
 def worker(args: argparse.Namespace) -> None:

@@ -92,6 +92,7 @@ def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Applicati
     )
     app[keys.SETTINGS] = settings
     app[keys.MAP_CACHE] = MapCache(limits.ENTRY_MAP_CACHED_DIARIES)
+    app[keys.DRAINING] = asyncio.Event()
     app.cleanup_ctx.append(_resources(settings, deps))
     for module in (
         system,

@@ -20,6 +20,7 @@ from uuid import UUID
 from aiohttp import web
 
 from api import keys
+from api.forwarded import client_address
 from api.headers import team_header
 from api.ratelimit import Quota, Refusal
 from api.spec import EndpointSpec
@@ -255,7 +256,7 @@ async def _browser_principal(request: web.Request) -> Principal | None:
 
 
 def _rate_key(request: web.Request, principal: Principal | None) -> str:
-    return f"ip:{request.remote}" if principal is None else principal.rate_key
+    return f"ip:{client_address(request)}" if principal is None else principal.rate_key
 
 
 def _buckets(request: web.Request, spec: EndpointSpec, principal: Principal | None) -> list[str]:

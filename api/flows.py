@@ -4,12 +4,18 @@ With an `Idempotency-Key` (the route minted its ids with `api.idempotency`), the
 the request's fingerprint in its memo, and a second start under the same id is a retry: answered
 from that run (its result, once it ends) when the fingerprint matches, else 409
 `idempotency-key-reused`. A run that failed wrote nothing, so a retry may start it afresh.
+
+Every wait of a request on a workflow (its result, an Update's outcome) runs inside
+`waiting_on_workflow`: bounded by `SERVICE_REQUEST_WAIT_S`, past which the answer is 503 with
+Retry-After (no worker took the work in time: a worker outage, a deploy). The run itself is left
+to finish; the same request sent again with its Idempotency-Key is answered from it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -25,10 +31,27 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from api import keys
 from api.idempotency import FINGERPRINT_MEMO, fingerprint, is_keyed_run, key_reused
-from schemas.errors import DomainError
+from schemas.errors import DomainError, ServiceUnavailable
 
 ArgT = TypeVar("ArgT")
 ResultT = TypeVar("ResultT")
+
+
+@contextlib.asynccontextmanager
+async def waiting_on_workflow(request: web.Request) -> AsyncIterator[None]:
+    """Bound what the block waits on a workflow by `SERVICE_REQUEST_WAIT_S`: past it, 503
+    `service-unavailable` (the problem middleware adds Retry-After). The one place the bound is
+    applied: every route that waits on a run does it in here."""
+    seconds = request.app[keys.SETTINGS].request_wait_s
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        raise ServiceUnavailable(
+            f"No worker finished this request within {seconds:g} s. The work is kept and runs "
+            "when a worker is back: send the same request with the same Idempotency-Key to get "
+            "its one result."
+        ) from None
 
 
 async def execute(
@@ -49,26 +72,27 @@ async def execute(
     back through the problem middleware. `task_queue` is the service's queue unless told (the
     entry workflows run where the model is).
     """
-    app = request.app
-    client: Client = app[keys.TEMPORAL]
-    keyed = is_keyed_run(request)
-    try:
-        return await client.execute_workflow(
-            run,
-            arg,
-            id=workflow_id,
-            task_queue=task_queue or app[keys.SETTINGS].temporal_task_queue,
-            id_reuse_policy=_keyed_reuse(reuse) if keyed else reuse,
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-            search_attributes=TypedSearchAttributes(search or []),
-            memo=_memo(request) if keyed else None,
-        )
-    except WorkflowAlreadyStartedError:
-        if not keyed:
-            raise on_duplicate from None
-    handle = client.get_workflow_handle_for(run, workflow_id)
-    await replayed(request, workflow_id)
-    return await handle.result()
+    async with waiting_on_workflow(request):
+        app = request.app
+        client: Client = app[keys.TEMPORAL]
+        keyed = is_keyed_run(request)
+        try:
+            return await client.execute_workflow(
+                run,
+                arg,
+                id=workflow_id,
+                task_queue=task_queue or app[keys.SETTINGS].temporal_task_queue,
+                id_reuse_policy=_keyed_reuse(reuse) if keyed else reuse,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                search_attributes=TypedSearchAttributes(search or []),
+                memo=_memo(request) if keyed else None,
+            )
+        except WorkflowAlreadyStartedError:
+            if not keyed:
+                raise on_duplicate from None
+        handle = client.get_workflow_handle_for(run, workflow_id)
+        await replayed(request, workflow_id)
+        return await handle.result()
 
 
 async def start_with_update(
@@ -88,41 +112,43 @@ async def start_with_update(
     A keyed retry whose run still runs gets that Update's answer again; None means the keyed
     run has ended, and the route answers from the rows it wrote.
     """
-    client: Client = request.app[keys.TEMPORAL]
-    keyed = is_keyed_run(request)
-    start = WithStartWorkflowOperation(
-        run,
-        arg,
-        id=workflow_id,
-        task_queue=request.app[keys.SETTINGS].temporal_task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-        id_reuse_policy=_keyed_reuse(WorkflowIDReusePolicy.ALLOW_DUPLICATE)
-        if keyed
-        else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-        memo=_memo(request) if keyed else None,
-        search_attributes=TypedSearchAttributes(search),
-    )
-    try:
-        result: ResultT = await client.execute_update_with_start_workflow(
-            update, start_workflow_operation=start, result_type=result_type
+    async with waiting_on_workflow(request):
+        client: Client = request.app[keys.TEMPORAL]
+        keyed = is_keyed_run(request)
+        start = WithStartWorkflowOperation(
+            run,
+            arg,
+            id=workflow_id,
+            task_queue=request.app[keys.SETTINGS].temporal_task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            id_reuse_policy=_keyed_reuse(WorkflowIDReusePolicy.ALLOW_DUPLICATE)
+            if keyed
+            else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            memo=_memo(request) if keyed else None,
+            search_attributes=TypedSearchAttributes(search),
         )
-        return result
-    except WorkflowAlreadyStartedError:
-        # the SDK sets the refusal on the start's own future too: read it (else "never retrieved")
-        with contextlib.suppress(WorkflowAlreadyStartedError):
-            await start.workflow_handle()
-        if not keyed:
-            raise on_duplicate from None
-    await replayed(request, workflow_id)
-    try:
-        again: ResultT = await client.get_workflow_handle(workflow_id).execute_update(
-            update, result_type=result_type
-        )
-        return again
-    except RPCError as exc:
-        if exc.status != RPCStatusCode.NOT_FOUND:
-            raise
-        return None  # the run has ended: its rows hold what it did
+        try:
+            result: ResultT = await client.execute_update_with_start_workflow(
+                update, start_workflow_operation=start, result_type=result_type
+            )
+            return result
+        except WorkflowAlreadyStartedError:
+            # the SDK sets the refusal on the start's own future too: read it (else "never
+            # retrieved")
+            with contextlib.suppress(WorkflowAlreadyStartedError):
+                await start.workflow_handle()
+            if not keyed:
+                raise on_duplicate from None
+        await replayed(request, workflow_id)
+        try:
+            again: ResultT = await client.get_workflow_handle(workflow_id).execute_update(
+                update, result_type=result_type
+            )
+            return again
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return None  # the run has ended: its rows hold what it did
 
 
 async def replayed(request: web.Request, workflow_id: str) -> None:

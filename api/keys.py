@@ -41,9 +41,13 @@ MAP_CACHE = web.AppKey("map_cache", MapCache)
 
 # Consolidation starts and batched retrievals, after the response (api/hygiene.py).
 HYGIENE = web.AppKey("hygiene", Hygiene)
+# Set when the process drains (SIGTERM): readiness answers 503 from then on (cairn.py).
+DRAINING = web.AppKey("draining", asyncio.Event)
 
 # Per-request state set by the middlewares and the endpoint wrapper.
 REQUEST_ID = web.RequestKey("request_id", str)
+# who sent the request, behind trusted proxies or none (api.forwarded.client_address)
+CLIENT_ADDRESS = web.RequestKey("client_address", str)
 ENDPOINT = web.RequestKey("endpoint", object)
 # whether this request's reads may come from the replica (api.reads), set by the route called
 REPLICA_READS = web.RequestKey("replica_reads", bool)

@@ -30,6 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from api import keys
 from api.console.render import problem_page
+from api.forwarded import client_address
 from api.headers import refuse_unstorable_headers
 from api.spec import HTML, EndpointSpec
 from infra.db import PoolExhausted
@@ -62,7 +63,11 @@ async def tracing_middleware(request: web.Request, handler: Handler) -> web.Stre
         f"{request.method} {route}",
         context=propagate.extract(request.headers),
         kind=SpanKind.SERVER,
-        attributes={"http.request.method": request.method, "http.route": route},
+        attributes={
+            "http.request.method": request.method,
+            "http.route": route,
+            "client.address": client_address(request),
+        },
     ) as span:
         response = await handler(request)
         span.set_attribute("http.response.status_code", response.status)
@@ -202,7 +207,12 @@ def _internal(request: web.Request, exc: BaseException) -> web.Response:
     log.exception(
         "unhandled error",
         exc_info=exc,
-        extra={"request_id": request[keys.REQUEST_ID], "trace_id": trace_id, "path": request.path},
+        extra={
+            "request_id": request[keys.REQUEST_ID],
+            "trace_id": trace_id,
+            "path": request.path,
+            "client_address": client_address(request),
+        },
     )
     error = InternalError(
         "Something went wrong on our side",

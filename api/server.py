@@ -18,6 +18,8 @@ from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
+from api import keys
+from api.forwarded import ClientAddressLogger
 from schemas import limits
 from schemas.errors import (
     DomainError,
@@ -70,11 +72,14 @@ class ApiServer(web.Server):
 
 
 class ApiRunner(web.AppRunner):
-    """`web.AppRunner` for the API app, with the head limits of `schemas.limits`."""
+    """`web.AppRunner` for the API app, with the head limits of `schemas.limits`, an access log
+    that names the client behind trusted proxies, and the settings' shutdown grace."""
 
     def __init__(self, app: web.Application, **kwargs: Any) -> None:
         super().__init__(
             app,
+            access_log_class=ClientAddressLogger,
+            shutdown_timeout=app[keys.SETTINGS].shutdown_grace_s,
             max_line_size=limits.REQUEST_LINE_MAX_BYTES,
             max_field_size=limits.HEADER_FIELD_MAX_BYTES,
             max_headers=limits.REQUEST_HEADERS_MAX,

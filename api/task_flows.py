@@ -26,6 +26,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from api import keys
+from api.flows import waiting_on_workflow
 from schemas.base import Payload
 from schemas.task_attempts import CREATED_UPDATE, TaskCreated, task_workflow_id
 from schemas.tasks import TaskStart
@@ -47,7 +48,8 @@ async def start_task(request: web.Request, start: TaskStart) -> None:
     way the row is there when this returns.
     """
     app = request.app
-    await start_task_workflow(app[keys.TEMPORAL], app[keys.SETTINGS].temporal_task_queue, start)
+    async with waiting_on_workflow(request):
+        await start_task_workflow(app[keys.TEMPORAL], app[keys.SETTINGS].temporal_task_queue, start)
 
 
 async def start_task_workflow(client: Client, task_queue: str, start: TaskStart) -> None:

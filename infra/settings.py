@@ -6,12 +6,13 @@ external Postgres, a Temporal cluster and any S3 endpoint.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import AfterValidator, AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, SecretStr
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from schemas import limits
 from schemas.queues import embedding_queue_for
@@ -55,6 +56,21 @@ def _rate(bucket: str, applies_to: str) -> Any:
     )
 
 
+def _networks(value: object) -> object:
+    """`10.0.0.0/8, 192.168.1.7` (a bare address is its own /32 or /128), or a list of them."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+# Parsed once, when the settings are read: a malformed CIDR stops the process at start-up.
+Networks = Annotated[
+    tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...],
+    NoDecode,
+    BeforeValidator(_networks),
+]
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SERVICE_", extra="ignore")
 
@@ -71,6 +87,51 @@ class Settings(BaseSettings):
         description=(
             "`cairn api` serves from this many processes sharing the port (SO_REUSEPORT); one "
             "Python process uses one core. Rate limits are shared by all of them (Postgres)."
+        ),
+    )
+
+    trusted_proxies: Networks = Field(
+        default=(),
+        description=(
+            "Comma-separated CIDRs of the reverse proxies in front of the API. Only a request "
+            "whose socket peer is in one of them has its forwarding header read: the client "
+            "address is then the right-most hop of that header that is not a trusted proxy. "
+            "Empty: the socket peer is the client, whatever the headers say."
+        ),
+    )
+    trusted_proxy_header: Literal["x-forwarded-for", "forwarded"] = Field(
+        default="x-forwarded-for",
+        description=(
+            "The header the trusted proxies append the client's address to: `x-forwarded-for`, "
+            "or `forwarded` (RFC 7239 `for=`). Only this one is read, so a client cannot pass "
+            "its own address in the other one through a proxy that forwards it untouched."
+        ),
+    )
+    shutdown_drain_s: float = Field(
+        default=5.0,
+        ge=0,
+        description=(
+            "On SIGTERM/SIGINT `cairn api` and `cairn mcp` answer their readiness probe 503 at "
+            "once and keep accepting connections for this many seconds, so a load balancer sees "
+            "the failed probe and stops sending traffic before the listener closes."
+        ),
+    )
+    shutdown_grace_s: float = Field(
+        default=35.0,
+        ge=0,
+        description=(
+            "After the drain, how long requests in flight may take to finish before they are "
+            "cancelled (longer than SERVICE_REQUEST_WAIT_S, so a request waiting on a workflow "
+            "gets its answer)."
+        ),
+    )
+    request_wait_s: float = Field(
+        default=30.0,
+        gt=0,
+        description=(
+            "The longest an API request waits on a workflow (its result or an Update's). Past it "
+            "the answer is 503 with Retry-After; the workflow is left to finish, and the same "
+            "request sent again with its Idempotency-Key gets the one result."
         ),
     )
 

@@ -2,15 +2,16 @@
 `{mcp_url}`, stateless (any replica answers any request; JSON responses, no sessions), behind
 the credential gate; plus the unauthenticated `/.well-known/` challenge of spec 4.7.
 
-`build_app(config)` gives the ASGI app; `serve(config)` runs it (`cairn mcp`);
-`running(config)` runs it inside an existing event loop (`cairn dev`, the tests).
+`build_app(config)` gives the ASGI app; `running(config)` runs it inside an event loop (`cairn
+mcp`, `cairn dev`, the tests). `/healthz` is liveness; `/readyz` is readiness, 503 once the
+server drains (`RunningServer.draining`, set by `cairn mcp` on SIGTERM before it stops).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
+import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -40,7 +41,6 @@ from toolserver.oauth import (
 from toolserver.registry import CATALOGUE, sdk_tool
 from toolserver.toolsets import CatalogueView
 
-log = logging.getLogger("cairn.mcp")
 SERVER_NAME = "cairn"
 INSTRUCTIONS = (
     "Cairn keeps verifiable memory for agents and coordinates their work. Diaries hold entries "
@@ -100,9 +100,12 @@ def transport_security(config: ToolServerConfig) -> TransportSecuritySettings:
     )
 
 
-def build_app(config: ToolServerConfig, backend: Backend | None = None) -> tuple[ASGIApp, Backend]:
+def build_app(
+    config: ToolServerConfig, backend: Backend | None = None, draining: asyncio.Event | None = None
+) -> tuple[ASGIApp, Backend]:
     backend = backend or Backend(config)
     server = build_server(backend)
+    draining = draining or asyncio.Event()
 
     @server.custom_route(config.challenge_path, methods=["GET"], include_in_schema=False)  # type: ignore[untyped-decorator]
     async def challenge(request: Request) -> Response:
@@ -117,6 +120,14 @@ def build_app(config: ToolServerConfig, backend: Backend | None = None) -> tuple
         return JSONResponse(
             {"status": "ok", "version": VERSION, "tokenExchanges": backend.token_exchanges}
         )
+
+    @server.custom_route("/readyz", methods=["GET"], include_in_schema=False)  # type: ignore[untyped-decorator]
+    async def ready(request: Request) -> Response:
+        """Readiness: 503 from the moment the server drains, so a load balancer takes this
+        replica out while it still answers (its only dependency, the API, has its own probe)."""
+        if draining.is_set():
+            return JSONResponse({"status": "draining"}, status_code=503)
+        return JSONResponse({"status": "ok"})
 
     starlette: Starlette = server.streamable_http_app(
         streamable_http_path=config.path,
@@ -150,28 +161,26 @@ def _uvicorn(config: ToolServerConfig, app: ASGIApp) -> uvicorn.Server:
             log_level="warning",
             access_log=False,
             lifespan="on",
+            timeout_graceful_shutdown=math.ceil(config.shutdown_grace_s),  # whole seconds here
         )
     )
-
-
-def serve(config: ToolServerConfig) -> None:
-    """`cairn mcp`: serve until SIGINT/SIGTERM."""
-    app, _ = build_app(config)
-    log.info("MCP server on %s", config.public_url)
-    _uvicorn(config, app).run()
 
 
 @dataclass
 class RunningServer:
     url: str
     backend: Backend
+    draining: asyncio.Event  # set: `/readyz` answers 503 (the listener still accepts)
 
 
 @contextlib.asynccontextmanager
 async def running(config: ToolServerConfig) -> AsyncIterator[RunningServer]:
     """The server on this event loop, for as long as the block runs (signals stay the host
-    process's: uvicorn's own handlers are not installed)."""
-    app, backend = build_app(config)
+    process's: uvicorn's own handlers are not installed, and would re-raise the signal after the
+    shutdown, so the process would not exit 0). When the block ends the listener closes and the
+    requests in flight get `config.shutdown_grace_s` to finish."""
+    draining = asyncio.Event()
+    app, backend = build_app(config, draining=draining)
     server = _uvicorn(config, app)
     # `_serve` is `serve` without taking over the process's signal handlers
     task = asyncio.create_task(server._serve())
@@ -181,7 +190,8 @@ async def running(config: ToolServerConfig) -> AsyncIterator[RunningServer]:
             raise RuntimeError("the MCP server stopped during start-up")
         await asyncio.sleep(0.02)
     try:
-        yield RunningServer(url=f"http://{config.host}:{config.port}{config.path}", backend=backend)
+        url = f"http://{config.host}:{config.port}{config.path}"
+        yield RunningServer(url=url, backend=backend, draining=draining)
     finally:
         server.should_exit = True
         await task

@@ -30,6 +30,8 @@ class ToolServerConfig:
     console_url: str = ""
     # the task-type registry (`/tasks/schemas`) is re-read at most this often
     task_schema_ttl_sec: float = 60.0
+    # on shutdown, how long requests in flight may take to finish (SERVICE_SHUTDOWN_GRACE_S)
+    shutdown_grace_s: float = 35.0
 
     @property
     def browser_api_url(self) -> str:

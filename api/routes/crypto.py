@@ -24,7 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from api import keys
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
-from api.flows import start_with_update
+from api.flows import start_with_update, waiting_on_workflow
 from api.idempotency import new_id
 from infra.repos import identity_reads
 from infra.repos.signing import get_signing_request, list_signing_requests
@@ -203,13 +203,14 @@ async def sign_signing_request(
     path = parsed.path
     body = parsed.body
     assert principal.agent_id is not None
-    return await submit_signature(
-        request.app[keys.TEMPORAL],
-        request.app[keys.READ_POOL],
-        principal.agent_id,
-        path.id,
-        body.signature,
-    )
+    async with waiting_on_workflow(request):
+        return await submit_signature(
+            request.app[keys.TEMPORAL],
+            request.app[keys.READ_POOL],
+            principal.agent_id,
+            path.id,
+            body.signature,
+        )
 
 
 async def submit_signature(

@@ -67,14 +67,17 @@ async def _check(name: str, probe: Any) -> tuple[str, str]:
     "/health/ready",
     tag=TAG,
     response=Readiness,
-    also=((503, "Degraded: a check failed (`checks` names it)"),),
+    also=((503, "Degraded (a check failed: `checks` names it), or draining before a shutdown"),),
     auth="none",
     rate_limited=False,
     errors=(ServiceUnavailable,),
 )
 async def ready(request: web.Request, parsed: Parsed) -> web.Response:
-    """Readiness: Postgres, Temporal and S3 all answer."""
+    """Readiness: Postgres, Temporal and S3 all answer, and the process is not shutting down."""
     app = request.app
+    if app[keys.DRAINING].is_set():  # a load balancer takes this replica out before it stops
+        draining = Readiness(status="draining", checks={})
+        return web.json_response(draining.model_dump(), status=503)
     probes = [
         _check("postgres", app[keys.READ_POOL].fetchval("SELECT 1")),
         _check("temporal", app[keys.TEMPORAL].service_client.check_health()),

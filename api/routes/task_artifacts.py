@@ -62,6 +62,7 @@ from api import keys
 from api.access import allowed, require_attempt_scopes, visible_task
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
+from api.flows import waiting_on_workflow
 from api.headers import TEAM_HEADER, require_team_header
 from api.middleware import REQUEST_ID_HEADER
 from api.reads import reader
@@ -207,15 +208,16 @@ async def run_upload_workflow(
     """Start the workflow that writes an upload's rows and await it. Its id is the CID's, so
     two identical uploads at once share one run (USE_EXISTING) instead of one failing."""
     app = request.app
-    result: ResultT = await app[keys.TEMPORAL].execute_workflow(
-        run,
-        arg,
-        id=workflow_id,
-        task_queue=app[keys.SETTINGS].temporal_task_queue,
-        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        search_attributes=TypedSearchAttributes([SearchAttributePair(TEAM_ID, str(team_id))]),
-    )
+    async with waiting_on_workflow(request):
+        result: ResultT = await app[keys.TEMPORAL].execute_workflow(
+            run,
+            arg,
+            id=workflow_id,
+            task_queue=app[keys.SETTINGS].temporal_task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=TypedSearchAttributes([SearchAttributePair(TEAM_ID, str(team_id))]),
+        )
     return result
 
 

@@ -43,6 +43,7 @@ from api import idempotency, keys
 from api.access import allowed, can_view_task, require_attempt_scopes
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
+from api.flows import waiting_on_workflow
 from api.headers import TEAM_HEADER, team_header
 from api.task_flows import TaskClosed, task_signal, task_update
 from api.task_type_checks import run_complete_checks
@@ -168,9 +169,10 @@ async def _update(
     result: type[ResultT],
     update_id: str | None = None,
 ) -> ResultT:
-    return await task_update(
-        request.app[keys.TEMPORAL], task_id, update, command, result, update_id
-    )
+    async with waiting_on_workflow(request):
+        return await task_update(
+            request.app[keys.TEMPORAL], task_id, update, command, result, update_id
+        )
 
 
 async def _task_view(request: web.Request, task_id: UUID) -> Task:

@@ -22,7 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from api import keys
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
-from api.flows import start_with_update
+from api.flows import start_with_update, waiting_on_workflow
 from api.idempotency import new_id
 from api.team_access import (
     TEAM_BUSY,
@@ -289,11 +289,12 @@ async def accept_founding(
         raise _not_founding(team.status)
     handle = request.app[keys.TEMPORAL].get_workflow_handle(team.workflow_id)
     try:
-        accepted: FoundingAccepted = await handle.execute_update(
-            FOUNDING_ACCEPT_EVENT,
-            FoundingAccept(subject_id=principal.subject_id),
-            result_type=FoundingAccepted,
-        )
+        async with waiting_on_workflow(request):
+            accepted: FoundingAccepted = await handle.execute_update(
+                FOUNDING_ACCEPT_EVENT,
+                FoundingAccept(subject_id=principal.subject_id),
+                result_type=FoundingAccepted,
+            )
         return accepted
     except RPCError as exc:
         if exc.status != RPCStatusCode.NOT_FOUND:

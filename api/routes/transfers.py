@@ -33,7 +33,7 @@ from api import keys
 from api.access import allowed, allowed_ids, can_read, readable_diary, require
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
-from api.flows import start_with_update
+from api.flows import start_with_update, waiting_on_workflow
 from api.idempotency import new_id
 from api.reads import reader
 from api.team_access import require_membership
@@ -203,13 +203,14 @@ async def _decide(request: web.Request, path: TransferPath, decision: Decision) 
         DiaryTransferWorkflow.run, record.workflow_id
     )
     try:
-        resolved = cast(
-            TransferRecord,
-            await handle.execute_update(
-                DiaryTransferWorkflow.decide,
-                TransferDecision(decision=decision, decided_by=principal.subject_id),
-            ),
-        )
+        async with waiting_on_workflow(request):
+            resolved = cast(
+                TransferRecord,
+                await handle.execute_update(
+                    DiaryTransferWorkflow.decide,
+                    TransferDecision(decision=decision, decided_by=principal.subject_id),
+                ),
+            )
     except RPCError as exc:
         if exc.status != RPCStatusCode.NOT_FOUND:
             raise
