@@ -24,6 +24,7 @@ import secrets
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,14 +39,26 @@ if TYPE_CHECKING:
 log = logging.getLogger("cairn")
 
 
-def _secret_file(data_dir: Path) -> str:
-    """The dev server secret: made once, kept in .cairn/secret so tokens survive restarts."""
-    path = data_dir / "secret"
+def _kept_file(data_dir: Path, name: str, make: Callable[[], str]) -> str:
+    """A dev secret made once and kept in .cairn/<name> (owner-only), so restarts reuse it."""
+    path = data_dir / name
     if not path.exists():
         data_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(48))
+        path.write_text(make())
         path.chmod(0o600)
     return path.read_text().strip()
+
+
+def _secret_file(data_dir: Path) -> str:
+    """The dev server secret: tokens survive restarts."""
+    return _kept_file(data_dir, "secret", lambda: secrets.token_urlsafe(48))
+
+
+def _payload_keys_file(data_dir: Path) -> str:
+    """The dev payload keyring: runs sealed before a restart still open after it."""
+    from infra.payload_codec import PayloadKeyring
+
+    return _kept_file(data_dir, "payload-keys", lambda: PayloadKeyring.new_entry("dev-1"))
 
 
 async def _serve_api(settings: Settings, *, reuse_port: bool = False) -> web.AppRunner:
@@ -99,6 +112,9 @@ def dev(args: argparse.Namespace) -> None:
                 "secret_key": base.secret_key
                 if base.secret_key.get_secret_value()
                 else type(base.secret_key)(_secret_file(data_dir)),
+                "payload_keys": base.payload_keys
+                if base.payload_keys.get_secret_value()
+                else type(base.payload_keys)(_payload_keys_file(data_dir)),
             }
         )
         asyncio.run(_run_dev(settings, args, started))

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 from pydantic import AfterValidator, AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from infra.payload_codec import PayloadKeyring
 from schemas import limits
 from schemas.queues import embedding_queue_for
 
@@ -45,6 +46,11 @@ def _checked_rate(text: str) -> str:
 
 # a bucket's setting stays the text it was given (pydantic-settings would JSON-decode a tuple)
 RateSetting = Annotated[str, AfterValidator(_checked_rate)]
+
+
+def _checked_keyring(value: SecretStr) -> SecretStr:
+    PayloadKeyring.parse(value.get_secret_value())
+    return value
 
 
 def _rate(bucket: str, applies_to: str) -> Any:
@@ -84,6 +90,14 @@ class Settings(BaseSettings):
     temporal_namespace: str = "default"
     temporal_task_queue: str = "cairn"
     temporal_tls: bool = False
+    payload_keys: Annotated[SecretStr, AfterValidator(_checked_keyring)] = Field(
+        default=SecretStr(""),
+        description=(
+            "Keyring of the workflow payload codec, `id:base64key,...` (32-byte keys): the first "
+            "encrypts, all decrypt. Empty: payloads reach Temporal in the clear. `cairn dev` "
+            "makes one in .cairn/payload-keys."
+        ),
+    )
     worker_queues: Literal["all", "service", "embeddings"] = Field(
         default="all",
         description=(
@@ -182,6 +196,10 @@ class Settings(BaseSettings):
             for name in type(self).model_fields
             if name.startswith("rate_limit_") and name != "rate_limit_enabled"
         }
+
+    @property
+    def payload_keyring(self) -> PayloadKeyring:
+        return PayloadKeyring.parse(self.payload_keys.get_secret_value())
 
     @property
     def embedding_task_queue(self) -> str:

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from payload_keys import CONVERTER
 from temporalio.client import WorkflowHandle, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from tree_guard import record_dir
 
@@ -35,9 +35,9 @@ def load_history(recorded: Path) -> WorkflowHistory:
 
 async def replay(recorded: Path) -> None:
     """Replay `recorded` with every workflow of the service; raises on non-determinism."""
-    await Replayer(
-        workflows=list(WORKFLOWS), data_converter=pydantic_data_converter
-    ).replay_workflow(load_history(recorded))
+    await Replayer(workflows=list(WORKFLOWS), data_converter=CONVERTER).replay_workflow(
+        load_history(recorded)
+    )
 
 
 def workflow_type_of(history: WorkflowHistory) -> str:
