@@ -146,7 +146,17 @@ class Settings(BaseSettings):
     )
     temporal_ui_url: str = Field(
         default="http://127.0.0.1:8233",
-        description="Temporal Web UI base URL: `tasks_console_link` points there.",
+        description=(
+            "Temporal Web UI base URL: `tasks_console_link` points there, and the codec endpoint "
+            "answers cross-origin requests from its origin only."
+        ),
+    )
+    operators: str = Field(
+        default="",
+        description=(
+            "Emails of the humans who may read workflow payloads through the codec endpoint "
+            "(`/codec/decode`), comma-separated; empty: nobody."
+        ),
     )
 
     data_dir: Path = Path(".cairn")
@@ -196,6 +206,10 @@ class Settings(BaseSettings):
             for name in type(self).model_fields
             if name.startswith("rate_limit_") and name != "rate_limit_enabled"
         }
+
+    @property
+    def operator_emails(self) -> frozenset[str]:
+        return frozenset(e.strip().lower() for e in self.operators.split(",") if e.strip())
 
     @property
     def payload_keyring(self) -> PayloadKeyring:
