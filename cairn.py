@@ -49,6 +49,13 @@ def _kept_file(data_dir: Path, name: str, make: Callable[[], str]) -> str:
     return path.read_text().strip()
 
 
+def codec_endpoint(settings: Settings) -> str:
+    """Where the Temporal UI sends sealed payloads to be decoded: the API's codec endpoint."""
+    from api.routes.codec import CODEC_PATH
+
+    return settings.base_url.rstrip("/") + CODEC_PATH
+
+
 def _secret_file(data_dir: Path) -> str:
     """The dev server secret: tokens survive restarts."""
     return _kept_file(data_dir, "secret", lambda: secrets.token_urlsafe(48))
@@ -92,6 +99,7 @@ def dev(args: argparse.Namespace) -> None:
         port=int(base.temporal_address.rsplit(":", 1)[1]),
         ui_port=args.ui_port,
         log_path=data_dir / "temporal.log",
+        codec_endpoint=codec_endpoint(base),
     )
     s3 = RcloneS3(
         root=data_dir / "s3",
@@ -130,13 +138,13 @@ async def _run_dev(settings: Settings, args: argparse.Namespace, started: float)
 
     await migrate(settings.database_url)
     setup_metrics(settings.otel_service_name)  # before the client: the SDK's metrics too
+    if "SERVICE_TEMPORAL_UI_URL" not in os.environ:  # the UI this command started
+        ui = f"http://127.0.0.1:{args.ui_port}"
+        settings = settings.model_copy(update={"temporal_ui_url": ui})
     client = await connect(settings)
     async with running_worker(settings, client):
-        runner = await _serve_api(settings)
+        runner = await _serve_api(settings)  # its codec endpoint answers that UI's origin
         try:
-            if "SERVICE_TEMPORAL_UI_URL" not in os.environ:  # the UI this command started
-                ui = f"http://127.0.0.1:{args.ui_port}"
-                settings = settings.model_copy(update={"temporal_ui_url": ui})
             async with running(toolserver_config(settings)):
                 voucher = await issue_bootstrap_voucher(client, settings)
                 _print_banner(settings, args, voucher.code, time.monotonic() - started)
@@ -155,7 +163,8 @@ def _print_banner(settings: Settings, args: argparse.Namespace, voucher: str, to
         f"  Console      {api}/console/ (humans: sign up or log in there)",
         f"  MCP          {settings.mcp_url} (X-Client-Id + X-Client-Secret, an agent key, "
         "or a human's browser OAuth)",
-        f"  Temporal UI  http://127.0.0.1:{args.ui_port}",
+        f"  Temporal UI  {settings.temporal_ui_url} (payloads decoded by {codec_endpoint(settings)}"
+        f" for the operators of SERVICE_OPERATORS: {settings.operators or 'none set'})",
         f"  Temporal     {settings.temporal_address} (namespace {settings.temporal_namespace})",
         f"  S3           {settings.s3_endpoint} (bucket {settings.s3_bucket})",
         f"  Data         {settings.data_dir.resolve()}",

@@ -29,8 +29,9 @@ from schemas.principals import Principal
 routes = web.RouteTableDef()
 TAG = "operators"
 log = logging.getLogger("api.codec")
-DECODE_PATH = "/codec/decode"
-ENCODE_PATH = "/codec/encode"
+CODEC_PATH = "/codec"  # the codec endpoint the UI is told; it appends /decode and /encode
+DECODE_PATH = CODEC_PATH + "/decode"
+ENCODE_PATH = CODEC_PATH + "/encode"
 # what the Temporal UI's codec calls send (`Authorization` when it passes its own access token)
 ALLOWED_HEADERS = "Content-Type, X-Namespace, Authorization, Authorization-Extras"
 DECODES = "cairn.codec.decodes"
