@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import AfterValidator, AliasChoices, Field, SecretStr
+from pydantic import AfterValidator, AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from infra.payload_codec import PayloadKeyring
@@ -87,9 +87,35 @@ class Settings(BaseSettings):
     database_pool_max: int = 10
 
     temporal_address: str = "127.0.0.1:7233"
-    temporal_namespace: str = "default"
+    temporal_namespace: str = Field(
+        default="default", description="Temporal namespace of every workflow (one per deployment)."
+    )
     temporal_task_queue: str = "cairn"
-    temporal_tls: bool = False
+    temporal_tls: bool = Field(
+        default=False,
+        description=(
+            "TLS to Temporal with the system's root CAs; implied by any SERVICE_TEMPORAL_TLS_* "
+            "setting below, and by an API key."
+        ),
+    )
+    temporal_tls_ca: Path | None = Field(
+        default=None, description="PEM file of the CA that signed the Temporal frontend's cert."
+    )
+    temporal_tls_cert: Path | None = Field(
+        default=None, description="PEM file of this process's client certificate (mTLS)."
+    )
+    temporal_tls_key: Path | None = Field(
+        default=None, description="PEM file of that certificate's private key (mTLS)."
+    )
+    temporal_tls_server_name: str = Field(
+        default="",
+        description="Name the frontend's certificate is checked against (and sent as SNI), when "
+        "it is not the address's host.",
+    )
+    temporal_api_key: SecretStr = Field(
+        default=SecretStr(""),
+        description="Temporal Cloud API key, sent as `authorization: Bearer <key>` (TLS on).",
+    )
     payload_keys: Annotated[SecretStr, AfterValidator(_checked_keyring)] = Field(
         default=SecretStr(""),
         description=(
@@ -197,6 +223,12 @@ class Settings(BaseSettings):
         ),
         description="Staged artifacts no task binds are swept after this many seconds.",
     )
+
+    @model_validator(mode="after")
+    def _client_cert_with_its_key(self) -> Settings:
+        if (self.temporal_tls_cert is None) != (self.temporal_tls_key is None):
+            raise ValueError("SERVICE_TEMPORAL_TLS_CERT and SERVICE_TEMPORAL_TLS_KEY go together")
+        return self
 
     @property
     def rate_limits(self) -> dict[str, Rate]:

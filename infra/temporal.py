@@ -13,6 +13,7 @@ from typing import Any
 from temporalio.client import Client, Interceptor
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.exceptions import ApplicationError
+from temporalio.service import TLSConfig
 
 from infra.payload_codec import encrypting_converter
 from infra.settings import Settings
@@ -33,8 +34,24 @@ async def connect(settings: Settings, *, tracing: bool = True) -> Client:
         namespace=settings.temporal_namespace,
         data_converter=encrypting_converter(keyring),
         interceptors=interceptors,
-        tls=settings.temporal_tls,
+        tls=tls_config(settings),
+        api_key=settings.temporal_api_key.get_secret_value() or None,
     )
+
+
+def tls_config(settings: Settings) -> TLSConfig | bool | None:
+    """TLS to the Temporal frontend: a CA, a client certificate (mTLS) and a server name from
+    PEM files when any is set; the system's roots when only SERVICE_TEMPORAL_TLS is; None
+    otherwise (the SDK then turns TLS on exactly when an API key is sent, as Cloud needs)."""
+    ca, cert, key = settings.temporal_tls_ca, settings.temporal_tls_cert, settings.temporal_tls_key
+    if ca or cert or settings.temporal_tls_server_name:
+        return TLSConfig(
+            server_root_ca_cert=ca.read_bytes() if ca else None,
+            client_cert=cert.read_bytes() if cert else None,
+            client_private_key=key.read_bytes() if key else None,
+            domain=settings.temporal_tls_server_name or None,
+        )
+    return True if settings.temporal_tls else None
 
 
 def problem_from_failure(exc: BaseException) -> DomainError | None:
