@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from actors import Actor, new_diary
-from google.protobuf.message import Message
+from histories import payloads_of
 from payload_keys import CONVERTER, PAYLOAD_KEYS
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowHistory
@@ -59,31 +59,6 @@ async def raw_history(temporal_address: str, workflow_id: str) -> WorkflowHistor
     """The history through a client with no codec: its payloads exactly as stored."""
     client = await Client.connect(temporal_address)
     return await client.get_workflow_handle(workflow_id).fetch_history()
-
-
-def payloads_of(history: WorkflowHistory) -> dict[str, Payload]:
-    """Every payload of the history's events by where it is (`event 3 marker_recorded...`)."""
-    found: dict[str, Payload] = {}
-
-    def walk(message: Message, path: str) -> None:
-        for field, value in message.ListFields():
-            if field.message_type is None:
-                continue
-            if field.message_type.GetOptions().map_entry:
-                items = [(f"{field.name}[{key}]", item) for key, item in value.items()]
-            elif isinstance(value, Message):
-                items = [(field.name, value)]
-            else:
-                items = [(f"{field.name}[{n}]", item) for n, item in enumerate(value)]
-            for name, item in items:
-                if isinstance(item, Payload):
-                    found[f"{path}.{name}"] = item
-                elif isinstance(item, Message):
-                    walk(item, f"{path}.{name}")
-
-    for event in history.events:
-        walk(event, f"event {event.event_id}")
-    return found
 
 
 def key_ids(payloads: dict[str, Payload]) -> set[str | None]:
