@@ -37,9 +37,13 @@ def load_history(recorded: Path) -> WorkflowHistory:
 
 async def replay(recorded: Path) -> None:
     """Replay `recorded` with every workflow of the service; raises on non-determinism."""
-    await Replayer(workflows=list(WORKFLOWS), data_converter=CONVERTER).replay_workflow(
-        load_history(recorded)
-    )
+    await replay_history(load_history(recorded))
+
+
+async def replay_history(history: WorkflowHistory) -> None:
+    """Replay a run's history with every workflow of the service and the tests' payload codec
+    (a history in the clear replays the same); raises on non-determinism."""
+    await Replayer(workflows=list(WORKFLOWS), data_converter=CONVERTER).replay_workflow(history)
 
 
 def workflow_type_of(history: WorkflowHistory) -> str:

@@ -13,6 +13,7 @@ with the operator's identity id.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from aiohttp import web
 from temporalio.api.common.v1 import Payload
@@ -35,19 +36,17 @@ ENCODE_PATH = CODEC_PATH + "/encode"
 # what the Temporal UI's codec calls send (`Authorization` when it passes its own access token)
 ALLOWED_HEADERS = "Content-Type, X-Namespace, Authorization, Authorization-Extras"
 DECODES = "cairn.codec.decodes"
-_ERRORS = (Unauthorized, NotAnOperator, PayloadUndecodable, ValidationFailed)
+# both paths: the protocol's body both ways, asked by the UI's page (CORS, its session cookie)
+_DECLARED: dict[str, Any] = {
+    "tag": TAG,
+    "body": CodecPayloads,
+    "response": CodecAnswer,
+    "errors": (Unauthorized, NotAnOperator, PayloadUndecodable, ValidationFailed),
+    "ui_origin": True,
+}
 
 
-@endpoint(
-    routes,
-    "POST",
-    DECODE_PATH,
-    tag=TAG,
-    body=CodecPayloads,
-    response=CodecAnswer,
-    errors=_ERRORS,
-    ui_origin=True,
-)
+@endpoint(routes, "POST", DECODE_PATH, **_DECLARED)
 async def decode_payloads(request: web.Request, parsed: Parsed[CodecPayloads]) -> CodecAnswer:
     """Open sealed workflow payloads for an operator (Temporal's codec server protocol)."""
     principal = await _require_operator(request, "decode")
@@ -65,16 +64,7 @@ async def decode_payloads(request: web.Request, parsed: Parsed[CodecPayloads]) -
     return _answer(opened)
 
 
-@endpoint(
-    routes,
-    "POST",
-    ENCODE_PATH,
-    tag=TAG,
-    body=CodecPayloads,
-    response=CodecAnswer,
-    errors=_ERRORS,
-    ui_origin=True,
-)
+@endpoint(routes, "POST", ENCODE_PATH, **_DECLARED)
 async def encode_payloads(request: web.Request, parsed: Parsed[CodecPayloads]) -> CodecAnswer:
     """Seal payloads an operator sends through the UI (a signal's or a start's input)."""
     await _require_operator(request, "encode")

@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 from actors import Actor, new_diary
-from histories import payloads_of
-from payload_keys import CONVERTER, PAYLOAD_KEYS
+from histories import payloads_of, replay_history
+from payload_keys import PAYLOAD_KEYS
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowHistory
-from temporalio.worker import Replayer
 
 from infra.devstack import venv_binary
 from infra.payload_codec import PayloadKeyring, encrypting_converter, is_encrypted, key_id_of
@@ -24,7 +23,6 @@ from infra.temporal import connect
 from schemas.memory import EntryDraft
 from workers.admin import issue_bootstrap_voucher
 from workers.main import running_worker
-from workers.registry import WORKFLOWS
 from workflows.entries import entry_create_workflow_id
 
 # Payloads that never pass through a codec: the search attributes (indexed by the cluster; ids
@@ -101,7 +99,7 @@ async def test_an_entrys_text_is_absent_from_its_raw_history_and_read_by_the_ser
     assert key_ids(payloads) == {PAYLOAD_KEYS.split(":")[0]}
 
     # a sealed run replays with today's workflows, as the committed (clear) histories do
-    await Replayer(workflows=list(WORKFLOWS), data_converter=CONVERTER).replay_workflow(history)
+    await replay_history(history)
 
     # the service's own client opens them
     started = (await stack.temporal.get_workflow_handle(workflow_id).fetch_history()).events[0]

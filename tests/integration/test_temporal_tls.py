@@ -9,10 +9,7 @@ registers, writes an entry, reads it back); an API key reaches the server as `au
 
 from __future__ import annotations
 
-import asyncio
 import datetime
-import os
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -31,6 +28,7 @@ from pydantic import SecretStr
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.service import TLSConfig
+from test_temporal_setup_script import run_setup_script
 from waiting import wait_until
 
 from infra.devstack import ChildProcess, free_port, wait_for_port
@@ -38,9 +36,6 @@ from infra.settings import Settings
 from infra.temporal import connect
 
 SERVER_NAME = "temporal.cairn.test"  # on the front's certificate; the address is 127.0.0.1
-SETUP_SCRIPT = (
-    Path(__file__).resolve().parents[2] / "infra/deploy/helm/cairn/files/temporal-setup.sh"
-)
 NGINX_CONF = """
 daemon off;
 worker_processes 1;
@@ -189,25 +184,16 @@ async def tls_namespace(tls_front: TlsFront) -> str:
     """A namespace and Cairn's search attributes, made by the chart's setup script through the
     front with the `temporal` CLI's TLS variables (as the setup job sets them)."""
     namespace = f"tls-{uuid.uuid4().hex[:8]}"
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "TEMPORAL_ADDRESS": tls_front.address,
-        "TEMPORAL_NAMESPACE": namespace,
-        "TEMPORAL_TLS_SERVER_CA_CERT_PATH": str(tls_front.ca),
-        "TEMPORAL_TLS_CLIENT_CERT_PATH": str(tls_front.cert),
-        "TEMPORAL_TLS_CLIENT_KEY_PATH": str(tls_front.key),
-        "TEMPORAL_TLS_SERVER_NAME": SERVER_NAME,
-    }
-    process = await asyncio.create_subprocess_exec(
-        "sh",
-        str(SETUP_SCRIPT),
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+    await run_setup_script(
+        tls_front.address,
+        namespace,
+        {
+            "TEMPORAL_TLS_SERVER_CA_CERT_PATH": str(tls_front.ca),
+            "TEMPORAL_TLS_CLIENT_CERT_PATH": str(tls_front.cert),
+            "TEMPORAL_TLS_CLIENT_KEY_PATH": str(tls_front.key),
+            "TEMPORAL_TLS_SERVER_NAME": SERVER_NAME,
+        },
     )
-    output, _ = await asyncio.wait_for(process.communicate(), 180)
-    assert process.returncode == 0, output.decode()
     return namespace
 
 
