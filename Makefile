@@ -110,6 +110,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/auth.py
 	$(BIN)/python bench/ratelimit.py
 	$(BIN)/python bench/memory.py
+	$(BIN)/python bench/codec.py
 	$(BIN)/python bench/tasks.py
 	$(BIN)/python bench/tasks_artifacts.py
 	$(BIN)/python bench/daemon.py

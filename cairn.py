@@ -29,7 +29,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,14 +45,33 @@ if TYPE_CHECKING:
 log = logging.getLogger("cairn")
 
 
-def _secret_file(data_dir: Path) -> str:
-    """The dev server secret: made once, kept in .cairn/secret so tokens survive restarts."""
-    path = data_dir / "secret"
+def _kept_file(data_dir: Path, name: str, make: Callable[[], str]) -> str:
+    """A dev secret made once and kept in .cairn/<name> (owner-only), so restarts reuse it."""
+    path = data_dir / name
     if not path.exists():
         data_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(48))
+        path.write_text(make())
         path.chmod(0o600)
     return path.read_text().strip()
+
+
+def codec_endpoint(settings: Settings) -> str:
+    """Where the Temporal UI sends sealed payloads to be decoded: the API's codec endpoint."""
+    from api.routes.codec import CODEC_PATH
+
+    return settings.base_url.rstrip("/") + CODEC_PATH
+
+
+def _secret_file(data_dir: Path) -> str:
+    """The dev server secret: tokens survive restarts."""
+    return _kept_file(data_dir, "secret", lambda: secrets.token_urlsafe(48))
+
+
+def _payload_keys_file(data_dir: Path) -> str:
+    """The dev payload keyring: runs sealed before a restart still open after it."""
+    from infra.payload_codec import PayloadKeyring
+
+    return _kept_file(data_dir, "payload-keys", lambda: PayloadKeyring.new_entry("dev-1"))
 
 
 async def _serve_api(settings: Settings, *, reuse_port: bool = False) -> web.AppRunner:
@@ -94,6 +113,7 @@ def dev(args: argparse.Namespace) -> None:
         port=int(base.temporal_address.rsplit(":", 1)[1]),
         ui_port=args.ui_port,
         log_path=data_dir / "temporal.log",
+        codec_endpoint=codec_endpoint(base),
     )
     s3 = RcloneS3(
         root=data_dir / "s3",
@@ -116,6 +136,9 @@ def dev(args: argparse.Namespace) -> None:
                 else type(base.secret_key)(_secret_file(data_dir)),
                 # the only worker of this stack: each start's build serves, edited code or not
                 "worker_set_current": "always",
+                "payload_keys": base.payload_keys
+                if base.payload_keys.get_secret_value()
+                else type(base.payload_keys)(_payload_keys_file(data_dir)),
             }
         )
         asyncio.run(_run_dev(settings, args, started))
@@ -131,13 +154,13 @@ async def _run_dev(settings: Settings, args: argparse.Namespace, started: float)
 
     await migrate(settings.database_url)
     setup_metrics(settings.otel_service_name)  # before the client: the SDK's metrics too
+    if "SERVICE_TEMPORAL_UI_URL" not in os.environ:  # the UI this command started
+        ui = f"http://127.0.0.1:{args.ui_port}"
+        settings = settings.model_copy(update={"temporal_ui_url": ui})
     client = await connect(settings)
     async with running_worker(settings, client):
-        runner = await _serve_api(settings)
+        runner = await _serve_api(settings)  # its codec endpoint answers that UI's origin
         try:
-            if "SERVICE_TEMPORAL_UI_URL" not in os.environ:  # the UI this command started
-                ui = f"http://127.0.0.1:{args.ui_port}"
-                settings = settings.model_copy(update={"temporal_ui_url": ui})
             async with running(toolserver_config(settings)):
                 voucher = await issue_bootstrap_voucher(client, settings)
                 _print_banner(settings, args, voucher.code, time.monotonic() - started)
@@ -156,7 +179,8 @@ def _print_banner(settings: Settings, args: argparse.Namespace, voucher: str, to
         f"  Console      {api}/console/ (humans: sign up or log in there)",
         f"  MCP          {settings.mcp_url} (X-Client-Id + X-Client-Secret, an agent key, "
         "or a human's browser OAuth)",
-        f"  Temporal UI  http://127.0.0.1:{args.ui_port}",
+        f"  Temporal UI  {settings.temporal_ui_url} (payloads decoded by {codec_endpoint(settings)}"
+        f" for the operators of SERVICE_OPERATORS: {settings.operators or 'none set'})",
         f"  Temporal     {settings.temporal_address} (namespace {settings.temporal_namespace})",
         f"  S3           {settings.s3_endpoint} (bucket {settings.s3_bucket})",
         f"  Data         {settings.data_dir.resolve()}",

@@ -35,6 +35,7 @@ from api.routes import (
     a2a,
     agent_keys,
     apps,
+    codec,
     connector,
     crypto,
     diaries,
@@ -60,6 +61,7 @@ from api.routes import (
 from infra.db import create_pool, pool_options
 from infra.embeddings import OnnxEmbedder
 from infra.oauth import OAuthServer, SigningKeyStore
+from infra.payload_codec import PayloadEncryption
 from infra.permissions import PostgresPermissionEngine
 from infra.s3 import BlobStore
 from infra.settings import Settings
@@ -91,11 +93,17 @@ def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Applicati
         client_max_size=MAX_BODY_BYTES,
     )
     app[keys.SETTINGS] = settings
+    app[keys.PAYLOAD_CODEC] = PayloadEncryption(settings.payload_keyring)
+    app[keys.CODEC_DECODES] = meter.create_counter(
+        codec.DECODES, unit="{request}", description="Codec endpoint decode calls, by outcome."
+    )
+    app.on_response_prepare.append(codec.allow_the_ui)
     app[keys.MAP_CACHE] = MapCache(limits.ENTRY_MAP_CACHED_DIARIES)
     app[keys.DRAINING] = asyncio.Event()
     app.cleanup_ctx.append(_resources(settings, deps))
     for module in (
         system,
+        codec,
         oauth,
         connector,
         identity,

@@ -80,13 +80,18 @@ async def authenticate(request: web.Request) -> Principal | None:
 
 def _refuse_cross_origin(request: web.Request) -> None:
     """A browser sends the session cookie with whatever page asks; for anything but a read the
-    request's `Origin` (which browsers always send on such requests) must be this service's."""
+    request's `Origin` (which browsers always send on such requests) must be this service's (or,
+    for a route the Temporal UI calls, the UI's)."""
     if request.method in SAFE_METHODS:
         return
     origin = request.headers.get("Origin")
     if origin is None:
         return  # not a browser's request: the cookie was set by hand, no page can forge it
-    own = {origin_of(request.app[keys.SETTINGS].base_url), f"{request.scheme}://{request.host}"}
+    settings = request.app[keys.SETTINGS]
+    own = {origin_of(settings.base_url), f"{request.scheme}://{request.host}"}
+    spec = request.get(keys.ENDPOINT)
+    if isinstance(spec, EndpointSpec) and spec.ui_origin:
+        own.add(origin_of(settings.temporal_ui_url))  # the codec endpoint, asked by the UI
     if origin not in own:
         raise CrossOriginRefused(f"A request from {origin[:100]} may not use this session")
 

@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 from aiohttp import web
+from opentelemetry.metrics import Counter
 from temporalio.client import Client
 
 from api.hygiene import Hygiene
 from api.map_cache import MapCache
 from api.ratelimit import RateLimiter
 from infra.oauth import TokenService
+from infra.payload_codec import PayloadEncryption
 from infra.permissions import PermissionEngine
 from infra.s3 import BlobStore
 from infra.settings import Settings
@@ -38,6 +40,10 @@ EMBEDDER: web.AppKey[OnnxEmbedder | None] = web.AppKey("embedder")
 MESSAGE_WRITER = web.AppKey("message_writer", asyncpg.Pool)
 # The diary map's projections, per diary version (api/map_cache.py).
 MAP_CACHE = web.AppKey("map_cache", MapCache)
+
+# The payload codec of the codec endpoint (api/routes/codec.py) and its count of decodes.
+PAYLOAD_CODEC = web.AppKey("payload_codec", PayloadEncryption)
+CODEC_DECODES = web.AppKey("codec_decodes", Counter)
 
 # Consolidation starts and batched retrievals, after the response (api/hygiene.py).
 HYGIENE = web.AppKey("hygiene", Hygiene)

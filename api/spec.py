@@ -57,6 +57,9 @@ class EndpointSpec:
     door: bool = False
     # The handler reads the body itself, as a file of this media type (`POST /diaries/import`)
     raw_body: str | None = None
+    # Called by the Temporal UI's page (the codec endpoint): its origin (`temporal_ui_url`) gets
+    # CORS answers, and a session cookie sent from it is accepted (api.routes.codec)
+    ui_origin: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     # A POST that writes nothing (search): its reads may come from the replica, as a GET's may
     read_only: bool = False

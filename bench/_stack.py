@@ -262,6 +262,7 @@ class BenchStack:
     async def _start(self) -> None:
         from infra.db import migrate
         from infra.devstack import Postgres, RcloneS3, TemporalDevServer, free_port
+        from infra.payload_codec import PayloadKeyring
         from infra.settings import Settings
 
         # As an installed package has it (pip compiles on install), and as `make install`
@@ -314,6 +315,8 @@ class BenchStack:
             "hook_secret": secrets.token_urlsafe(24),
             "rate_limit_enabled": "false",
             "api_processes": str(self.api_processes),
+            # payloads sealed, as a deployment has them (bench/codec.py measures without)
+            "payload_keys": PayloadKeyring.new_entry("bench"),
             **self.overrides,
         }
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SERVICE_", "OTEL_"))}

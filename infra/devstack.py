@@ -187,10 +187,16 @@ class TemporalDevServer:
     log_path: Path = Path(".cairn/temporal.log")
     child: ChildProcess | None = None
     extra_flags: tuple[str, ...] = field(default_factory=tuple)
+    # the UI decodes sealed payloads through this codec endpoint (the API's `/codec`)
+    codec_endpoint: str | None = None
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def ui_url(self) -> str | None:
+        return None if self.ui_port is None else f"http://127.0.0.1:{self.ui_port}"
 
     def command(self) -> list[str]:
         args = [str(venv_binary("temporal")), "server", "start-dev", "--ip", "127.0.0.1"]
@@ -201,7 +207,10 @@ class TemporalDevServer:
         if self.ui_port is None:
             args.append("--headless")
         else:
-            args += ["--ui-port", str(self.ui_port)]
+            # the UI fetches no news feed: nothing leaves the machine
+            args += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+            if self.codec_endpoint is not None:
+                args += ["--ui-codec-endpoint", self.codec_endpoint]
         for name, kind in SEARCH_ATTRIBUTES.items():
             args += ["--search-attribute", f"{name}={kind}"]
         return [*args, *TUNED_TEMPORAL_FLAGS, *self.extra_flags]

@@ -11,9 +11,17 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, SecretStr
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BeforeValidator,
+    Field,
+    SecretStr,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from infra.payload_codec import PayloadKeyring
 from schemas import limits
 from schemas.queues import embedding_queue_for
 
@@ -46,6 +54,11 @@ def _checked_rate(text: str) -> str:
 
 # a bucket's setting stays the text it was given (pydantic-settings would JSON-decode a tuple)
 RateSetting = Annotated[str, AfterValidator(_checked_rate)]
+
+
+def _checked_keyring(value: SecretStr) -> SecretStr:
+    PayloadKeyring.parse(value.get_secret_value())
+    return value
 
 
 def _rate(bucket: str, applies_to: str) -> Any:
@@ -196,9 +209,43 @@ class Settings(BaseSettings):
     )
 
     temporal_address: str = "127.0.0.1:7233"
-    temporal_namespace: str = "default"
+    temporal_namespace: str = Field(
+        default="default", description="Temporal namespace of every workflow (one per deployment)."
+    )
     temporal_task_queue: str = "cairn"
-    temporal_tls: bool = False
+    temporal_tls: bool = Field(
+        default=False,
+        description=(
+            "TLS to Temporal with the system's root CAs; implied by any SERVICE_TEMPORAL_TLS_* "
+            "setting below, and by an API key."
+        ),
+    )
+    temporal_tls_ca: Path | None = Field(
+        default=None, description="PEM file of the CA that signed the Temporal frontend's cert."
+    )
+    temporal_tls_cert: Path | None = Field(
+        default=None, description="PEM file of this process's client certificate (mTLS)."
+    )
+    temporal_tls_key: Path | None = Field(
+        default=None, description="PEM file of that certificate's private key (mTLS)."
+    )
+    temporal_tls_server_name: str = Field(
+        default="",
+        description="Name the frontend's certificate is checked against (and sent as SNI), when "
+        "it is not the address's host.",
+    )
+    temporal_api_key: SecretStr = Field(
+        default=SecretStr(""),
+        description="Temporal Cloud API key, sent as `authorization: Bearer <key>` (TLS on).",
+    )
+    payload_keys: Annotated[SecretStr, AfterValidator(_checked_keyring)] = Field(
+        default=SecretStr(""),
+        description=(
+            "Keyring of the workflow payload codec, `id:base64key,...` (32-byte keys): the first "
+            "encrypts, all decrypt. Empty: payloads reach Temporal in the clear. `cairn dev` "
+            "makes one in .cairn/payload-keys."
+        ),
+    )
     worker_queues: Literal["all", "service", "embeddings"] = Field(
         default="all",
         description=(
@@ -280,7 +327,17 @@ class Settings(BaseSettings):
     )
     temporal_ui_url: str = Field(
         default="http://127.0.0.1:8233",
-        description="Temporal Web UI base URL: `tasks_console_link` points there.",
+        description=(
+            "Temporal Web UI base URL: `tasks_console_link` points there, and the codec endpoint "
+            "answers cross-origin requests from its origin only."
+        ),
+    )
+    operators: str = Field(
+        default="",
+        description=(
+            "Emails of the humans who may read workflow payloads through the codec endpoint "
+            "(`/codec/decode`), comma-separated; empty: nobody."
+        ),
     )
 
     data_dir: Path = Path(".cairn")
@@ -322,6 +379,12 @@ class Settings(BaseSettings):
         description="Staged artifacts no task binds are swept after this many seconds.",
     )
 
+    @model_validator(mode="after")
+    def _client_cert_with_its_key(self) -> Settings:
+        if (self.temporal_tls_cert is None) != (self.temporal_tls_key is None):
+            raise ValueError("SERVICE_TEMPORAL_TLS_CERT and SERVICE_TEMPORAL_TLS_KEY go together")
+        return self
+
     @property
     def rate_limits(self) -> dict[str, Rate]:
         """Every bucket's rate, from its `SERVICE_RATE_LIMIT_<BUCKET>` setting."""
@@ -330,6 +393,14 @@ class Settings(BaseSettings):
             for name in type(self).model_fields
             if name.startswith("rate_limit_") and name != "rate_limit_enabled"
         }
+
+    @property
+    def operator_emails(self) -> frozenset[str]:
+        return frozenset(e.strip().lower() for e in self.operators.split(",") if e.strip())
+
+    @property
+    def payload_keyring(self) -> PayloadKeyring:
+        return PayloadKeyring.parse(self.payload_keys.get_secret_value())
 
     @property
     def embedding_task_queue(self) -> str:

@@ -213,6 +213,23 @@ class Forbidden(DomainError):
     title = "Not allowed"
 
 
+class NotAnOperator(Forbidden):
+    """The codec endpoint opens workflow payloads for operators only: a human whose email is
+    listed in the service's SERVICE_OPERATORS setting."""
+
+    code = "not-an-operator"
+    title = "Only an operator may read workflow payloads"
+
+
+class PayloadUndecodable(DomainError):
+    """A payload sent to the codec endpoint is sealed with a key the service no longer holds, or
+    its seal does not open: the run is older than the keyring's oldest key, or was altered."""
+
+    status = 400
+    code = "payload-undecodable"
+    title = "The payload cannot be decoded"
+
+
 class MissingScope(DomainError):
     """The credential lacks a scope the route needs; get a token or key that has it."""
 

@@ -356,3 +356,6 @@ HYGIENE_FLUSH_SEC: Final = 5
 # entry ids one consolidation or retrievals run carries at most: a consolidation run probes
 # them in one local step (a few ms each), well inside its timeout
 HYGIENE_BATCH_MAX: Final = 200
+
+# --- the Temporal codec endpoint (docs/temporal.md) ---------------------------------------------
+CODEC_PAYLOADS_MAX: Final = 1000  # payloads per /codec/decode or /codec/encode call

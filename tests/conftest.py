@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis.configuration import set_hypothesis_home_dir
+from payload_keys import PAYLOAD_KEYS
 from tree_guard import TreeState, record_dir, tree_state, written_paths
 
 from infra.db import migrate
@@ -45,7 +46,10 @@ def pytest_configure(config: pytest.Config) -> None:
     one shared folder and deletes older ones, which removes a running session's Postgres data
     when several sessions run at once (developers and CI on one machine). Hypothesis keeps its
     files (`.hypothesis/` in the working directory by default) in the temp dir too: tests write
-    nothing into the repository's tree."""
+    nothing into the repository's tree. Every stack seals its workflow payloads with the tests'
+    keyring (tests/payload_keys.py), as a deployment does: set here, every `Settings()` and every
+    service process a test starts has it."""
+    os.environ["SERVICE_PAYLOAD_KEYS"] = PAYLOAD_KEYS
     set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "cairn-hypothesis")
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
         base = tempfile.mkdtemp(prefix="cairn-pytest-")

@@ -16,8 +16,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import WorkflowHandle, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
+from google.protobuf.message import Message
+from payload_keys import CONVERTER
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.worker import Replayer
 from tree_guard import record_dir
 
@@ -35,9 +37,13 @@ def load_history(recorded: Path) -> WorkflowHistory:
 
 async def replay(recorded: Path) -> None:
     """Replay `recorded` with every workflow of the service; raises on non-determinism."""
-    await Replayer(
-        workflows=list(WORKFLOWS), data_converter=pydantic_data_converter
-    ).replay_workflow(load_history(recorded))
+    await replay_history(load_history(recorded))
+
+
+async def replay_history(history: WorkflowHistory) -> None:
+    """Replay a run's history with every workflow of the service and the tests' payload codec
+    (a history in the clear replays the same); raises on non-determinism."""
+    await Replayer(workflows=list(WORKFLOWS), data_converter=CONVERTER).replay_workflow(history)
 
 
 def workflow_type_of(history: WorkflowHistory) -> str:
@@ -65,3 +71,37 @@ async def keep(handle: WorkflowHandle[Any, Any], name: str) -> None:
     target.mkdir(parents=True, exist_ok=True)
     history = await handle.fetch_history()
     (target / f"{name}.json").write_text(history.to_json())
+
+
+def payloads_of(history: WorkflowHistory) -> dict[str, Payload]:
+    """Every payload of the history's events by where it is (`event 3 marker_recorded...`)."""
+    found: dict[str, Payload] = {}
+
+    def walk(message: Message, path: str) -> None:
+        for field, value in message.ListFields():
+            if field.message_type is None:
+                continue
+            if field.message_type.GetOptions().map_entry:
+                items = [(f"{field.name}[{key}]", item) for key, item in value.items()]
+            elif isinstance(value, Message):
+                items = [(field.name, value)]
+            else:
+                items = [(f"{field.name}[{n}]", item) for n, item in enumerate(value)]
+            for name, item in items:
+                if isinstance(item, Payload):
+                    found[f"{path}.{name}"] = item
+                elif isinstance(item, Message):
+                    walk(item, f"{path}.{name}")
+
+    for event in history.events:
+        walk(event, f"event {event.event_id}")
+    return found
+
+
+async def opened_text(history: WorkflowHistory, client: Client) -> str:
+    """Every payload of the history opened with `client`'s codec, as text: what the history
+    says once decoded (the raw history shows sealed payloads only)."""
+    codec = client.data_converter.payload_codec
+    assert codec is not None
+    opened = await codec.decode(list(payloads_of(history).values()))
+    return "\n".join(payload.data.decode(errors="replace") for payload in opened)

@@ -23,8 +23,8 @@ with workflow.unsafe.imports_passed_through():
     import numpy as np
     import pytest
     from numpy.typing import NDArray
+    from payload_keys import CONVERTER
     from temporalio.client import Client
-    from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.worker import Worker
     from waiting import wait_until
 
@@ -207,7 +207,7 @@ class EmbedLocalWorkflow:
 async def test_concurrent_workflows_share_local_runs_in_one_worker(
     temporal_address: str, embedder: OnnxEmbedder, one_by_one: NDArray[np.float32]
 ) -> None:
-    client = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+    client = await Client.connect(temporal_address, data_converter=CONVERTER)
     queue = embedding_queue_for(f"embed-{uuid.uuid4().hex[:8]}")
     activities = EmbeddingActivities(embedder)
     async with Worker(
@@ -250,7 +250,7 @@ class EmbedOneWorkflow:
 async def test_concurrent_workflows_share_runs_on_the_embedding_queue(
     temporal_address: str, embedder: OnnxEmbedder, one_by_one: NDArray[np.float32]
 ) -> None:
-    client = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+    client = await Client.connect(temporal_address, data_converter=CONVERTER)
     queue = f"embed-{uuid.uuid4().hex[:8]}"
     activities = EmbeddingActivities(embedder)
     async with (

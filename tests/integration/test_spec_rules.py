@@ -230,7 +230,7 @@ async def test_running_timeout_sec_reaches_the_attempt_workflow(actors: Any, sta
             attrs = event.workflow_execution_started_event_attributes
             payload = attrs.input.payloads[0]
             break
-        start = TaskStart.model_validate_json(payload.data)
+        [start] = await stack.temporal.data_converter.decode([payload], [TaskStart])
         assert start.running_timeout_sec == expected
 
 

@@ -20,12 +20,16 @@ SCRIPT = Path(__file__).resolve().parents[2] / "infra/deploy/helm/cairn/files/te
 SCRIPT_TIMEOUT_SEC = 120
 
 
-async def _run_script(temporal_address: str, namespace: str) -> str:
+async def run_setup_script(
+    temporal_address: str, namespace: str, more_env: dict[str, str] | None = None
+) -> str:
+    """The script as the setup job runs it; `more_env` adds the CLI's own variables (TLS)."""
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "TEMPORAL_ADDRESS": temporal_address,
         "TEMPORAL_NAMESPACE": namespace,
+        **(more_env or {}),
     }
     process = await asyncio.create_subprocess_exec(
         "sh",
@@ -43,8 +47,8 @@ async def test_the_setup_script_creates_the_namespace_and_search_attributes(
     temporal_address: str,
 ) -> None:
     namespace = f"setup-{uuid.uuid4().hex[:8]}"
-    await _run_script(temporal_address, namespace)
-    again = await _run_script(temporal_address, namespace)  # idempotent
+    await run_setup_script(temporal_address, namespace)
+    again = await run_setup_script(temporal_address, namespace)  # idempotent
     for name in SEARCH_ATTRIBUTES:
         assert f"search attribute {name} exists" in again
 

@@ -32,7 +32,7 @@ CHECKED_PREFIXES = ("SERVICE_", "TASK_", "OTEL_")
 
 # What each kind of Cairn process reads (field names of Settings), beyond the settings with no
 # default at all: the addresses and secrets whose defaults only suit `cairn dev`.
-_TEMPORAL = {"temporal_address", "temporal_namespace", "temporal_task_queue"}
+_TEMPORAL = {"temporal_address", "temporal_namespace", "temporal_task_queue", "payload_keys"}
 _DATA = {
     "database_url",
     "s3_endpoint",
@@ -52,6 +52,12 @@ NEEDS: Mapping[str, set[str]] = {
 # the processes the files must run, by kind
 EXPECTED_KINDS = {"api", "worker:service", "worker:embeddings", "migrate", "mcp"}
 SECRET_PLACEHOLDER = "a-placeholder-secret-of-forty-bytes-0123456"
+# a secret with a format of its own gets a placeholder in that format (by variable name)
+_KEYRING_PLACEHOLDER = "k1:" + "A" * 43 + "="
+PLACEHOLDERS = {
+    "CAIRN_PAYLOAD_KEYS": _KEYRING_PLACEHOLDER,
+    "SERVICE_PAYLOAD_KEYS": _KEYRING_PLACEHOLDER,
+}
 
 
 def setting_env_names() -> dict[str, str]:
@@ -113,7 +119,7 @@ def _compose_value(value: object) -> str:
     def substitute(match: re.Match[str]) -> str:
         if match["op"] in (":-", "-"):
             return match["arg"]
-        return SECRET_PLACEHOLDER
+        return PLACEHOLDERS.get(match["name"], SECRET_PLACEHOLDER)
 
     text = "true" if value is True else "false" if value is False else str(value)
     return _INTERPOLATION.sub(substitute, text)
@@ -216,7 +222,7 @@ def invalid_values(processes: list[Process], monkeypatch: pytest.MonkeyPatch) ->
             for name, value in process.env.items():
                 env.setenv(name, value)
             for name in process.secret_env:
-                env.setenv(name, SECRET_PLACEHOLDER)
+                env.setenv(name, PLACEHOLDERS.get(name, SECRET_PLACEHOLDER))
             try:
                 Settings()
             except ValueError as exc:

@@ -16,6 +16,9 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("POST", "/diaries/{diaryId}/packs/preview"): "a read: nothing is stored",
     ("POST", "/packs/{id}/render/preview"): "a read: nothing is stored",
     ("POST", "/crypto/verify"): "a read: checks a signature, stores nothing",
+    # Temporal's codec server protocol: a transform of the payloads sent, nothing stored
+    ("POST", "/codec/decode"): "a read: opens the payloads it is sent, stores nothing",
+    ("POST", "/codec/encode"): "seals the payloads it is sent, stores nothing",
     # unauthenticated: no principal to scope a key to; each has its own one-time rule
     ("POST", "/auth/register"): "one registration per voucher (the voucher is used up)",
     ("POST", "/recovery/challenge"): "stores nothing (an HMAC-signed challenge)",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from temporalio.contrib.pydantic import pydantic_data_converter
+from payload_keys import CONVERTER
 from temporalio.testing import WorkflowEnvironment
 
 from infra.devstack import venv_binary
@@ -15,7 +15,7 @@ from infra.devstack import venv_binary
 @pytest.fixture(scope="session")
 async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
+        data_converter=CONVERTER,
         test_server_existing_path=str(venv_binary("temporal-test-server")),
     )
     yield env

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 import asyncpg
 import pytest
 from histories import keep
+from payload_keys import CONVERTER
 from temporalio.client import WorkflowExecutionStatus
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -107,7 +107,7 @@ async def test_a_create_starts_the_keys_expiry_run(database_url: str) -> None:
     """On a test server of its own: an abandoned child keeps a shared one's clock from skipping
     for later tests, even after it is terminated (as in test_entry_workflow.py)."""
     env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
+        data_converter=CONVERTER,
         test_server_existing_path=str(venv_binary("temporal-test-server")),
     )
     pool = await create_pool(database_url, read_only=False)

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import pytest
 from histories import keep
+from payload_keys import CONVERTER
 from temporalio import activity
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -83,7 +83,7 @@ async def own_time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     """A test server of this module's own: an abandoned child workflow keeps the shared one's
     clock from skipping for later tests, even after it is terminated."""
     env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
+        data_converter=CONVERTER,
         test_server_existing_path=str(venv_binary("temporal-test-server")),
     )
     yield env

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 import asyncpg
 import pytest
 from histories import keep, patches_of
+from payload_keys import CONVERTER
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from test_task_workflow import Run, new_worker, register_search_attributes
@@ -402,7 +402,7 @@ async def test_the_reconciler_settles_tasks_whose_workflow_is_gone(
 
 async def test_the_worker_makes_the_schedules_once(temporal_address: str) -> None:
     """On the dev server (the time-skipping one has no schedules), as the worker does at start."""
-    client = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+    client = await Client.connect(temporal_address, data_converter=CONVERTER)
     queue = f"wf-{uuid.uuid4().hex[:8]}"
     made = await ensure_maintenance_schedules(client, queue)
     assert made == [

@@ -17,13 +17,13 @@ from typing import Any
 
 import asyncpg
 import pytest
-from histories import keep
+from histories import keep, replay_history
 from temporalio.api.enums.v1 import EventType, IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Worker
 from waiting import wait_until
 
 from api.task_flows import TaskClosed, start_task_workflow, task_update
@@ -60,7 +60,6 @@ from schemas.task_attempts import (
 from schemas.tasks import TaskStart
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
-from workflows.tasks import TaskWorkflow
 
 SECRET = b"workflow-test-secret-0123456789abcdef"
 OUTPUT = {"summary": "done"}
@@ -642,7 +641,7 @@ async def test_a_whole_lifecycle_replays(run: Run) -> None:
     await run.complete()
     await run.handle.result()
     history = await run.handle.fetch_history()
-    await Replayer(workflows=[TaskWorkflow]).replay_workflow(history)
+    await replay_history(history)
     await keep(run.handle, "task_completed")
 
 

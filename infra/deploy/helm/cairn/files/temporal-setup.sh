@@ -1,7 +1,10 @@
 #!/bin/sh
 # Cairn's needs on a Temporal cluster, idempotent (compose.yaml and the Helm hook both run it, in
 # the temporalio/admin-tools image): the namespace, and the custom search attributes the
-# workflows set (infra/devstack.py SEARCH_ATTRIBUTES gives them to the dev server).
+# workflows set (infra/devstack.py SEARCH_ATTRIBUTES gives them to the dev server). Against an mTLS
+# cluster or Temporal Cloud, the `temporal` CLI reads its own variables from the environment:
+# TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
+# TEMPORAL_TLS_SERVER_NAME, TEMPORAL_API_KEY (tests/integration/test_temporal_tls.py).
 set -eu
 : "${TEMPORAL_ADDRESS:?}"
 NAMESPACE=${TEMPORAL_NAMESPACE:-default}
