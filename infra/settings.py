@@ -75,7 +75,7 @@ class Settings(BaseSettings):
     )
 
     database_url: str = Field(
-        default="", description="postgresql:// URL; empty = embedded pgserver"
+        default="", description="postgresql:// URL; empty = the embedded PostgreSQL of `cairn dev`"
     )
     database_pool_min: int = 2
     database_pool_max: int = 10
