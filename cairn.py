@@ -103,6 +103,7 @@ async def _until_signalled() -> None:
 
 def dev(args: argparse.Namespace) -> None:
     from infra.devstack import Postgres, RcloneS3, TemporalDevServer, stopped_on_exit
+    from infra.pgdata import DataDirectoryRefused
 
     started = time.monotonic()
     base = Settings()
@@ -124,7 +125,10 @@ def dev(args: argparse.Namespace) -> None:
         log_path=data_dir / "s3.log",
     )
     with stopped_on_exit(postgres, temporal, s3):
-        postgres.start()
+        try:
+            postgres.start()
+        except DataDirectoryRefused as refused:  # its message says what to do
+            sys.exit(f"cairn dev: {refused}")
         temporal.start()
         s3.start()
         settings = base.model_copy(

