@@ -241,12 +241,6 @@ class Postgres:
         if self.server is not None:
             self.server.cleanup()
 
-    def binary(self, name: str) -> Path:
-        """A program of this server's own installation (`pg_basebackup`, `pg_ctl`, ...)."""
-        from pgserver._commands import POSTGRES_BIN_PATH
-
-        return Path(POSTGRES_BIN_PATH) / name
-
 
 @dataclass
 class TemporalDevServer:
