@@ -51,6 +51,8 @@ from bench.tasks import Caller, Crew, claim, create_task, crew, stats
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fairness.json"
 TARGET_RATIO = 2.0
+# the service worker's and the embedding worker's workflow-task slots (temporalio's default)
+WORKER_WORKFLOW_TASK_SLOTS = 100
 
 
 def log(message: str) -> None:
@@ -212,7 +214,30 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         }
         for kind in ("write", "claim")
     }
+    result["reading"] = reading(result)
     return result
+
+
+def reading(result: dict[str, Any]) -> list[str]:
+    """What limits the figures, stated from the run itself."""
+    settings = result["settings"]
+    said = []
+    if settings["flood_concurrency"] <= WORKER_WORKFLOW_TASK_SLOTS:
+        said.append(
+            f"A's {settings['flood_concurrency']} requests in flight fit in the worker's "
+            f"{WORKER_WORKFLOW_TASK_SLOTS} workflow-task slots: the worker polls them all, no "
+            "backlog waits in Temporal's queue, and fairness (which orders that backlog) has "
+            "nothing to reorder; B's run waits behind A's inside the worker (CPU, the embedding "
+            "micro-batch, local-activity slots) and in the API process, in either mode"
+        )
+    noisy = [mode for mode in ("fairness_on", "fairness_off") if result[mode]["noisy"]]
+    if noisy:
+        cores = {mode: result[mode]["flood_cpu"]["cores"]["others"] for mode in noisy}
+        said.append(
+            f"other processes on the machine used {cores} cores (of "
+            f"{result['env']['nproc']}) during the flood: the stack ran CPU-starved"
+        )
+    return said
 
 
 def main() -> None:
