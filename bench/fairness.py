@@ -14,15 +14,19 @@ server as shipped (fairness on, `infra.devstack.FAIRNESS_TEMPORAL_FLAGS`) and on
 3. flood: team A sends `--flood-writes` entry writes and `--flood-tasks` task creates through the
    API, `--flood-concurrency` at a time; meanwhile B writes and claims one at a time, as in 2,
    until the flood ends (at most `--runs` each): p50/p95, and A's throughput;
-4. the ratio flood p50 / idle p50 for each, against the issue's target (≤ 2×).
+4. the ratio flood p50 / idle p50 for each, against the issue's target (≤ 2×);
+5. Temporal's queue alone (`--backlog`): A's no-op runs, then five of B's, queued with their
+   teams' priorities before a two-slot worker drains them: the places B's runs closed at.
 
-The rate limiter is off (as in every bench but bench/ratelimit.py): as shipped it lets one
+`reading` in the result says what limited the run (where the flood waited, other CPU load).
+
+The rate limiter is off (BenchStack's default), and here on purpose: as shipped it lets one
 identity send 100 requests a minute and registers 5 agents a minute per address, so a flood of
 700 runs at once is a team of many agents over minutes, which the bench cannot assemble in a
 run; the limiter bounds each identity, fairness shares the queue between teams, and the flood
 must reach the queue to measure the latter.
 
-Writes JSON to bench/results/fairness.json. About 4 minutes with the defaults on 2 cores.
+Writes JSON to bench/results/fairness.json. About 9 minutes with the defaults on 2 busy cores.
 """
 
 from __future__ import annotations
@@ -31,12 +35,14 @@ import argparse
 import asyncio
 import os
 import random
+import statistics
 import string
 import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -157,6 +163,56 @@ def ratio(flooded: dict[str, Any] | None, quiet: dict[str, Any]) -> float | None
     return None if flooded is None else round(flooded["p50_ms"] / quiet["p50_ms"], 2)
 
 
+async def backlog(temporal: Any, a_runs: int, b_runs: int) -> dict[str, Any]:
+    """Temporal's queue alone, where fairness acts: A's `a_runs` no-op runs and then B's `b_runs`
+    wait in a task queue no worker polls yet, each under its team's priority (as the API starts
+    them); then a worker with two workflow-task slots drains it. B's places in the order the
+    runs closed: near the end with one FIFO, near the front when teams take turns."""
+    from temporalio.worker import Worker
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    from bench._stack import BenchNoopWorkflow
+    from schemas.priorities import WorkKind
+    from workflows.common import work_priority
+
+    queue = f"bench-fairness-{uuid.uuid4().hex[:8]}"
+    teams = {"A": uuid.uuid4(), "B": uuid.uuid4()}
+    handles = []
+    for team, runs in (("A", a_runs), ("B", b_runs)):
+        for _ in range(runs):
+            handle = await temporal.start_workflow(
+                BenchNoopWorkflow.run,
+                id=f"{queue}/{team}/{uuid.uuid4()}",
+                task_queue=queue,
+                priority=work_priority(WorkKind.REQUEST, teams[team]),
+            )
+            handles.append((team, handle))
+    runner = SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("bench", "bench._stack")
+    )
+    async with Worker(
+        temporal,
+        task_queue=queue,
+        workflows=[BenchNoopWorkflow],
+        workflow_runner=runner,
+        max_concurrent_workflow_tasks=2,
+    ):
+        await asyncio.gather(*(handle.result() for _, handle in handles))
+    closed = [
+        (await handle.describe()).close_time or datetime.max.replace(tzinfo=UTC)
+        for _, handle in handles
+    ]
+    order = sorted(range(len(handles)), key=lambda i: closed[i])
+    places = [place + 1 for place, i in enumerate(order) if handles[i][0] == "B"]
+    return {
+        "team_a_runs": a_runs,
+        "team_b_runs": b_runs,
+        "team_b_enqueued_at": list(range(a_runs + 1, a_runs + b_runs + 1)),
+        "team_b_closed_at": places,
+        "team_b_median_place": statistics.median(places),
+    }
+
+
 async def one_server(args: argparse.Namespace, *, fairness: bool) -> dict[str, Any]:
     async with BenchStack(keep_dir=args.keep_dir, temporal_fairness=fairness) as stack:
         meter = CpuMeter(stack.pids())
@@ -175,6 +231,8 @@ async def one_server(args: argparse.Namespace, *, fairness: bool) -> dict[str, A
             meter.start()
             flooded = await during_flood(a, b, b_tasks, args)
             cpu = meter.stop(args.flood_writes + args.flood_tasks)
+            log(f"backlog: {args.backlog} of A's runs, then 5 of B's, in Temporal's queue alone")
+            queued = await backlog(temporal, args.backlog, 5)
         result: dict[str, Any] = {
             "temporal_command_flags": stack.topology()["temporal_command_flags"],
             "quiet_check": quiet,
@@ -182,6 +240,7 @@ async def one_server(args: argparse.Namespace, *, fairness: bool) -> dict[str, A
             "flood": flooded,
             "flood_cpu": cpu,
             "noisy": cpu["cores"]["others"] > QUIET_CORES,
+            "temporal_backlog": queued,
         }
     result["ratio_flood_over_idle_p50"] = {
         kind: ratio(flooded[kind], alone[kind]) for kind in ("write", "claim")
@@ -198,6 +257,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "flood_writes": args.flood_writes,
             "flood_tasks": args.flood_tasks,
             "flood_concurrency": args.flood_concurrency,
+            "backlog": args.backlog,
             "rate_limit_enabled": False,
             "quiet_cores": QUIET_CORES,
         },
@@ -230,6 +290,13 @@ def reading(result: dict[str, Any]) -> list[str]:
             "nothing to reorder; B's run waits behind A's inside the worker (CPU, the embedding "
             "micro-batch, local-activity slots) and in the API process, in either mode"
         )
+    on, off = (result[mode].get("temporal_backlog") for mode in ("fairness_on", "fairness_off"))
+    if on and off:
+        said.append(
+            f"in Temporal's queue alone, B's {on['team_b_runs']} runs queued after A's "
+            f"{on['team_a_runs']} closed at places {on['team_b_closed_at']} with fairness and "
+            f"{off['team_b_closed_at']} without: fairness acts where work waits in Temporal"
+        )
     noisy = [mode for mode in ("fairness_on", "fairness_off") if result[mode]["noisy"]]
     if noisy:
         cores = {mode: result[mode]["flood_cpu"]["cores"]["others"] for mode in noisy}
@@ -254,6 +321,9 @@ def main() -> None:
         help="A's requests in flight (above the worker's 100 workflow-task slots, a backlog "
         "forms in Temporal's queue, where fairness acts; on 2 shared cores 64 already drives "
         "the embedding worker into workflow-task timeouts)",
+    )
+    parser.add_argument(
+        "--backlog", type=int, default=200, help="A's runs queued in Temporal before B's five"
     )
     parser.add_argument("--quick", action="store_true", help="10 runs, a flood of 150 + 60")
     parser.add_argument(
