@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
+from uuid import UUID
 
 from aiohttp import web
 from temporalio.client import Client, WithStartWorkflowOperation
@@ -32,6 +33,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from api import keys
 from api.idempotency import FINGERPRINT_MEMO, fingerprint, is_keyed_run, key_reused
 from schemas.errors import DomainError, ServiceUnavailable
+from schemas.priorities import WorkKind
+from workflows.common import work_priority
 
 ArgT = TypeVar("ArgT")
 ResultT = TypeVar("ResultT")
@@ -64,13 +67,15 @@ async def execute(
     reuse: WorkflowIDReusePolicy = WorkflowIDReusePolicy.ALLOW_DUPLICATE,
     search: list[SearchAttributePair[Any]] | None = None,
     task_queue: str | None = None,
+    team: UUID | None = None,
 ) -> ResultT:
     """Start `run(arg)` under `workflow_id` and wait for its result.
 
     A workflow already running (or, with REJECT_DUPLICATE, already run) under the same id is
     `on_duplicate`, unless the id is keyed (see the module); a DomainError raised inside comes
     back through the problem middleware. `task_queue` is the service's queue unless told (the
-    entry workflows run where the model is).
+    entry workflows run where the model is). The run goes before sweeps, and `team` (the
+    owning team, when the route knows it) is its fairness key.
     """
     async with waiting_on_workflow(request):
         app = request.app
@@ -86,6 +91,7 @@ async def execute(
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 search_attributes=TypedSearchAttributes(search or []),
                 memo=_memo(request) if keyed else None,
+                priority=work_priority(WorkKind.REQUEST, team),
             )
         except WorkflowAlreadyStartedError:
             if not keyed:
@@ -105,9 +111,10 @@ async def start_with_update(
     result_type: type[ResultT],
     on_duplicate: DomainError,
     search: list[SearchAttributePair[Any]],
+    team: UUID | None = None,
 ) -> ResultT | None:
     """Start `run(arg)` together with the Update named `update` and return its result (a
-    create that answers before its run ends), keyed like `execute`.
+    create that answers before its run ends), keyed and prioritised like `execute`.
 
     A keyed retry whose run still runs gets that Update's answer again; None means the keyed
     run has ended, and the route answers from the rows it wrote.
@@ -126,6 +133,7 @@ async def start_with_update(
             else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             memo=_memo(request) if keyed else None,
             search_attributes=TypedSearchAttributes(search),
+            priority=work_priority(WorkKind.REQUEST, team),
         )
         try:
             result: ResultT = await client.execute_update_with_start_workflow(

@@ -25,6 +25,8 @@ from temporalio.client import Client
 
 from schemas import limits
 from schemas.hygiene import ConsolidationInput, Retrievals
+from schemas.priorities import WorkKind
+from workflows.common import work_priority
 from workflows.consolidation import (
     EntryConsolidationWorkflow,
     RetrievalsRecordWorkflow,
@@ -88,8 +90,13 @@ class Hygiene:
             pending.difference_update(batch)
             run, arg, workflow_id = run_of(batch)
             try:
+                # a batch mixes teams' entries: it yields to requests, no team's turn
                 await self._client.start_workflow(
-                    run, arg, id=workflow_id, task_queue=self._task_queue
+                    run,
+                    arg,
+                    id=workflow_id,
+                    task_queue=self._task_queue,
+                    priority=work_priority(WorkKind.FOLLOW_UP),
                 )
             except Exception:
                 log.warning("hygiene batch not started; kept for the next flush", exc_info=True)

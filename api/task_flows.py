@@ -28,9 +28,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from api import keys
 from api.flows import waiting_on_workflow
 from schemas.base import Payload
+from schemas.priorities import WorkKind
 from schemas.task_attempts import CREATED_UPDATE, TaskCreated, task_workflow_id
 from schemas.tasks import TaskStart
-from workflows.common import DIARY_ID, TASK_TYPE, TEAM_ID
+from workflows.common import DIARY_ID, TASK_TYPE, TEAM_ID, work_priority
 from workflows.tasks import TaskWorkflow
 
 ResultT = TypeVar("ResultT", bound=Payload)
@@ -68,6 +69,9 @@ async def start_task_workflow(client: Client, task_queue: str, start: TaskStart)
                 SearchAttributePair(DIARY_ID, str(start.diary_id)),
             ]
         ),
+        # every workflow task of the run (its claim, heartbeats, completion) is dispatched with
+        # this priority: the owning team's turn, ahead of sweeps
+        priority=work_priority(WorkKind.REQUEST, start.team_id),
     )
     try:
         await client.execute_update_with_start_workflow(

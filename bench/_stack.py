@@ -226,13 +226,16 @@ class BenchStack:
         keep_dir: bool = False,
         api_processes: int = 1,
         settings: dict[str, str] | None = None,
+        temporal_fairness: bool = True,
     ) -> None:
         """`settings`: values that replace the bench's (e.g. `{"rate_limit_enabled": "true"}`:
-        rate limits are off unless a benchmark measures with them)."""
+        rate limits are off unless a benchmark measures with them). `temporal_fairness=False`
+        starts the dev server without fairness (bench/fairness.py's before figure)."""
         self.root = Path(tempfile.mkdtemp(prefix="cairn-bench-"))
         self.keep_dir = keep_dir
         self.api_processes = api_processes
         self.overrides = dict(settings or {})
+        self.temporal_fairness = temporal_fairness
         self._parts: list[Any] = []
         self.api: _Child | None = None
         self.worker: _Child | None = None
@@ -284,6 +287,7 @@ class BenchStack:
             port=free_port(),
             ui_port=None,
             log_path=self.root / "temporal.log",
+            fairness=self.temporal_fairness,
         )
         self._parts.append(self.temporal_server)
         self.temporal_server.start()

@@ -43,6 +43,16 @@ TUNED_TEMPORAL_FLAGS = (
     "history.transferProcessorMaxPollRPS=10000",
 )
 
+# Issue 30 §5: each task queue orders its backlog by priority key and, within a key, shares
+# dispatch between fairness keys (one per team, `schemas.priorities`), so one team's flood does
+# not queue another team's work behind it. The chart sets the same (deploy/helm/temporal-values).
+FAIRNESS_TEMPORAL_FLAGS = (
+    "--dynamic-config-value",
+    "matching.useNewMatcher=true",
+    "--dynamic-config-value",
+    "matching.enableFairness=true",
+)
+
 
 def venv_binary(name: str) -> Path:
     """A binary installed by a wheel next to the running interpreter (works without activation)."""
@@ -254,6 +264,7 @@ class TemporalDevServer:
     extra_flags: tuple[str, ...] = field(default_factory=tuple)
     # the UI decodes sealed payloads through this codec endpoint (the API's `/codec`)
     codec_endpoint: str | None = None
+    fairness: bool = True  # False only to measure the queue without it (bench/fairness.py)
 
     @property
     def address(self) -> str:
@@ -278,7 +289,8 @@ class TemporalDevServer:
                 args += ["--ui-codec-endpoint", self.codec_endpoint]
         for name, kind in SEARCH_ATTRIBUTES.items():
             args += ["--search-attribute", f"{name}={kind}"]
-        return [*args, *TUNED_TEMPORAL_FLAGS, *self.extra_flags]
+        fairness = FAIRNESS_TEMPORAL_FLAGS if self.fairness else ()
+        return [*args, *TUNED_TEMPORAL_FLAGS, *fairness, *self.extra_flags]
 
     def start(self, timeout: float = 60) -> None:
         if self.db_file is not None:

@@ -31,7 +31,9 @@ from schemas.artifacts import ArtifactSweepInput
 from schemas.hygiene import ConsolidationSweepInput
 from schemas.maintenance import PurgeInput, StaleTaskInput
 from schemas.packs import PackSweepInput
+from schemas.priorities import WorkKind
 from workflows import artifacts, consolidation, maintenance, packs
+from workflows.common import work_priority
 
 
 async def ensure_schedule(client: Client, schedule_id: str, schedule: Schedule) -> str:
@@ -56,9 +58,16 @@ async def ensure_schedule(client: Client, schedule_id: str, schedule: Schedule) 
 
 
 def every(run: Any, arg: Any, workflow_id: str, task_queue: str, interval: timedelta) -> Schedule:
-    """Start `run(arg)` as `workflow_id` every `interval`, skipping a run while one still goes."""
+    """Start `run(arg)` as `workflow_id` every `interval`, skipping a run while one still goes;
+    each run is a sweep, dispatched after every request waiting in the queue."""
     return Schedule(
-        action=ScheduleActionStartWorkflow(run, arg, id=workflow_id, task_queue=task_queue),
+        action=ScheduleActionStartWorkflow(
+            run,
+            arg,
+            id=workflow_id,
+            task_queue=task_queue,
+            priority=work_priority(WorkKind.SWEEP),
+        ),
         spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=interval)]),
         policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
     )

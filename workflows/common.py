@@ -6,14 +6,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
+from uuid import UUID
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey, VersioningBehavior
+from temporalio.common import Priority, RetryPolicy, SearchAttributeKey, VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 from schemas import limits
 from schemas.errors import DomainError
+from schemas.priorities import PRIORITY_KEYS, WorkKind, fairness_key
 from schemas.queues import embedding_queue_for
 
 ArgT = TypeVar("ArgT")
@@ -111,6 +113,12 @@ async def run_local_step(
     return await workflow.execute_local_activity_method(
         activity, arg, start_to_close_timeout=start_to_close, retry_policy=retry
     )
+
+
+def work_priority(kind: WorkKind, team_id: UUID | None = None) -> Priority:
+    """The Temporal priority of a run of `kind` owned by `team_id` (`schemas.priorities`); its
+    activities and child runs inherit it."""
+    return Priority(priority_key=PRIORITY_KEYS[kind], fairness_key=fairness_key(team_id))
 
 
 # Custom search attributes an operator filters by in the Temporal UI (registered by `cairn dev`).

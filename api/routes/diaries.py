@@ -125,6 +125,7 @@ async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest])
         workflow_id=diary_create_workflow_id(diary_id),
         on_duplicate=Conflict("This diary is being created"),
         search=_diary_search(diary_id, team_id),
+        team=team_id,
     )
     return await load_diary(request, diary_id)
 
@@ -528,6 +529,7 @@ async def import_diary(request: web.Request, parsed: Parsed[None, DiaryImportQue
         workflow_id=diary_import_workflow_id(diary_id),
         on_duplicate=Conflict("This diary is being imported"),
         search=_diary_search(diary_id, team_id),
+        team=team_id,
     )
     return await load_diary(request, diary_id)
 

@@ -173,6 +173,7 @@ async def create_entry(
         on_duplicate=Conflict("This entry is being created"),
         search=[SearchAttributePair(DIARY_ID, str(diary_id))],
         task_queue=request.app[keys.SETTINGS].embedding_task_queue,
+        team=diary.teamId,
     )
     entry = await load_entry(request, inserted.entry_id)
     if inserted.duplicate:

@@ -652,6 +652,7 @@ async def create_task_grant(
         ),
         on_duplicate=GrantInProgress("This grant is being changed"),
         search=_search(task),
+        team=task.teamId,
     )
     return TaskGrant(
         taskId=task_id, subjectId=grant.subjectId, subjectNs=grant.subjectNs, role=grant.role
@@ -704,6 +705,7 @@ async def revoke_task_grant(
         workflow_id=task_grant_workflow_id(task_id, grant.subjectNs, grant.subjectId, grant.role),
         on_duplicate=GrantInProgress("This grant is being changed"),
         search=_search(task),
+        team=task.teamId,
     )
     return TaskGrantRevoked(revoked=result.deleted > 0)
 
