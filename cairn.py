@@ -202,16 +202,17 @@ async def _until_orphaned(parent_pid: int) -> None:
     signalled.cancel()
 
 
-def _connector_secret(settings: Settings) -> str:
+def _connector_secrets(settings: Settings) -> list[str]:
     """The browser OAuth connector shares a secret with the API, derived from the server
-    secret; without one, `cairn mcp` serves agents' credentials only (the connector is off)."""
+    secret (current first, then the ring's older keys); without one, `cairn mcp` serves agents'
+    credentials only (the connector is off)."""
     from schemas.connector import connector_secret
 
     try:
-        return connector_secret(settings.secret_bytes)
+        return [connector_secret(key) for key in settings.secret_ring.keys]
     except ValueError:
         log.warning("SERVICE_SECRET_KEY is unset: the MCP server's browser connector is off")
-        return ""
+        return [""]
 
 
 def toolserver_config(settings: Settings) -> ToolServerConfig:
@@ -219,6 +220,7 @@ def toolserver_config(settings: Settings) -> ToolServerConfig:
 
     from toolserver.config import ToolServerConfig
 
+    current, *older = _connector_secrets(settings)
     return ToolServerConfig(
         api_url=(settings.mcp_api_url or settings.base_url).rstrip("/"),
         public_url=settings.mcp_url,
@@ -229,7 +231,8 @@ def toolserver_config(settings: Settings) -> ToolServerConfig:
         temporal_namespace=settings.temporal_namespace,
         challenge_token=settings.mcp_challenge_token.get_secret_value(),
         challenge_path=settings.mcp_challenge_path,
-        connector_secret=_connector_secret(settings),
+        connector_secret=current,
+        older_connector_secrets=tuple(older),
         console_url=settings.base_url.rstrip("/"),
     )
 
@@ -281,9 +284,9 @@ def openapi(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(
-        level=os.environ.get("LOG_LEVEL", "INFO"), format="%(levelname)s %(name)s %(message)s"
-    )
+    from infra.logs import setup_logging
+
+    setup_logging(Settings().log_format, os.environ.get("LOG_LEVEL", "INFO"))
     parser = argparse.ArgumentParser(prog="cairn", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     dev_parser = commands.add_parser("dev", help="run the whole service on the embedded stack")

@@ -29,7 +29,7 @@ from api.console import teams as console_teams
 from api.hygiene import Hygiene
 from api.map_cache import MapCache
 from api.metrics import request_metrics
-from api.middleware import problem_middleware, tracing_middleware
+from api.middleware import access_log_middleware, problem_middleware, tracing_middleware
 from api.ratelimit import Clock, RateLimiter
 from api.routes import (
     a2a,
@@ -89,7 +89,12 @@ def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Applicati
     deps = deps or Deps()
     meter = (deps.meter_provider or metrics.get_meter_provider()).get_meter("cairn.api")
     app = web.Application(
-        middlewares=[request_metrics(meter), tracing_middleware, problem_middleware],
+        middlewares=[
+            request_metrics(meter),
+            tracing_middleware,
+            access_log_middleware,
+            problem_middleware,
+        ],
         client_max_size=MAX_BODY_BYTES,
     )
     app[keys.SETTINGS] = settings
@@ -142,12 +147,12 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
         )
         app[keys.READ_POOL] = pool
         app[keys.TEMPORAL] = deps.temporal or await connect(settings)
-        store = SigningKeyStore(pool, settings.secret_bytes)
+        store = SigningKeyStore(pool, settings.secret_ring)
         app[keys.TOKENS] = OAuthServer(
             pool,
             store,
             issuer=settings.issuer,
-            server_secret=settings.secret_bytes,
+            ring=settings.secret_ring,
             token_ttl_sec=settings.access_token_ttl_sec,
         )
         app[keys.PERMISSIONS] = PostgresPermissionEngine(pool)

@@ -150,7 +150,7 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
             await pool.close()
             raise
     blobs = BlobStore.from_settings(settings)
-    worker = build_worker(client, settings, ActivityDeps(pool, settings.secret_bytes, blobs))
+    worker = build_worker(client, settings, ActivityDeps(pool, settings.secret_ring, blobs))
     task = asyncio.create_task(worker.run())
     queue_depth = (
         reporting_queue_depth(pool, metrics.get_meter("cairn.worker"), export_interval())

@@ -670,7 +670,7 @@ async def main(queue):
     settings = Settings()
     client = await connect(settings, tracing=False)
     pool = await create_pool(settings.database_url, read_only=False)
-    deps = ActivityDeps(pool, settings.secret_bytes)
+    deps = ActivityDeps(pool, settings.secret_ring)
     async with Worker(client, task_queue=queue, workflows=list(WORKFLOWS),
                       activities=activities(deps), interceptors=[DomainErrorInterceptor()]):
         print("ready", flush=True)
