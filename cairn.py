@@ -113,7 +113,12 @@ async def _run_dev(settings: Settings, args: argparse.Namespace, started: float)
     from workers.main import running_worker
 
     await migrate(settings.database_url)
-    setup_metrics(settings.otel_service_name)  # before the client: the SDK's metrics too
+    # before the client: the SDK's metrics too
+    setup_metrics(
+        settings.otel_service_name,
+        scrape_port=settings.metrics_port,
+        scrape_host=settings.metrics_host,
+    )
     client = await connect(settings)
     async with running_worker(settings, client):
         runner = await _serve_api(settings)
@@ -160,13 +165,13 @@ def api(args: argparse.Namespace) -> None:
     processes = args.processes or settings.api_processes
     spawn = multiprocessing.get_context("spawn")
     children = [
-        spawn.Process(target=_api_process, args=(True, os.getpid()), daemon=True)
-        for _ in range(processes - 1)
+        spawn.Process(target=_api_process, args=(True, os.getpid(), index), daemon=True)
+        for index in range(1, processes)
     ]
     for child in children:
         child.start()
     try:
-        _api_process(processes > 1, None)
+        _api_process(processes > 1, None, 0)
     finally:
         for child in children:
             child.terminate()
@@ -174,8 +179,10 @@ def api(args: argparse.Namespace) -> None:
             child.join(timeout=10)
 
 
-def _api_process(reuse_port: bool, parent_pid: int | None) -> None:
+def _api_process(reuse_port: bool, parent_pid: int | None, index: int) -> None:
     settings = Settings()
+    if settings.metrics_port and index:  # one scrape endpoint per process
+        settings = settings.model_copy(update={"metrics_port": settings.metrics_port + index})
 
     async def main() -> None:
         runner = await _serve_api(settings, reuse_port=reuse_port)
@@ -238,9 +245,18 @@ def toolserver_config(settings: Settings) -> ToolServerConfig:
 
 
 def mcp(args: argparse.Namespace) -> None:
+    from infra.telemetry import setup_metrics, setup_tracing
     from toolserver.app import serve
 
-    serve(toolserver_config(Settings()))
+    settings = Settings()
+    # the tool server imports no infra: its process's tracer and meter are installed here
+    setup_tracing(settings.otel_service_name)
+    setup_metrics(
+        settings.otel_service_name,
+        scrape_port=settings.metrics_port,
+        scrape_host=settings.metrics_host,
+    )
+    serve(toolserver_config(settings))
 
 
 def worker(args: argparse.Namespace) -> None:

@@ -26,6 +26,7 @@ from api.console import pages as console
 from api.console import sharing as console_sharing
 from api.console import tasks as console_tasks
 from api.console import teams as console_teams
+from api.genai import MemoryTelemetry
 from api.hygiene import Hygiene
 from api.map_cache import MapCache
 from api.metrics import request_metrics
@@ -85,7 +86,11 @@ class Deps:
 
 def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Application:
     setup_tracing(settings.otel_service_name)
-    setup_metrics(settings.otel_service_name)
+    setup_metrics(
+        settings.otel_service_name,
+        scrape_port=settings.metrics_port,
+        scrape_host=settings.metrics_host,
+    )
     deps = deps or Deps()
     meter = (deps.meter_provider or metrics.get_meter_provider()).get_meter("cairn.api")
     app = web.Application(
@@ -98,6 +103,9 @@ def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Applicati
         client_max_size=MAX_BODY_BYTES,
     )
     app[keys.SETTINGS] = settings
+    app[keys.MEMORY] = MemoryTelemetry.on(
+        meter, capture_query_text=settings.otel_capture_query_text
+    )
     app[keys.MAP_CACHE] = MapCache(limits.ENTRY_MAP_CACHED_DIARIES)
     app.cleanup_ctx.append(_resources(settings, deps))
     for module in (

@@ -10,6 +10,7 @@ import asyncpg
 from aiohttp import web
 from temporalio.client import Client
 
+from api.genai import MemoryTelemetry
 from api.hygiene import Hygiene
 from api.map_cache import MapCache
 from api.ratelimit import RateLimiter
@@ -22,6 +23,7 @@ if TYPE_CHECKING:  # onnxruntime is imported only where the model is loaded
     from infra.embeddings import OnnxEmbedder
 
 SETTINGS = web.AppKey("settings", Settings)
+MEMORY = web.AppKey("memory_telemetry", MemoryTelemetry)
 READ_POOL = web.AppKey("read_pool", asyncpg.Pool)
 TEMPORAL = web.AppKey("temporal", Client)
 TOKENS: web.AppKey[TokenService] = web.AppKey("tokens")

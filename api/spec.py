@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from api.genai import MemoryOperation
 from schemas.errors import DomainError
 
 # "connector": the MCP server's back channel (X-Connector-Secret; api.routes.connector)
@@ -57,4 +58,6 @@ class EndpointSpec:
     door: bool = False
     # The handler reads the body itself, as a file of this media type (`POST /diaries/import`)
     raw_body: str | None = None
+    # The GenAI memory operation the route is (api.genai): its span and duration histogram
+    memory: MemoryOperation | None = None
     extra: dict[str, Any] = field(default_factory=dict)

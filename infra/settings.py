@@ -170,6 +170,22 @@ class Settings(BaseSettings):
         "consolidation) and of those searches and packs returned (to the hygiene report).",
     )
     otel_service_name: str = "cairn"
+    otel_capture_query_text: bool = Field(
+        default=False,
+        description="Record a memory search's query text on its span "
+        "(`gen_ai.memory.query.text`, the GenAI conventions' opt-in); off: never recorded.",
+    )
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Prometheus scrape endpoint of each process (`GET /metrics`), 0 = off; the "
+        "n-th extra process of `cairn api --processes` serves on this port + n.",
+    )
+    metrics_host: str = Field(
+        default="0.0.0.0",
+        description="Address the scrape endpoint binds (a pod's scraper reaches its IP).",
+    )
     log_format: Literal["json", "text"] = Field(
         default="json",
         description="Log lines: `json` (one object a line with time, level, logger, message, "

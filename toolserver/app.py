@@ -39,6 +39,7 @@ from toolserver.oauth import (
 )
 from toolserver.registry import CATALOGUE, sdk_tool
 from toolserver.toolsets import CatalogueView
+from toolserver.tracing import TracedApp
 
 log = logging.getLogger("cairn.mcp")
 SERVER_NAME = "cairn"
@@ -127,7 +128,7 @@ def build_app(config: ToolServerConfig, backend: Backend | None = None) -> tuple
         max_request_body_size=MAX_REQUEST_BYTES,
     )
     if not config.connector_secret:
-        return AuthGate(starlette, backend, config.path), backend
+        return TracedApp(AuthGate(starlette, backend, config.path), config.path), backend
     # the browser OAuth connector for humans (spec 5.5; toolserver.oauth)
     provider = ConnectorProvider(config, backend)
     starlette.router.routes.extend(connector_routes(provider))
@@ -138,7 +139,7 @@ def build_app(config: ToolServerConfig, backend: Backend | None = None) -> tuple
         bearer=bearer_backend(provider),
         resource_metadata=resource_metadata_url(config),
     )
-    return gate, backend
+    return TracedApp(gate, config.path), backend
 
 
 def _uvicorn(config: ToolServerConfig, app: ASGIApp) -> uvicorn.Server:

@@ -29,7 +29,7 @@ from infra.settings import Settings
 from infra.telemetry import (
     export_interval,
     exporting,
-    exporting_metrics,
+    metering,
     setup_metrics,
     setup_tracing,
 )
@@ -154,7 +154,7 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
     task = asyncio.create_task(worker.run())
     queue_depth = (
         reporting_queue_depth(pool, metrics.get_meter("cairn.worker"), export_interval())
-        if exporting_metrics()
+        if metering()
         else contextlib.nullcontext()
     )
     try:
@@ -177,7 +177,12 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
 async def run_worker(settings: Settings) -> None:
     if exporting():  # the workflow and activity spans of a trace the API began
         setup_tracing(settings.otel_service_name)
-    setup_metrics(settings.otel_service_name)  # before connecting: the SDK's metrics too
+    # before connecting: the SDK's metrics too
+    setup_metrics(
+        settings.otel_service_name,
+        scrape_port=settings.metrics_port,
+        scrape_host=settings.metrics_host,
+    )
     if settings.worker_queues == "embeddings":
         async with running_embedding_worker(settings):
             log.info("embedding worker running on task queue %s", settings.embedding_task_queue)

@@ -117,6 +117,7 @@ def _split(value: str | None) -> list[str] | None:
     "POST",
     "/diaries/{diaryId}/entries",
     tag=TAG,
+    memory="update_memory",
     status=201,
     also=(
         (
@@ -240,6 +241,7 @@ async def get_entry(request: web.Request, parsed: Parsed[None, None, EntryPath])
     "PATCH",
     "/entries/{entryId}",
     tag=TAG,
+    memory="update_memory",
     path_params=EntryPath,
     body=EntryUpdateRequest,
     response=Entry,
@@ -302,6 +304,7 @@ def _update_input(entry: Entry, body: EntryUpdateRequest) -> EntryUpdateInput:
     "DELETE",
     "/entries/{entryId}",
     tag=TAG,
+    memory="delete_memory",
     path_params=EntryPath,
     response=Done,
     scopes=("diary:delete",),
