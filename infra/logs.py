@@ -4,7 +4,7 @@ Every line has `time` (UTC, RFC 3339 with milliseconds), `level`, `logger` and `
 a span is current, its `trace_id` and `span_id` (the ids a problem body's `traceId` and the
 trace backend show); inside an API request, its `request_id` (the `X-Request-Id` answered) and,
 once authenticated, `principal_kind` and `principal_id`. An exception adds `exception`. A few
-known extras (`path`, `method`, `route`, `status`, `duration_ms`, ...) are copied when a call
+known extras (`path`, `method`, `route`, `status`, `duration_ms`) are copied when a call
 passes them; anything else passed as `extra` is left out, so a careless call cannot put a
 secret or an entry's text on a line.
 
@@ -26,18 +26,7 @@ from opentelemetry import trace
 LogFormat = Literal["json", "text"]
 TEXT_FORMAT: Final = "%(levelname)s %(name)s %(message)s"
 # extras a call may pass that land on the line (ids, shapes and numbers, never content)
-FIELDS: Final = (
-    "request_id",
-    "trace_id",
-    "method",
-    "route",
-    "path",
-    "status",
-    "duration_ms",
-    "workflow_id",
-    "activity",
-    "kind",
-)
+FIELDS: Final = ("request_id", "trace_id", "method", "route", "path", "status", "duration_ms")
 
 
 @dataclass

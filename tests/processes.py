@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
+import sys
 from typing import Any
 
 from waiting import wait_until
 
-__all__ = ["alive", "service_env", "wait_until"]
+__all__ = ["alive", "service_env", "start_cairn", "stop_cairn", "wait_until"]
+STOP_GRACE_S = 20
 
 
 def service_env(settings: Any, port: int) -> dict[str, str]:
@@ -37,3 +41,27 @@ def alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().split()[2] != "Z"
+
+
+async def start_cairn(command: str, env: dict[str, str]) -> asyncio.subprocess.Process:
+    """`cairn <command>` as a process of its own (this worktree's code), output discarded."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cairn",
+        command,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+
+
+async def stop_cairn(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM (a drain), then a kill if it outlasts the grace period."""
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), STOP_GRACE_S)
+        except TimeoutError:
+            process.kill()
+            await process.wait()

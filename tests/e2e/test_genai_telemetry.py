@@ -9,9 +9,6 @@ workflow → activity → SQL.
 
 from __future__ import annotations
 
-import asyncio
-import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
@@ -27,7 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_collector import Collector, ExportedSpan, running_collector
-from processes import service_env, wait_until
+from processes import service_env, start_cairn, stop_cairn, wait_until
 
 from api.genai import DURATION, OPERATION, QUERY_TEXT, RECORD_ID, STORE_ID
 from infra.devstack import free_port
@@ -42,28 +39,6 @@ class Traced:
     api: str
     mcp: str
     collector: Collector
-
-
-async def _process(command: str, env: dict[str, str]) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cairn",
-        command,
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-
-
-async def _stop(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(process.wait(), 20)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
 
 
 async def _answers(url: str) -> bool:
@@ -90,8 +65,8 @@ async def traced(stack: Any) -> AsyncIterator[Traced]:
             "OTEL_METRIC_EXPORT_INTERVAL": "200",
         }
         for command in ("worker", "api", "mcp"):
-            process = await _process(command, env)
-            cleanup.push_async_callback(_stop, process)
+            process = await start_cairn(command, env)
+            cleanup.push_async_callback(stop_cairn, process)
         await wait_until(lambda: _answers(f"{api}/health"), limit_s=240, what="cairn api")
         mcp_health = f"http://127.0.0.1:{mcp_port}/healthz"
         await wait_until(lambda: _answers(mcp_health), limit_s=240, what="cairn mcp")

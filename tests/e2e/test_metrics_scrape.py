@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,31 +12,9 @@ from typing import Any
 import aiohttp
 import pytest
 from actors import Actors, personal_team
-from processes import service_env, wait_until
+from processes import service_env, start_cairn, stop_cairn, wait_until
 
 from infra.devstack import free_port
-
-
-async def _started(command: str, env: dict[str, str]) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cairn",
-        command,
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-
-
-async def _stopped(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(process.wait(), 20)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
 
 
 async def curl(url: str) -> str:
@@ -55,11 +31,11 @@ async def scraped_api(stack: Any) -> AsyncIterator[tuple[str, str]]:
     api_port, metrics_port = free_port(), free_port()
     env = service_env(stack.settings, api_port) | {"SERVICE_METRICS_PORT": str(metrics_port)}
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    process = await _started("api", env)
+    process = await start_cairn("api", env)
     try:
         yield f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{metrics_port}/metrics"
     finally:
-        await _stopped(process)
+        await stop_cairn(process)
 
 
 async def test_an_api_process_serves_its_request_and_memory_metrics(
@@ -99,14 +75,14 @@ async def test_a_worker_process_serves_the_queue_depth(stack: Any) -> None:
         "OTEL_METRIC_EXPORT_INTERVAL": "200",  # the depth is counted every interval
     }
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    process = await _started("worker", env)
+    process = await start_cairn("worker", env)
     try:
         url = f"http://127.0.0.1:{metrics_port}/metrics"
         await wait_until(
             lambda: _has_depth(url), limit_s=240, what="the worker's scrape with the queue depth"
         )
     finally:
-        await _stopped(process)
+        await stop_cairn(process)
 
 
 async def _has_depth(url: str) -> bool:

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from actors import new_diary, personal_team
 from otlp_collector import Collector, Point, running_collector
-from processes import service_env, wait_until
+from processes import service_env, start_cairn, stop_cairn, wait_until
 
 from api.metrics import DURATION
 from infra.devstack import free_port, port_open
@@ -43,25 +43,11 @@ async def worker_queue(stack: Any, collector: Collector) -> AsyncIterator[str]:
         OTEL_METRIC_EXPORT_INTERVAL="200",
     )
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cairn",
-        "worker",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    process = await start_cairn("worker", env)
     try:
         yield queue
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), 20)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        await stop_cairn(process)
 
 
 async def test_a_worker_process_exports_the_sdk_metrics_and_the_queue_depth(

@@ -4,8 +4,6 @@ trace begun elsewhere to an OTLP collector (here a small one that keeps what it 
 from __future__ import annotations
 
 import asyncio
-import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,7 +11,7 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 from otlp_collector import Collector, running_collector
-from processes import service_env, wait_until
+from processes import service_env, start_cairn, stop_cairn, wait_until
 
 from infra.devstack import free_port
 from workers.admin import issue_bootstrap_voucher
@@ -35,25 +33,11 @@ async def worker_queue(stack: Any, collector: Collector) -> AsyncIterator[str]:
         OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{collector.port}",
         OTEL_BSP_SCHEDULE_DELAY="100",  # milliseconds between exports
     )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cairn",
-        "worker",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    process = await start_cairn("worker", env)
     try:
         yield queue
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), 20)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        await stop_cairn(process)
 
 
 async def test_a_worker_process_exports_the_workflow_activity_and_database_spans(
