@@ -157,7 +157,12 @@ async def _run_dev(settings: Settings, args: argparse.Namespace, started: float)
     from workers.main import running_worker
 
     await migrate(settings.database_url)
-    setup_metrics(settings.otel_service_name)  # before the client: the SDK's metrics too
+    # before the client: the SDK's metrics too
+    setup_metrics(
+        settings.otel_service_name,
+        scrape_port=settings.metrics_port,
+        scrape_host=settings.metrics_host,
+    )
     if "SERVICE_TEMPORAL_UI_URL" not in os.environ:  # the UI this command started
         ui = f"http://127.0.0.1:{args.ui_port}"
         settings = settings.model_copy(update={"temporal_ui_url": ui})
@@ -206,13 +211,13 @@ def api(args: argparse.Namespace) -> None:
     processes = args.processes or settings.api_processes
     spawn = multiprocessing.get_context("spawn")
     children = [
-        spawn.Process(target=_api_process, args=(True, os.getpid()), daemon=True)
-        for _ in range(processes - 1)
+        spawn.Process(target=_api_process, args=(True, os.getpid(), index), daemon=True)
+        for index in range(1, processes)
     ]
     for child in children:
         child.start()
     try:
-        _api_process(processes > 1, None, children)
+        _api_process(processes > 1, None, 0, children)
     finally:
         for child in children:
             child.terminate()  # a no-op for a child that has stopped already
@@ -221,9 +226,11 @@ def api(args: argparse.Namespace) -> None:
 
 
 def _api_process(
-    reuse_port: bool, parent_pid: int | None, children: Sequence[BaseProcess] = ()
+    reuse_port: bool, parent_pid: int | None, index: int, children: Sequence[BaseProcess] = ()
 ) -> None:
     settings = Settings()
+    if settings.metrics_port and index:  # one scrape endpoint per process
+        settings = settings.model_copy(update={"metrics_port": settings.metrics_port + index})
 
     async def main() -> None:
         from api import keys
@@ -257,16 +264,17 @@ async def _until_orphaned(parent_pid: int) -> bool:
     return False
 
 
-def _connector_secret(settings: Settings) -> str:
+def _connector_secrets(settings: Settings) -> list[str]:
     """The browser OAuth connector shares a secret with the API, derived from the server
-    secret; without one, `cairn mcp` serves agents' credentials only (the connector is off)."""
+    secret (current first, then the ring's older keys); without one, `cairn mcp` serves agents'
+    credentials only (the connector is off)."""
     from schemas.connector import connector_secret
 
     try:
-        return connector_secret(settings.secret_bytes)
+        return [connector_secret(key) for key in settings.secret_ring.keys]
     except ValueError:
         log.warning("SERVICE_SECRET_KEY is unset: the MCP server's browser connector is off")
-        return ""
+        return [""]
 
 
 def toolserver_config(settings: Settings) -> ToolServerConfig:
@@ -274,6 +282,7 @@ def toolserver_config(settings: Settings) -> ToolServerConfig:
 
     from toolserver.config import ToolServerConfig
 
+    current, *older = _connector_secrets(settings)
     return ToolServerConfig(
         api_url=(settings.mcp_api_url or settings.base_url).rstrip("/"),
         public_url=settings.mcp_url,
@@ -284,16 +293,25 @@ def toolserver_config(settings: Settings) -> ToolServerConfig:
         temporal_namespace=settings.temporal_namespace,
         challenge_token=settings.mcp_challenge_token.get_secret_value(),
         challenge_path=settings.mcp_challenge_path,
-        connector_secret=_connector_secret(settings),
+        connector_secret=current,
+        older_connector_secrets=tuple(older),
         console_url=settings.base_url.rstrip("/"),
         shutdown_grace_s=settings.shutdown_grace_s,
     )
 
 
 def mcp(args: argparse.Namespace) -> None:
+    from infra.telemetry import setup_metrics, setup_tracing
     from toolserver.app import running
 
     settings = Settings()
+    # the tool server imports no infra: its process's tracer and meter are installed here
+    setup_tracing(settings.otel_service_name)
+    setup_metrics(
+        settings.otel_service_name,
+        scrape_port=settings.metrics_port,
+        scrape_host=settings.metrics_host,
+    )
 
     async def main() -> None:
         async with running(toolserver_config(settings)) as server:
@@ -345,9 +363,9 @@ def openapi(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(
-        level=os.environ.get("LOG_LEVEL", "INFO"), format="%(levelname)s %(name)s %(message)s"
-    )
+    from infra.logs import setup_logging
+
+    setup_logging(Settings().log_format, os.environ.get("LOG_LEVEL", "INFO"))
     parser = argparse.ArgumentParser(prog="cairn", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     dev_parser = commands.add_parser("dev", help="run the whole service on the embedded stack")

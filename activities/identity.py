@@ -28,6 +28,7 @@ from schemas.identity import (
     AgentBound,
     AgentFound,
     AgentLookup,
+    CredentialRehash,
     IdentityCreate,
     IdentityRef,
     NonceConsume,
@@ -124,6 +125,11 @@ class IdentityActivities:
     async def ensure_signing_key(self, inp: SigningKeyEnsure) -> SigningKeyState:
         kid, created = await self._repo.ensure_signing_key(inp.rotate)
         return SigningKeyState(kid=kid, created=created)
+
+    @activity.defn(name="identity.rehash_credential")
+    async def rehash_credential(self, inp: CredentialRehash) -> None:
+        """Idempotent: a retry finds the row moved already and changes nothing."""
+        await self._repo.rehash_credential(inp)
 
     @activity.defn(name="identity.check_recovery_nonce")
     async def check_recovery_nonce(self, inp: NonceConsume) -> None:

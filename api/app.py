@@ -26,10 +26,11 @@ from api.console import pages as console
 from api.console import sharing as console_sharing
 from api.console import tasks as console_tasks
 from api.console import teams as console_teams
+from api.genai import MemoryTelemetry
 from api.hygiene import Hygiene
 from api.map_cache import MapCache
 from api.metrics import request_metrics
-from api.middleware import problem_middleware, tracing_middleware
+from api.middleware import access_log_middleware, problem_middleware, tracing_middleware
 from api.ratelimit import Clock, RateLimiter
 from api.routes import (
     a2a,
@@ -85,11 +86,20 @@ class Deps:
 
 def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Application:
     setup_tracing(settings.otel_service_name)
-    setup_metrics(settings.otel_service_name)
+    setup_metrics(
+        settings.otel_service_name,
+        scrape_port=settings.metrics_port,
+        scrape_host=settings.metrics_host,
+    )
     deps = deps or Deps()
     meter = (deps.meter_provider or metrics.get_meter_provider()).get_meter("cairn.api")
     app = web.Application(
-        middlewares=[request_metrics(meter), tracing_middleware, problem_middleware],
+        middlewares=[
+            request_metrics(meter),
+            tracing_middleware,
+            access_log_middleware,
+            problem_middleware,
+        ],
         client_max_size=MAX_BODY_BYTES,
     )
     app[keys.SETTINGS] = settings
@@ -98,6 +108,9 @@ def create_app(settings: Settings, *, deps: Deps | None = None) -> web.Applicati
         codec.DECODES, unit="{request}", description="Codec endpoint decode calls, by outcome."
     )
     app.on_response_prepare.append(codec.allow_the_ui)
+    app[keys.MEMORY] = MemoryTelemetry.on(
+        meter, capture_query_text=settings.otel_capture_query_text
+    )
     app[keys.MAP_CACHE] = MapCache(limits.ENTRY_MAP_CACHED_DIARIES)
     app[keys.DRAINING] = asyncio.Event()
     app.cleanup_ctx.append(_resources(settings, deps))
@@ -151,12 +164,12 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
         app[keys.READ_POOL] = pool
         app[keys.REPLICA_POOL] = replica = await _replica_pool(settings)
         app[keys.TEMPORAL] = deps.temporal or await connect(settings)
-        store = SigningKeyStore(pool, settings.secret_bytes)
+        store = SigningKeyStore(pool, settings.secret_ring)
         app[keys.TOKENS] = OAuthServer(
             pool,
             store,
             issuer=settings.issuer,
-            server_secret=settings.secret_bytes,
+            ring=settings.secret_ring,
             token_ttl_sec=settings.access_token_ttl_sec,
         )
         app[keys.PERMISSIONS] = PostgresPermissionEngine(pool)

@@ -12,18 +12,22 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import logging
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 from uuid import UUID
 
 from aiohttp import web
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError
 
 from api import keys
 from api.forwarded import client_address
 from api.headers import team_header
 from api.ratelimit import Quota, Refusal
 from api.spec import EndpointSpec
+from infra.logs import current_request
 from infra.repos import identity_reads
 from infra.repos.agent_keys import get_key_for_auth
 from schemas.agent_keys import InvalidKeyMetadata, agent_key_id, binding_of, is_agent_key
@@ -42,10 +46,10 @@ from schemas.errors import (
     MissingScope,
     Unauthorized,
 )
-from schemas.identity import SESSION_HEADER
-from schemas.kernel.crypto import hash_secret, secrets_match
+from schemas.identity import SESSION_HEADER, CredentialRehash
 from schemas.kernel.permissions import Subject
 from schemas.principals import AGENT_SCOPES, Principal
+from workflows.credentials import CredentialRehashWorkflow, credential_rehash_workflow_id
 
 SESSION_COOKIE = "cairn_session"
 SESSION_LIFETIME = timedelta(hours=24)
@@ -55,6 +59,8 @@ GLOBAL_ANON_BUCKET = "global_anon"
 GLOBAL_READ_BUCKET = "global_read"
 CONNECTOR_BUCKET = "connector"
 CONNECTOR_RATE_KEY = "connector:mcp"
+
+log = logging.getLogger(__name__)
 
 
 async def authenticate(request: web.Request) -> Principal | None:
@@ -133,10 +139,42 @@ def session_token_of(request: web.Request) -> str | None:
     return request.headers.get(SESSION_HEADER) or request.cookies.get(SESSION_COOKIE)
 
 
+async def find_session(request: web.Request, token: str) -> identity_reads.SessionRow | None:
+    """The open session of a token hashed under any server secret; one found under an older
+    secret moves to the current one (nobody is logged out by a rotation)."""
+    ring = request.app[keys.SETTINGS].secret_ring
+    hashes = ring.hashes(token)
+    session = await identity_reads.open_session(request.app[keys.READ_POOL], hashes)
+    if session is not None and session.token_hash != hashes[0]:
+        await move_to_current_key(
+            request,
+            CredentialRehash(
+                kind="session", ref=str(session.id), old_hash=session.token_hash, new_hash=hashes[0]
+            ),
+        )
+    return session
+
+
+async def move_to_current_key(request: web.Request, rehash: CredentialRehash | None) -> None:
+    """Start moving a credential's stored hash to the current server secret. The request it
+    came with goes on either way: if Temporal cannot take it now, a later use moves it."""
+    if rehash is None:
+        return
+    client = request.app[keys.TEMPORAL]
+    try:
+        await client.start_workflow(
+            CredentialRehashWorkflow.run,
+            rehash,
+            id=credential_rehash_workflow_id(rehash),
+            task_queue=request.app[keys.SETTINGS].temporal_task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+    except RPCError as error:
+        log.warning("credential %s %s stays under an older key: %s", rehash.kind, rehash.ref, error)
+
+
 async def human_session(request: web.Request, token: str) -> Principal:
-    settings = request.app[keys.SETTINGS]
-    token_hash = hash_secret(token, settings.secret_bytes)
-    session = await identity_reads.open_session(request.app[keys.READ_POOL], token_hash)
+    session = await find_session(request, token)
     if session is None:
         raise Unauthorized("The session is unknown, expired or logged out")
     # A human acts through the permission engine; scopes gate only what agents delegate.
@@ -163,8 +201,9 @@ async def agent_key_principal(request: web.Request, secret: str) -> Principal:
         raise AgentKeyMalformed("Agent keys look like service_ak_<key id>_<secret>")
     row = await get_key_for_auth(request.app[keys.READ_POOL], key_id)
     stored = row.secret_hash if row is not None else _ABSENT_KEY_HASH
-    server_key = request.app[keys.SETTINGS].secret_bytes
-    if not secrets_match(secret, stored, server_key) or row is None:
+    ring = request.app[keys.SETTINGS].secret_ring
+    match = ring.match(secret, stored)
+    if not match or row is None:
         raise AgentKeyInvalid("The agent key is unknown, wrong or was rotated")
     if row.status == "revoked":
         raise AgentKeyRevoked("The agent key was revoked")
@@ -177,6 +216,13 @@ async def agent_key_principal(request: web.Request, secret: str) -> Principal:
     if row.identity_id is None:
         raise AgentKeyInvalid("The key's agent has no identity")
     await _check_key_team(request, row.actor_id, binding.binding_scope, binding.team_id)
+    if match.stale:
+        await move_to_current_key(
+            request,
+            CredentialRehash(
+                kind="agent_key", ref=str(row.id), old_hash=stored, new_hash=ring.hash(secret)
+            ),
+        )
     return Principal(
         subject_type="agent",
         identity_id=row.identity_id,
@@ -212,9 +258,10 @@ async def _check_key_team(
 def require_connector(request: web.Request) -> None:
     """The MCP server's back channel for the browser OAuth connector: the connector secret,
     derived from the server secret by both processes (spec 5.5, `schemas.connector`)."""
-    expected = connector_secret(request.app[keys.SETTINGS].secret_bytes)
-    presented = request.headers.get(CONNECTOR_HEADER, "")
-    if not hmac.compare_digest(expected.encode(), presented.encode()):
+    ring = request.app[keys.SETTINGS].secret_ring
+    presented = request.headers.get(CONNECTOR_HEADER, "").encode()
+    expected = [connector_secret(key).encode() for key in ring.keys]
+    if not any([hmac.compare_digest(secret, presented) for secret in expected]):
         raise ConnectorRefused(f"Send the connector secret in {CONNECTOR_HEADER}")
 
 
@@ -240,6 +287,7 @@ async def authorize(
         if principal is None and spec.auth == "required":
             raise Unauthorized("This endpoint needs a bearer token or a session")
     request[keys.PRINCIPAL] = principal
+    _name_in_logs(principal)
     if spec.rate_limited:
         buckets = _buckets(request, spec, principal)[1 if counted else 0 :]
         if buckets:
@@ -250,6 +298,14 @@ async def authorize(
         missing = sorted(set(spec.scopes) - principal.scopes)
         raise MissingScope(f"The credential lacks scope(s): {', '.join(missing)}")
     return principal
+
+
+def _name_in_logs(principal: Principal | None) -> None:
+    """The request's log lines from here on say who asked (ids only, never a credential)."""
+    context = current_request()
+    if principal is not None and context is not None:
+        context.principal_kind = principal.subject_type
+        context.principal_id = str(principal.subject_id)
 
 
 async def _browser_principal(request: web.Request) -> Principal | None:

@@ -21,6 +21,7 @@ from typing_extensions import TypeVar
 
 from api import keys
 from api.auth import authorize, give_back_rate, settle_rate
+from api.genai import memory_operation
 from api.idempotency import idempotency_key
 from api.spec import EndpointSpec
 from infra.temporal import problem_from_failure
@@ -87,7 +88,7 @@ def endpoint(
                 request[keys.PARSED] = parsed
                 if spec.idempotent:
                     idempotency_key(request)  # a malformed key is a 400 on every such route
-                result = await handler(request, parsed)
+                result = await _handled(request, spec, handler, parsed)
                 await settle_rate(request)
             except Exception:
                 await settle_rate(request)  # a refusal answers before any other error
@@ -136,7 +137,7 @@ async def invoke(
         sub[keys.PARSED] = parsed
         if spec.idempotent:
             idempotency_key(sub)
-        result = await handler(sub, parsed)
+        result = await _handled(sub, spec, handler, parsed)
         await settle_rate(sub)
     except Exception as failure:
         await settle_rate(sub)
@@ -153,6 +154,18 @@ async def invoke(
             answer_headers.update(result.headers)
         return spec.response.model_validate_json(result.body)
     return result
+
+
+async def _handled(
+    request: web.Request, spec: EndpointSpec, handler: Handler, parsed: Parsed[Any, Any, Any]
+) -> Any:
+    """The handler's answer; a memory operation's inside its GenAI span (api.genai)."""
+    if spec.memory is None:
+        return await handler(request, parsed)
+    with memory_operation(request.app[keys.MEMORY], spec.memory, parsed) as call:
+        result = await handler(request, parsed)
+        call.answered(result, spec.memory)
+        return result
 
 
 def _validated(model: type[BaseModel] | None, data: Any, where: str) -> Any:

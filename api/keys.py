@@ -11,6 +11,7 @@ from aiohttp import web
 from opentelemetry.metrics import Counter
 from temporalio.client import Client
 
+from api.genai import MemoryTelemetry
 from api.hygiene import Hygiene
 from api.map_cache import MapCache
 from api.ratelimit import RateLimiter
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # onnxruntime is imported only where the model is loaded
     from infra.embeddings import OnnxEmbedder
 
 SETTINGS = web.AppKey("settings", Settings)
+MEMORY = web.AppKey("memory_telemetry", MemoryTelemetry)
 READ_POOL = web.AppKey("read_pool", asyncpg.Pool)
 # The streaming replica's pool (SERVICE_DATABASE_READ_URL), None without one: api.reads.reader
 REPLICA_POOL: web.AppKey[asyncpg.Pool | None] = web.AppKey("replica_pool")

@@ -15,9 +15,11 @@ and is logged once with the request id and trace id.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 
 import asyncpg
@@ -32,8 +34,10 @@ from api import keys
 from api.console.render import problem_page
 from api.forwarded import client_address
 from api.headers import refuse_unstorable_headers
+from api.metrics import route_template
 from api.spec import HTML, EndpointSpec
 from infra.db import PoolExhausted
+from infra.logs import begin_request, current_request
 from infra.temporal import problem_from_failure
 from schemas import limits
 from schemas.errors import (
@@ -49,10 +53,47 @@ from schemas.errors import (
 from schemas.text import is_unstorable
 
 log = logging.getLogger("api")
+access_log = logging.getLogger("cairn.access")
+CLIENT_CLOSED = 499  # nginx's status for a request whose client closed the connection
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PROBLEM_JSON = "application/problem+json"
 REQUEST_ID_HEADER = "X-Request-Id"
 _tracer = trace.get_tracer("api")
+
+
+@web.middleware
+async def access_log_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """One `cairn.access` line per request, inside its span (so it carries the trace and span
+    ids) and after the problem middleware (so it has the status the client gets). The path
+    goes without its query string: cursors and search terms stay out of the logs."""
+    begin_request()
+    started = time.perf_counter()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:  # a redirect the problem middleware lets through
+        status = exc.status
+        raise
+    except asyncio.CancelledError:
+        status = CLIENT_CLOSED  # the client went away before the answer
+        raise
+    finally:
+        route = route_template(request)
+        access_log.info(
+            "%s %s %s",
+            request.method,
+            route,
+            status,
+            extra={
+                "method": request.method,
+                "route": route,
+                "path": request.path,
+                "status": status,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+            },
+        )
 
 
 @web.middleware
@@ -176,6 +217,9 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
     if not request_id or is_unstorable(request_id):
         request_id = f"{random.getrandbits(128):032x}"
     request[keys.REQUEST_ID] = request_id
+    context = current_request()
+    if context is not None:
+        context.request_id = request_id
     try:
         refuse_unstorable_headers(request)
         response = await handler(request)
@@ -221,4 +265,10 @@ def _internal(request: web.Request, exc: BaseException) -> web.Response:
     return problem_response(error, request)
 
 
-__all__ = ["Problem", "problem_middleware", "problem_response", "tracing_middleware"]
+__all__ = [
+    "Problem",
+    "access_log_middleware",
+    "problem_middleware",
+    "problem_response",
+    "tracing_middleware",
+]

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from api.genai import MemoryOperation
 from schemas.errors import DomainError
 
 # "connector": the MCP server's back channel (X-Connector-Secret; api.routes.connector)
@@ -60,6 +61,8 @@ class EndpointSpec:
     # Called by the Temporal UI's page (the codec endpoint): its origin (`temporal_ui_url`) gets
     # CORS answers, and a session cookie sent from it is accepted (api.routes.codec)
     ui_origin: bool = False
+    # The GenAI memory operation the route is (api.genai): its span and duration histogram
+    memory: MemoryOperation | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # A POST that writes nothing (search): its reads may come from the replica, as a GET's may
     read_only: bool = False

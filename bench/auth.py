@@ -516,9 +516,9 @@ async def breakdown(
     try:
         server = OAuthServer(
             pool,
-            SigningKeyStore(pool, settings.secret_bytes),
+            SigningKeyStore(pool, settings.secret_ring),
             issuer=settings.issuer,
-            server_secret=settings.secret_bytes,
+            ring=settings.secret_ring,
             token_ttl_sec=settings.access_token_ttl_sec,
         )
         client = await server.authenticate(agent.client_id, agent.client_secret)
@@ -637,7 +637,6 @@ async def agent_key_breakdown(
     from infra.db import create_pool
     from infra.repos.agent_keys import get_key_for_auth
     from schemas.agent_keys import agent_key_id
-    from schemas.kernel.crypto import secrets_match
 
     base = stack.base_url
 
@@ -663,7 +662,7 @@ async def agent_key_breakdown(
         read = await _timed(lambda: get_key_for_auth(pool, key_id), 300)
 
         async def compare() -> None:
-            secrets_match(secret, row.secret_hash, settings.secret_bytes)
+            settings.secret_ring.match(secret, row.secret_hash)
 
         hmac_compare = await _timed(compare, 300)
     finally:

@@ -20,6 +20,7 @@ from typing import Any
 from uuid import UUID
 
 import aiohttp
+from opentelemetry import propagate
 from pydantic import BaseModel
 
 from schemas.apps import TaskCounts
@@ -310,6 +311,7 @@ class CairnClient:
             addressed = team if team is not None else self.default_team
             if addressed is not None:
                 sent[TEAM_HEADER] = str(addressed)
+            propagate.inject(sent)  # the caller's trace goes on into the API (W3C traceparent)
             if auth and self.session_token is not None:
                 sent[SESSION_HEADER] = self.session_token
             elif auth:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import asyncpg
 import jwt
+import nacl.exceptions
 import nacl.secret
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
@@ -30,7 +31,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 from infra.db import Q
 from schemas.errors import ServiceUnavailable, Unauthorized
-from schemas.kernel.crypto import secrets_match
+from schemas.identity import CredentialRehash
+from schemas.kernel.keyring import SecretKeyring
 from schemas.principals import AGENT_SCOPES, Principal
 
 ALGORITHM = "EdDSA"
@@ -59,6 +61,32 @@ def _sealing_box(server_secret: bytes) -> nacl.secret.SecretBox:
     return nacl.secret.SecretBox(hashlib.sha256(b"cairn:jwt-seal:" + server_secret).digest())
 
 
+def seal_seed(ring: SecretKeyring, seed: bytes) -> bytes:
+    """A signing key's seed sealed under the current server secret."""
+    return bytes(_sealing_box(ring.current).encrypt(seed))
+
+
+def open_seed(ring: SecretKeyring, sealed: bytes) -> bytes | None:
+    """The seed, opened under whichever server secret sealed it; None when none of the ring
+    did (the key was sealed under a secret since dropped)."""
+    return ring.first(lambda key: _open(_sealing_box(key), sealed))
+
+
+def _open(box: nacl.secret.SecretBox, sealed: bytes) -> bytes | None:
+    try:
+        return box.decrypt(sealed)
+    except nacl.exceptions.CryptoError:
+        return None
+
+
+def reseal(ring: SecretKeyring, sealed: bytes) -> bytes | None:
+    """The seed sealed under the current secret when an older one sealed it, else None."""
+    if _open(_sealing_box(ring.current), sealed) is not None:
+        return None
+    seed = open_seed(ring, sealed)
+    return None if seed is None else seal_seed(ring, seed)
+
+
 @dataclass(frozen=True)
 class SigningKey:
     kid: str
@@ -78,20 +106,20 @@ class SigningKey:
         }
 
 
-def new_sealed_key(server_secret: bytes) -> tuple[str, bytes, bytes]:
+def new_sealed_key(ring: SecretKeyring) -> tuple[str, bytes, bytes]:
     """A fresh key: (kid, sealed seed, raw public key)."""
     private = Ed25519PrivateKey.generate()
     seed = private.private_bytes_raw()
     public_raw = private.public_key().public_bytes_raw()
-    return key_id(public_raw), bytes(_sealing_box(server_secret).encrypt(seed)), public_raw
+    return key_id(public_raw), seal_seed(ring, seed), public_raw
 
 
 class SigningKeyStore:
     """The token endpoint's keys, cached from Postgres and refreshed on a timer or unknown kid."""
 
-    def __init__(self, pool: asyncpg.Pool, server_secret: bytes) -> None:
+    def __init__(self, pool: asyncpg.Pool, ring: SecretKeyring) -> None:
         self._pool = pool
-        self._box = _sealing_box(server_secret)
+        self._ring = ring
         self._keys: dict[str, SigningKey] = {}
         self._signing: SigningKey | None = None
         self._loaded_at = 0.0
@@ -103,7 +131,9 @@ class SigningKeyStore:
             keys: dict[str, SigningKey] = {}
             signing: SigningKey | None = None
             for row in rows:
-                seed = self._box.decrypt(bytes(row["sealed_seed"]))
+                seed = open_seed(self._ring, bytes(row["sealed_seed"]))
+                if seed is None:  # sealed under a dropped secret: it can sign nothing more
+                    continue
                 private = Ed25519PrivateKey.from_private_bytes(seed)
                 key = SigningKey(
                     kid=row["kid"],
@@ -179,6 +209,8 @@ class ClientRecord:
     secret_generation: int
     public_key: str
     fingerprint: str
+    # the secret matched only under an older server secret: the hash to move to the current one
+    rehash: CredentialRehash | None = None
 
 
 @dataclass(frozen=True)
@@ -225,21 +257,30 @@ class OAuthServer:
         keys: SigningKeyStore,
         *,
         issuer: str,
-        server_secret: bytes,
+        ring: SecretKeyring,
         token_ttl_sec: int,
     ) -> None:
         self._pool = pool
         self.keys = keys
         self.issuer = issuer
-        self._secret = server_secret
+        self._ring = ring
         self.token_ttl_sec = token_ttl_sec
         self._verified = VerifiedTokens()
 
     async def authenticate(self, client_id: str, client_secret: str) -> ClientRecord | None:
         row = await self._pool.fetchrow(Q.get_client_for_token, client_id)
         stored = row["secret_hash"] if row is not None else _ABSENT_CLIENT_HASH
-        if not secrets_match(client_secret, stored, self._secret) or row is None:
+        match = self._ring.match(client_secret, stored)
+        if not match or row is None:
             return None
+        rehash = None
+        if match.stale:
+            rehash = CredentialRehash(
+                kind="oauth_client",
+                ref=row["client_id"],
+                old_hash=stored,
+                new_hash=self._ring.hash(client_secret),
+            )
         return ClientRecord(
             client_id=row["client_id"],
             identity_id=row["identity_id"],
@@ -248,6 +289,7 @@ class OAuthServer:
             secret_generation=row["secret_generation"],
             public_key=row["public_key"],
             fingerprint=row["fingerprint"],
+            rehash=rehash,
         )
 
     def enrichment_claims(self, client: ClientRecord) -> dict[str, Any]:

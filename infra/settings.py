@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from infra.payload_codec import PayloadKeyring
 from schemas import limits
+from schemas.kernel.keyring import SecretKeyring
 from schemas.queues import embedding_queue_for
 
 _PERIOD_SEC = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60}
@@ -297,7 +298,14 @@ class Settings(BaseSettings):
 
     secret_key: SecretStr = Field(
         default=SecretStr(""),
-        description="Server secret (≥32 bytes): recovery HMACs, secret hashes, key sealing.",
+        description="Server secret (≥32 bytes): recovery HMACs, secret hashes, key sealing. "
+        "A one-key ring; `SERVICE_SECRET_KEYS` wins when set.",
+    )
+    secret_keys: SecretStr = Field(
+        default=SecretStr(""),
+        description="Server secrets for rotation, comma-separated, the current one first (each "
+        "≥32 bytes): the first makes every new hash, seal and MAC, every one still verifies; "
+        "what is used under an older key moves to the current one (docs/operations-secrets.md).",
     )
     hook_secret: SecretStr = Field(
         default=SecretStr(""),
@@ -367,6 +375,27 @@ class Settings(BaseSettings):
         "consolidation) and of those searches and packs returned (to the hygiene report).",
     )
     otel_service_name: str = "cairn"
+    otel_capture_query_text: bool = Field(
+        default=False,
+        description="Record a memory search's query text on its span "
+        "(`gen_ai.memory.query.text`, the GenAI conventions' opt-in); off: never recorded.",
+    )
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Prometheus scrape endpoint of each process (`GET /metrics`), 0 = off; the "
+        "n-th extra process of `cairn api --processes` serves on this port + n.",
+    )
+    metrics_host: str = Field(
+        default="0.0.0.0",
+        description="Address the scrape endpoint binds (a pod's scraper reaches its IP).",
+    )
+    log_format: Literal["json", "text"] = Field(
+        default="json",
+        description="Log lines: `json` (one object a line with time, level, logger, message, "
+        "trace, span and request ids and the principal) or `text` (plain, for a terminal).",
+    )
     task_artifact_orphan_grace_sec: int = Field(
         default=limits.ARTIFACT_ORPHAN_GRACE_SEC,
         ge=0,
@@ -408,11 +437,20 @@ class Settings(BaseSettings):
         return embedding_queue_for(self.temporal_task_queue)
 
     @property
+    def secret_ring(self) -> SecretKeyring:
+        """`SERVICE_SECRET_KEYS`, else `SERVICE_SECRET_KEY` as a ring of one."""
+        listed = self.secret_keys.get_secret_value()
+        try:
+            if listed.strip():
+                return SecretKeyring.parse(listed)
+            return SecretKeyring((self.secret_key.get_secret_value().encode(),))
+        except ValueError as exc:
+            raise ValueError(f"SERVICE_SECRET_KEYS / SERVICE_SECRET_KEY: {exc}") from None
+
+    @property
     def secret_bytes(self) -> bytes:
-        value = self.secret_key.get_secret_value().encode()
-        if len(value) < 32:
-            raise ValueError("SERVICE_SECRET_KEY must be at least 32 bytes")
-        return value
+        """The current server secret: what makes new hashes, seals and MACs."""
+        return self.secret_ring.current
 
     @property
     def mcp_url(self) -> str:

@@ -16,6 +16,12 @@ SDK's `MeterProvider`, and the Temporal SDK's (workflow task, activity and poll 
 schedule-to-start, slots) through the Temporal core's own exporter, which `setup_metrics` makes
 the default `Runtime` so every client and worker created afterwards reports through it.
 Without an endpoint every instrument is the API's no-op one and costs nothing.
+
+`SERVICE_METRICS_PORT` (off by default) adds a Prometheus scrape endpoint to the process
+(`GET /metrics` on that port, `SERVICE_METRICS_HOST`): a second reader on the same meter
+provider, so it serves exactly the instruments the OTLP push carries from the OpenTelemetry SDK.
+The Temporal SDK's own metrics leave through the Temporal core's exporter, which has one
+destination: they stay on the OTLP push.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from datetime import timedelta
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -112,19 +118,48 @@ def temporal_runtime(service_name: str) -> Runtime:
     return Runtime(telemetry=TelemetryConfig(metrics=exporter, global_tags=resource))
 
 
-def setup_metrics(service_name: str) -> None:
-    """Install the global meter provider and the Temporal runtime once per process, when
-    `exporting_metrics()`; call it before connecting to Temporal."""
+def setup_metrics(service_name: str, *, scrape_port: int = 0, scrape_host: str = "") -> None:
+    """Install the global meter provider once per process, with an OTLP reader when
+    `exporting_metrics()` (and the Temporal runtime exporting beside it) and a Prometheus scrape
+    endpoint when `scrape_port` is set; call it before connecting to Temporal."""
     global _metrics_configured
-    if _metrics_configured or not exporting_metrics():
+    if _metrics_configured:
         return
+    readers: list[MetricReader] = []
+    if exporting_metrics():
+        readers.append(_otlp_reader())
+    if scrape_port:
+        readers.append(_scrape_reader(scrape_host or "0.0.0.0", scrape_port))
+    if not readers:
+        return
+    resource = Resource.create(_metrics_resource(service_name))
+    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
+    if exporting_metrics():
+        Runtime.set_default(temporal_runtime(service_name), error_if_already_set=False)
+    _metrics_configured = True
+
+
+def metering() -> bool:
+    """Whether this process records metrics (a push or a scrape endpoint is set up)."""
+    return _metrics_configured
+
+
+def _otlp_reader() -> MetricReader:
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-    reader = PeriodicExportingMetricReader(
+    return PeriodicExportingMetricReader(
         OTLPMetricExporter(endpoint=metrics_endpoint()),
         export_interval_millis=export_interval().total_seconds() * 1000,
     )
-    resource = Resource.create(_metrics_resource(service_name))
-    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
-    Runtime.set_default(temporal_runtime(service_name), error_if_already_set=False)
-    _metrics_configured = True
+
+
+def _scrape_reader(host: str, port: int) -> MetricReader:
+    """A reader that collects on each scrape, served on its own registry (so the endpoint has
+    the provider's instruments only) by prometheus_client's server thread."""
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry(auto_describe=True)
+    reader = PrometheusMetricReader(registry=registry)
+    start_http_server(port, addr=host, registry=registry)
+    return reader

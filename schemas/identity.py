@@ -322,6 +322,17 @@ class SessionOpen(Payload):
     expires_at: datetime
 
 
+class CredentialRehash(Payload):
+    """A stored keyed hash that matched only under an older server secret, moved to the
+    current one (compare-and-set: a row changed meanwhile is left alone). Hashes travel in
+    history as they do when a session opens; the secret itself never does."""
+
+    kind: Literal["session", "agent_key", "oauth_client"]
+    ref: str  # the session's or agent key's id, or the client id
+    old_hash: str
+    new_hash: str
+
+
 class SessionOpened(Payload):
     human_id: UUID
 

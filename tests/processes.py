@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 from typing import Any
 
 from waiting import wait_until
 
-__all__ = ["alive", "cairn_worker", "service_env", "wait_until"]
+__all__ = ["alive", "service_env", "start_cairn", "stop_cairn", "wait_until"]
+STOP_GRACE_S = 20
 
 
 def service_env(settings: Any, port: int) -> dict[str, str]:
@@ -26,7 +28,6 @@ def service_env(settings: Any, port: int) -> dict[str, str]:
         SERVICE_S3_ACCESS_KEY=settings.s3_access_key,
         SERVICE_S3_SECRET_KEY=settings.s3_secret_key.get_secret_value(),
         SERVICE_SECRET_KEY=settings.secret_key.get_secret_value(),
-        SERVICE_PAYLOAD_KEYS=settings.payload_keys.get_secret_value(),
         SERVICE_RATE_LIMIT_ENABLED="false",
     )
     return env
@@ -42,14 +43,25 @@ def alive(pid: int) -> bool:
         return stat.read().split()[2] != "Z"
 
 
-async def cairn_worker(env: dict[str, str]) -> asyncio.subprocess.Process:
-    """`python -m cairn worker` with `env`, its output discarded."""
+async def start_cairn(command: str, env: dict[str, str]) -> asyncio.subprocess.Process:
+    """`cairn <command>` as a process of its own (this worktree's code), output discarded."""
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "cairn",
-        "worker",
+        command,
         env=env,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
+
+
+async def stop_cairn(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM (a drain), then a kill if it outlasts the grace period."""
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), STOP_GRACE_S)
+        except TimeoutError:
+            process.kill()
+            await process.wait()

@@ -40,6 +40,7 @@ from toolserver.oauth import (
 )
 from toolserver.registry import CATALOGUE, sdk_tool
 from toolserver.toolsets import CatalogueView
+from toolserver.tracing import TracedApp
 
 SERVER_NAME = "cairn"
 INSTRUCTIONS = (
@@ -138,7 +139,7 @@ def build_app(
         max_request_body_size=MAX_REQUEST_BYTES,
     )
     if not config.connector_secret:
-        return AuthGate(starlette, backend, config.path), backend
+        return TracedApp(AuthGate(starlette, backend, config.path), config.path), backend
     # the browser OAuth connector for humans (spec 5.5; toolserver.oauth)
     provider = ConnectorProvider(config, backend)
     starlette.router.routes.extend(connector_routes(provider))
@@ -149,7 +150,7 @@ def build_app(
         bearer=bearer_backend(provider),
         resource_metadata=resource_metadata_url(config),
     )
-    return gate, backend
+    return TracedApp(gate, config.path), backend
 
 
 def _uvicorn(config: ToolServerConfig, app: ASGIApp) -> uvicorn.Server:

@@ -26,6 +26,9 @@ class ToolServerConfig:
     # the browser OAuth connector for humans (spec 5.5): on when the connector secret is set
     # (`cairn mcp` derives it from the server secret, as the API does)
     connector_secret: str = field(default="", repr=False)
+    # the connector secrets of the server secret's older keys (SERVICE_SECRET_KEYS): a client
+    # registered before a rotation still authenticates with its secret
+    older_connector_secrets: tuple[str, ...] = field(default=(), repr=False)
     # where a human's browser reaches the REST API (its consent page); default `api_url`
     console_url: str = ""
     # the task-type registry (`/tasks/schemas`) is re-read at most this often

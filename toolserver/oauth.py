@@ -109,6 +109,7 @@ class ConnectorProvider:
     def __init__(self, config: ToolServerConfig, backend: Backend) -> None:
         self.config = config
         self.secret = config.connector_secret
+        self._older_secrets = config.older_connector_secrets
         self._backend = backend
         self.resource = config.public_url
         self._checked: dict[str, _Checked] = {}
@@ -160,6 +161,11 @@ class ConnectorProvider:
     @property
     def secret_key(self) -> bytes:
         return self.secret.encode()
+
+    @property
+    def verifying_keys(self) -> tuple[bytes, ...]:
+        """The current connector secret first, then those of the server's older keys."""
+        return (self.secret_key, *(older.encode() for older in self._older_secrets))
 
     @property
     def api(self) -> ConnectorApi:
@@ -343,9 +349,10 @@ class _RevealingProvider:
         client = await self._provider.get_client(client_id)
         if not isinstance(client, ConnectorClientInfo) or client.secret_hash is None:
             return client
-        key = self._provider.secret_key
+        stored = client.secret_hash
+        keys = self._provider.verifying_keys
         match = next(
-            (s for s in self._presented if secrets_match(s, client.secret_hash, key)), None
+            (s for s in self._presented if any(secrets_match(s, stored, k) for k in keys)), None
         )
         return client.model_copy(update={"client_secret": match or secrets.token_hex(32)})
 

@@ -37,7 +37,7 @@ from infra.settings import Settings
 from infra.telemetry import (
     export_interval,
     exporting,
-    exporting_metrics,
+    metering,
     setup_metrics,
     setup_tracing,
 )
@@ -186,12 +186,12 @@ async def running_worker(settings: Settings, client: Client | None = None) -> As
             await pool.close()
             raise
     blobs = BlobStore.from_settings(settings)
-    deps = ActivityDeps(pool, settings.secret_bytes, blobs)
+    deps = ActivityDeps(pool, settings.secret_ring, blobs)
     worker = build_worker(client, settings, deps, version)
     task = asyncio.create_task(worker.run())
     queue_depth = (
         reporting_queue_depth(pool, metrics.get_meter("cairn.worker"), export_interval())
-        if exporting_metrics()
+        if metering()
         else contextlib.nullcontext()
     )
     try:
@@ -220,7 +220,12 @@ async def run_worker(settings: Settings) -> None:
     stop = _stop_signals()
     if exporting():  # the workflow and activity spans of a trace the API began
         setup_tracing(settings.otel_service_name)
-    setup_metrics(settings.otel_service_name)  # before connecting: the SDK's metrics too
+    # before connecting: the SDK's metrics too
+    setup_metrics(
+        settings.otel_service_name,
+        scrape_port=settings.metrics_port,
+        scrape_host=settings.metrics_host,
+    )
     if settings.worker_queues == "embeddings":
         async with running_embedding_worker(settings):
             log.info("embedding worker running on task queue %s", settings.embedding_task_queue)

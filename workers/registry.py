@@ -37,6 +37,7 @@ from infra.repos.tasks import TaskRepo
 from infra.repos.teams import TeamRepo
 from infra.repos.transfers import TransferRepo
 from infra.s3 import BlobStore
+from schemas.kernel.keyring import SecretKeyring
 from workflows.agent_keys import AGENT_KEY_WORKFLOWS
 from workflows.artifacts import (
     ArtifactAttachWorkflow,
@@ -49,6 +50,7 @@ from workflows.consolidation import (
     EntryConsolidationWorkflow,
     RetrievalsRecordWorkflow,
 )
+from workflows.credentials import CredentialRehashWorkflow
 from workflows.diaries import (
     DiaryCreateWorkflow,
     DiaryDeleteWorkflow,
@@ -89,6 +91,7 @@ WORKFLOWS: Sequence[type] = (
     RegistrationWorkflow,
     VoucherIssueWorkflow,
     SigningKeysWorkflow,
+    CredentialRehashWorkflow,
     RecoveryVerifyWorkflow,
     RecoveryRedeemWorkflow,
     HumanRegistrationWorkflow,
@@ -139,16 +142,16 @@ EMBEDDING_WORKFLOWS: Sequence[type] = (
 
 @dataclass(frozen=True)
 class ActivityDeps:
-    """What activities are built from: a writable pool and the server secret."""
+    """What activities are built from: a writable pool and the server secrets."""
 
     pool: asyncpg.Pool
-    server_secret: bytes
+    secrets: SecretKeyring
     # S3, for the artifact sweep's deletes (None in tests that never sweep)
     blobs: BlobStore | None = None
 
 
 def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
-    identity = IdentityActivities(IdentityRepo(deps.pool, deps.server_secret))
+    identity = IdentityActivities(IdentityRepo(deps.pool, deps.secrets))
     permissions = PermissionActivities(TupleRepository(deps.pool))
     signing = SigningActivities(SigningRepo(deps.pool))
     teams = TeamActivities(TeamRepo(deps.pool))
@@ -175,6 +178,7 @@ def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
         identity.create_oauth_client,
         identity.issue_voucher,
         identity.ensure_signing_key,
+        identity.rehash_credential,
         identity.check_recovery_nonce,
         identity.consume_recovery_nonce,
         identity.find_agent,

@@ -9,8 +9,6 @@ pattern), so that a login or sign-up form cannot be posted by another site eithe
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
 from dataclasses import dataclass
 
@@ -26,6 +24,7 @@ from schemas.principals import Principal
 
 CSRF_COOKIE = "cairn_csrf"
 _FRESH_BINDING = web.RequestKey("console_fresh_binding", str)
+_BINDING = web.RequestKey("console_csrf_binding", str)
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,9 @@ async def know_visitor(request: web.Request) -> ConsoleUser | None:
         me: Whoami = await invoke(request, identity.whoami)
         user = ConsoleUser(principal, me.email or "", me.displayName)
         request[keys.CONSOLE_USER] = user
-    request[keys.CSRF_TOKEN] = _token(request, _binding(request))
+    binding = _binding(request)
+    request[_BINDING] = binding
+    request[keys.CSRF_TOKEN] = _token(request, binding)
     return user
 
 
@@ -66,15 +67,21 @@ def _binding(request: web.Request) -> str:
 
 
 def _token(request: web.Request, binding: str) -> str:
-    key = request.app[keys.SETTINGS].secret_bytes
-    return hmac.new(key, b"console-csrf\0" + binding.encode(), hashlib.sha256).hexdigest()
+    """The form token of a binding, under the current server secret (the page shows it)."""
+    return request.app[keys.SETTINGS].secret_ring.mac(_token_message(binding))
+
+
+def _token_message(binding: str) -> bytes:
+    return b"console-csrf\0" + binding.encode()
 
 
 def check_form_token(request: web.Request, presented: str) -> None:
-    """403 unless the form carries this browser's token (constant-time compare)."""
-    expected = request.get(keys.CSRF_TOKEN, "")
+    """403 unless the form carries this browser's token under any server secret (a page
+    rendered before a rotation still submits; constant-time compares)."""
+    binding = request.get(_BINDING)
     fresh = request.get(_FRESH_BINDING) is not None  # no binding came with the form at all
-    if fresh or not hmac.compare_digest(expected.encode(), presented.encode()):
+    ring = request.app[keys.SETTINGS].secret_ring
+    if fresh or binding is None or not ring.mac_matches(_token_message(binding), presented):
         raise CsrfRefused("Reload the page and send the form again")
 
 

@@ -18,8 +18,6 @@ Codes, refresh tokens and client secrets are stored as keyed hashes; every write
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import html
 import re
 import time
@@ -79,7 +77,7 @@ from schemas.errors import (
     ValidationFailed,
 )
 from schemas.identity import Done
-from schemas.kernel.crypto import hash_secret, new_secret
+from schemas.kernel.crypto import new_secret
 from workflows.connector import (
     ConnectorClientRegisterWorkflow,
     ConnectorCodeIssueWorkflow,
@@ -107,7 +105,11 @@ SignedRequest = Annotated[
 
 
 def _hash(request: web.Request, value: str) -> str:
-    return hash_secret(value, request.app[keys.SETTINGS].secret_bytes)
+    return request.app[keys.SETTINGS].secret_ring.hash(value)
+
+
+def _hashes(request: web.Request, value: str) -> list[str]:
+    return request.app[keys.SETTINGS].secret_ring.hashes(value)
 
 
 class ClientPath(RequestBody):
@@ -285,7 +287,7 @@ async def connector_lookup_refresh(
 ) -> RefreshView:
     """The open grant behind a current refresh token; back channel only."""
     pool = request.app[keys.READ_POOL]
-    grant = await reads.grant_by_refresh(pool, _hash(request, parsed.body.refreshToken))
+    grant = await reads.grant_by_refresh(pool, _hashes(request, parsed.body.refreshToken))
     if grant is None or grant.client_id != parsed.body.clientId:
         raise NotFound("No such refresh token")
     assert grant.refresh_expires_at is not None
@@ -315,10 +317,12 @@ async def connector_redeem_refresh(
     """Rotate a refresh token: a new access token and a new refresh token, the old one dead.
     Narrower scopes may be asked for, never wider. Back channel only."""
     body = parsed.body
-    old_hash = _hash(request, body.refreshToken)
-    grant = await reads.grant_by_refresh(request.app[keys.READ_POOL], old_hash)
-    if grant is None or grant.client_id != body.clientId:
+    grant = await reads.grant_by_refresh(
+        request.app[keys.READ_POOL], _hashes(request, body.refreshToken)
+    )
+    if grant is None or grant.client_id != body.clientId or grant.refresh_hash is None:
         raise ConnectorGrantInvalid("The refresh token is unknown, rotated or revoked")
+    old_hash = grant.refresh_hash
     refresh = new_secret(REFRESH_PREFIX)
     issued = await execute(
         request,
@@ -412,8 +416,8 @@ class ConsentForm(RequestBody):
 
 
 def _authorize_request(request: web.Request, signed: str) -> AuthorizeRequest:
-    secret = connector_secret(request.app[keys.SETTINGS].secret_bytes)
-    found = read_authorize_request(signed, secret)
+    ring = request.app[keys.SETTINGS].secret_ring
+    found = ring.first(lambda key: read_authorize_request(signed, connector_secret(key)))
     if found is None:
         raise ConnectorRequestInvalid(
             "The authorization request is forged or expired: start again from the MCP host"
@@ -427,14 +431,16 @@ async def _session(request: web.Request) -> SessionRow | None:
     token = request.cookies.get(SESSION_COOKIE)
     if not token:
         return None
-    return await open_session(request.app[keys.READ_POOL], _hash(request, token))
+    return await open_session(request.app[keys.READ_POOL], _hashes(request, token))
+
+
+def _csrf_message(session: SessionRow, signed: str) -> bytes:
+    """Bound to the session and to this authorization request (the cookie is SameSite=Lax too)."""
+    return f"cairn:consent:{session.id}:{signed}".encode()
 
 
 def _csrf(request: web.Request, session: SessionRow, signed: str) -> str:
-    """Bound to the session and to this authorization request (the cookie is SameSite=Lax too)."""
-    key = request.app[keys.SETTINGS].secret_bytes
-    message = f"cairn:consent:{session.id}:{signed}".encode()
-    return hmac.new(key, message, hashlib.sha256).hexdigest()
+    return request.app[keys.SETTINGS].secret_ring.mac(_csrf_message(session, signed))
 
 
 def _to_login(signed: str) -> web.Response:
@@ -527,7 +533,8 @@ async def consent_decision(request: web.Request, parsed: Parsed[ConsentForm]) ->
     session = await _session(request)
     if session is None:
         return _to_login(form.request)
-    if not hmac.compare_digest(_csrf(request, session, form.request), form.csrf):
+    ring = request.app[keys.SETTINGS].secret_ring
+    if not ring.mac_matches(_csrf_message(session, form.request), form.csrf):
         raise ConnectorCsrf("The consent form is stale or forged")
     if form.decision == "deny":
         return _back_to_client(auth, error="access_denied", error_description="Denied by the user")

@@ -118,6 +118,7 @@ def _split(value: str | None) -> list[str] | None:
     "POST",
     "/diaries/{diaryId}/entries",
     tag=TAG,
+    memory="update_memory",
     status=201,
     also=(
         (
@@ -242,6 +243,7 @@ async def get_entry(request: web.Request, parsed: Parsed[None, None, EntryPath])
     "PATCH",
     "/entries/{entryId}",
     tag=TAG,
+    memory="update_memory",
     path_params=EntryPath,
     body=EntryUpdateRequest,
     response=Entry,
@@ -304,6 +306,7 @@ def _update_input(entry: Entry, body: EntryUpdateRequest) -> EntryUpdateInput:
     "DELETE",
     "/entries/{entryId}",
     tag=TAG,
+    memory="delete_memory",
     path_params=EntryPath,
     response=Done,
     scopes=("diary:delete",),

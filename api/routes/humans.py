@@ -40,7 +40,7 @@ from schemas.identity import (
     SessionClose,
     SessionOpen,
 )
-from schemas.kernel.crypto import hash_secret, new_secret
+from schemas.kernel.crypto import new_secret
 from schemas.principals import Principal
 from workflows.humans import (
     HumanRegistrationWorkflow,
@@ -135,7 +135,7 @@ async def login(request: web.Request, parsed: Parsed[HumanLoginRequest]) -> web.
             session_id=session_id,
             identity_id=identity.id,
             human_id=human_id if human_id is not None else uuid.uuid4(),
-            token_hash=hash_secret(token, request.app[keys.SETTINGS].secret_bytes),
+            token_hash=request.app[keys.SETTINGS].secret_ring.hash(token),
             expires_at=expires_at,
         ),
         workflow_id=session_open_workflow_id(session_id),
@@ -159,11 +159,8 @@ async def logout(request: web.Request, parsed: Parsed) -> web.StreamResponse:
     principal = require_principal(request)
     if principal.credential != "session":
         raise Unauthorized("Logout ends a human session; send the session token")
-    token_hash = hash_secret(
-        session_token_of(request) or "",
-        request.app[keys.SETTINGS].secret_bytes,
-    )
-    session = await identity_reads.open_session(request.app[keys.READ_POOL], token_hash)
+    token_hashes = request.app[keys.SETTINGS].secret_ring.hashes(session_token_of(request) or "")
+    session = await identity_reads.open_session(request.app[keys.READ_POOL], token_hashes)
     if session is not None:
         await execute(
             request,

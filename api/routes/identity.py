@@ -52,7 +52,9 @@ from schemas.identity import (
     Whoami,
 )
 from schemas.kernel.crypto import (
+    CheckedChallenge,
     RecoveryChallengeError,
+    RecoveryFailure,
     check_recovery_challenge,
     fingerprint,
     hash_secret,
@@ -199,6 +201,22 @@ async def recovery_challenge(
     return RecoveryChallenge(challenge=challenge, hmac=mac)
 
 
+def _checked_challenge(request: web.Request, body: RecoveryVerifyRequest) -> CheckedChallenge:
+    """The challenge checked against its HMAC under each server secret, current first: one
+    issued just before a rotation still verifies. Any failure but the HMAC's is final."""
+    now_ms = int(time.time() * 1000)
+    failure: RecoveryChallengeError | None = None
+    for key in request.app[keys.SETTINGS].secret_ring.keys:
+        try:
+            return check_recovery_challenge(body.challenge, body.hmac, body.publicKey, key, now_ms)
+        except RecoveryChallengeError as exc:
+            if exc.reason is not RecoveryFailure.BAD_HMAC:
+                raise
+            failure = failure or exc
+    assert failure is not None  # the ring holds at least one key
+    raise failure
+
+
 @endpoint(
     routes,
     "POST",
@@ -217,9 +235,7 @@ async def recovery_verify(
     body = parsed.body
     secret = _server_secret(request)
     try:
-        checked = check_recovery_challenge(
-            body.challenge, body.hmac, body.publicKey, secret, int(time.time() * 1000)
-        )
+        checked = _checked_challenge(request, body)
     except RecoveryChallengeError as exc:
         raise InvalidChallenge(str(exc), code=exc.reason.value) from None
     flow_id = uuid.uuid4()

@@ -14,6 +14,7 @@ from aiohttp import web
 from pydantic import ConfigDict, ValidationError
 
 from api import keys
+from api.auth import move_to_current_key
 from api.endpoint import Parsed, endpoint
 from infra.repos import identity_reads
 from schemas.base import RequestBody
@@ -97,6 +98,7 @@ async def token(request: web.Request, parsed: Parsed) -> web.Response:
     client = await tokens.authenticate(client_id, client_secret) if client_id else None
     if client is None:
         return oauth_error(401, "invalid_client", "Client authentication failed")
+    await move_to_current_key(request, client.rehash)
     requested = body.scope.split() if body.scope else sorted(client.scopes)
     if not set(requested) <= client.scopes:
         return oauth_error(400, "invalid_scope", "The scope exceeds the client's scopes")

@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
     "POST",
     "/diary/search",
     tag=TAG,
+    memory="search_memory",
     body=SearchRequest,
     response=SearchResponse,
     scopes=("diary:read",),

@@ -193,11 +193,14 @@ class GrantRow(Row):
     scopes: list[str]
     resource: str
     refresh_expires_at: datetime | None = None
+    refresh_hash: str | None = None  # read by refresh token only
 
 
-async def grant_by_refresh(db: Db, refresh_hash: str) -> GrantRow | None:
-    """The unrevoked grant whose current refresh token hashes to `refresh_hash`."""
-    return await fetch_one(db, GrantRow, Q.get_connector_grant_by_refresh, refresh_hash)
+async def grant_by_refresh(db: Db, refresh_hashes: list[str]) -> GrantRow | None:
+    """The unrevoked grant whose current refresh token hashes to one of `refresh_hashes` (its
+    hash under each server secret: a rotation of the secret keeps refresh tokens working, and
+    the next refresh stores the new token's hash under the current one)."""
+    return await fetch_one(db, GrantRow, Q.get_connector_grant_by_refresh, refresh_hashes)
 
 
 async def active_grant(db: Db, grant_id: UUID | uuid.UUID) -> GrantRow | None:

@@ -12,7 +12,9 @@ from typing import Any
 import asyncpg
 
 from infra.db import Q
-from infra.oauth import new_sealed_key
+from infra.oauth import new_sealed_key, reseal
+from schemas.identity import CredentialRehash
+from schemas.kernel.keyring import SecretKeyring
 from schemas.principals import AGENT_SCOPES
 
 
@@ -37,10 +39,27 @@ def voucher_proof(voucher_id: uuid.UUID) -> dict[str, str]:
     return {"kind": "voucher", "voucherId": str(voucher_id)}
 
 
+_REHASH = {
+    "session": Q.rehash_session,
+    "oauth_client": Q.rehash_oauth_client,
+    "agent_key": Q.rehash_agent_key,
+}
+
+
+async def _reseal_signing_keys(conn: asyncpg.Connection, ring: SecretKeyring) -> None:
+    """Every signing key sealed under an older server secret, sealed under the current one
+    (a key sealed under a secret no longer in the ring stays as it is: nothing opens it)."""
+    for row in await conn.fetch(Q.list_signing_key_seals):
+        sealed = bytes(row["sealed_seed"])
+        resealed = reseal(ring, sealed)
+        if resealed is not None:
+            await conn.execute(Q.reseal_signing_key, row["kid"], sealed, resealed)
+
+
 class IdentityRepo:
-    def __init__(self, pool: asyncpg.Pool, server_secret: bytes) -> None:
+    def __init__(self, pool: asyncpg.Pool, ring: SecretKeyring) -> None:
         self._pool = pool
-        self._secret = server_secret
+        self._ring = ring
 
     async def open_voucher_exists(self, code: str) -> bool:
         return await self._pool.fetchrow(Q.get_open_voucher, code) is not None
@@ -162,12 +181,20 @@ class IdentityRepo:
                 "SELECT kid FROM jwt_signing_keys WHERE retired_at IS NULL "
                 "ORDER BY created_at DESC LIMIT 1"
             )
+            await _reseal_signing_keys(conn, self._ring)
             if current is not None and not rotate:
                 return str(current["kid"]), False
-            kid, sealed, public = new_sealed_key(self._secret)
+            kid, sealed, public = new_sealed_key(self._ring)
             await conn.execute(Q.insert_signing_key, kid, sealed, public)
             await conn.execute(Q.retire_signing_keys_except, kid)
             return kid, True
+
+    async def rehash_credential(self, rehash: CredentialRehash) -> bool:
+        """Store a credential's hash under the current server secret; False when the row no
+        longer holds the old hash (revoked, rotated or already moved)."""
+        query = _REHASH[rehash.kind]
+        done: str = await self._pool.execute(query, rehash.ref, rehash.old_hash, rehash.new_hash)
+        return done.endswith(" 1")
 
     async def nonce_used(self, nonce: str) -> bool:
         return await self._pool.fetchrow(Q.recovery_nonce_used, nonce) is not None

@@ -75,11 +75,13 @@ class SessionRow(Row):
     id: UUID
     identity_id: UUID
     human_id: UUID
+    token_hash: str
 
 
-async def open_session(db: Db, token_hash: str) -> SessionRow | None:
-    """The open session whose token hashes to `token_hash`."""
-    return await fetch_one(db, SessionRow, Q.get_session_by_hash, token_hash)
+async def open_session(db: Db, token_hashes: list[str]) -> SessionRow | None:
+    """The open session whose token hashes to one of `token_hashes` (its hash under each
+    server secret of the ring)."""
+    return await fetch_one(db, SessionRow, Q.get_session_by_hash, token_hashes)
 
 
 class VoucherRow(Row):

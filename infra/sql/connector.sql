@@ -40,9 +40,9 @@ UPDATE connector_grants SET revoked_at = coalesce(revoked_at, now()) WHERE id = 
 UPDATE connector_grants SET revoked_at = coalesce(revoked_at, now()) WHERE code_hash = $1
 
 -- name: get_connector_grant_by_refresh
-SELECT id, client_id, human_id, identity_id, scopes, resource, refresh_expires_at
+SELECT id, client_id, human_id, identity_id, scopes, resource, refresh_expires_at, refresh_hash
 FROM connector_grants
-WHERE refresh_hash = $1 AND revoked_at IS NULL
+WHERE refresh_hash = ANY($1::text[]) AND revoked_at IS NULL
 
 -- name: rotate_connector_refresh
 UPDATE connector_grants

@@ -166,6 +166,22 @@ ON CONFLICT (id) DO NOTHING
 UPDATE human_sessions SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL
 
 -- name: get_session_by_hash
-SELECT s.id, s.identity_id, s.human_id, s.expires_at, i.traits
+SELECT s.id, s.identity_id, s.human_id, s.token_hash, s.expires_at, i.traits
 FROM human_sessions s JOIN identities i ON i.id = s.identity_id
-WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()
+WHERE s.token_hash = ANY($1::text[]) AND s.revoked_at IS NULL AND s.expires_at > now()
+
+-- name: rehash_session
+-- A session token's hash moved to the current server secret (compare-and-set).
+UPDATE human_sessions SET token_hash = $3 WHERE id = $1::text::uuid AND token_hash = $2
+
+-- name: rehash_oauth_client
+UPDATE oauth_clients SET secret_hash = $3 WHERE client_id = $1 AND secret_hash = $2
+
+-- name: rehash_agent_key
+UPDATE agent_keys SET secret_hash = $3 WHERE id = $1::text::uuid AND secret_hash = $2
+
+-- name: list_signing_key_seals
+SELECT kid, sealed_seed FROM jwt_signing_keys
+
+-- name: reseal_signing_key
+UPDATE jwt_signing_keys SET sealed_seed = $3 WHERE kid = $1 AND sealed_seed = $2

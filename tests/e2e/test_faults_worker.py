@@ -24,7 +24,7 @@ import nacl.signing
 import pytest
 from actors import Actor, Actors, personal_team
 from faultstack import FaultStack, fault_settings, fault_stack, http_session
-from processes import cairn_worker, service_env
+from processes import service_env, start_cairn
 from temporalio.api.enums.v1 import EventType, PendingActivityState, PendingWorkflowTaskState
 from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus
 
@@ -46,7 +46,7 @@ class WorkerProcess:
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
-        self.process = await cairn_worker(self.env)
+        self.process = await start_cairn("worker", self.env)
 
     def freeze(self) -> None:
         assert self.process is not None

@@ -9,20 +9,14 @@ import asyncio
 import signal
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
 from actors import new_diary, personal_team
-from aiohttp import web
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-    ExportMetricsServiceResponse,
-)
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-from processes import cairn_worker, service_env, wait_until
+from otlp_collector import Collector, Point, running_collector
+from processes import service_env, start_cairn, stop_cairn, wait_until
 
 from api.metrics import DURATION
 from infra.devstack import free_port, port_open
@@ -30,71 +24,10 @@ from workers.admin import issue_bootstrap_voucher
 from workers.telemetry import QUEUE_DEPTH
 
 
-@dataclass(frozen=True)
-class Point:
-    metric: str
-    service: str
-    instance: str
-    attributes: dict[str, str]
-    value: float  # a sum or gauge's value, a histogram's count
-
-
-def _text(value: AnyValue) -> str:
-    kind = value.WhichOneof("value")
-    return str(getattr(value, kind)) if kind else ""
-
-
-def exported_points(export: ExportMetricsServiceRequest) -> Iterator[Point]:
-    """Each data point of an export, with its resource's service name and instance."""
-    for resource_metrics in export.resource_metrics:
-        resource = {a.key: _text(a.value) for a in resource_metrics.resource.attributes}
-        for scope_metrics in resource_metrics.scope_metrics:
-            for metric in scope_metrics.metrics:
-                kind = metric.WhichOneof("data")
-                for point in getattr(metric, kind).data_points:
-                    value = point.count if kind == "histogram" else point.as_double or point.as_int
-                    yield Point(
-                        metric=metric.name,
-                        service=resource.get("service.name", ""),
-                        instance=resource.get("service.instance.id", ""),
-                        attributes={a.key: _text(a.value) for a in point.attributes},
-                        value=float(value),
-                    )
-
-
-@dataclass
-class Collector:
-    """An OTLP/HTTP metrics receiver: `POST /v1/metrics` with a protobuf body."""
-
-    port: int
-    points: list[Point] = field(default_factory=list)
-
-    async def receive(self, request: web.Request) -> web.Response:
-        export = ExportMetricsServiceRequest.FromString(await request.read())
-        self.points.extend(exported_points(export))
-        body = ExportMetricsServiceResponse().SerializeToString()
-        return web.Response(body=body, content_type="application/x-protobuf")
-
-    def latest(self, metric: str, **attributes: str) -> Point | None:
-        """The last point of `metric` whose attributes include `attributes`."""
-        for point in reversed(self.points):
-            if point.metric == metric and attributes.items() <= point.attributes.items():
-                return point
-        return None
-
-
 @pytest.fixture
 async def collector() -> AsyncIterator[Collector]:
-    found = Collector(port=free_port())
-    app = web.Application()
-    app.router.add_post("/v1/metrics", found.receive)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", found.port).start()
-    try:
+    async with running_collector() as found:
         yield found
-    finally:
-        await runner.cleanup()
 
 
 @pytest.fixture
@@ -110,17 +43,11 @@ async def worker_queue(stack: Any, collector: Collector) -> AsyncIterator[str]:
         OTEL_METRIC_EXPORT_INTERVAL="200",
     )
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    process = await cairn_worker(env)
+    process = await start_cairn("worker", env)
     try:
         yield queue
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), 20)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        await stop_cairn(process)
 
 
 async def test_a_worker_process_exports_the_sdk_metrics_and_the_queue_depth(

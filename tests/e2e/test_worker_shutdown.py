@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from actors import Actor, Actors, personal_team
 from faultstack import FaultStack, fault_settings, fault_stack, http_session
-from processes import cairn_worker, service_env, wait_until
+from processes import service_env, start_cairn, wait_until
 from temporalio.api.enums.v1 import EventType, PendingActivityState, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHandle
@@ -55,7 +55,7 @@ class WorkerProcess:
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> WorkerProcess:
-        self.process = await cairn_worker(self.env)
+        self.process = await start_cairn("worker", self.env)
         return self
 
     @property

@@ -4,73 +4,23 @@ trace begun elsewhere to an OTLP collector (here a small one that keeps what it 
 from __future__ import annotations
 
 import asyncio
-import signal
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from aiohttp import web
 from opentelemetry import trace
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
-from processes import cairn_worker, service_env, wait_until
+from otlp_collector import Collector, running_collector
+from processes import service_env, start_cairn, stop_cairn, wait_until
 
 from infra.devstack import free_port
 from workers.admin import issue_bootstrap_voucher
 
 
-@dataclass(frozen=True)
-class ExportedSpan:
-    name: str
-    trace_id: str
-    service: str
-    attributes: dict[str, Any]
-
-
-@dataclass
-class Collector:
-    """An OTLP/HTTP trace receiver: `POST /v1/traces` with a protobuf body."""
-
-    port: int
-    spans: list[ExportedSpan] = field(default_factory=list)
-
-    async def receive(self, request: web.Request) -> web.Response:
-        export = ExportTraceServiceRequest.FromString(await request.read())
-        for resource_spans in export.resource_spans:
-            resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
-            for scope_spans in resource_spans.scope_spans:
-                for span in scope_spans.spans:
-                    self.spans.append(
-                        ExportedSpan(
-                            name=span.name,
-                            trace_id=span.trace_id.hex(),
-                            service=resource.get("service.name", ""),
-                            attributes={a.key: a.value for a in span.attributes},
-                        )
-                    )
-        body = ExportTraceServiceResponse().SerializeToString()
-        return web.Response(body=body, content_type="application/x-protobuf")
-
-    def of_trace(self, trace_id: str) -> list[ExportedSpan]:
-        return [span for span in self.spans if span.trace_id == trace_id]
-
-
 @pytest.fixture
 async def collector() -> AsyncIterator[Collector]:
-    found = Collector(port=free_port())
-    app = web.Application()
-    app.router.add_post("/v1/traces", found.receive)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", found.port).start()
-    try:
+    async with running_collector() as found:
         yield found
-    finally:
-        await runner.cleanup()
 
 
 @pytest.fixture
@@ -83,17 +33,11 @@ async def worker_queue(stack: Any, collector: Collector) -> AsyncIterator[str]:
         OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{collector.port}",
         OTEL_BSP_SCHEDULE_DELAY="100",  # milliseconds between exports
     )
-    process = await cairn_worker(env)
+    process = await start_cairn("worker", env)
     try:
         yield queue
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), 20)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        await stop_cairn(process)
 
 
 async def test_a_worker_process_exports_the_workflow_activity_and_database_spans(

@@ -387,7 +387,7 @@ def claims_like(token: str, **changes: Any) -> tuple[dict[str, Any], dict[str, A
 
 
 async def test_expired_token_signed_by_the_real_key_is_401(stack, http, agent, db_pool) -> None:
-    store = SigningKeyStore(db_pool, stack.settings.secret_bytes)
+    store = SigningKeyStore(db_pool, stack.settings.secret_ring)
     key = await store.signing_key()
     now = int(time.time())
     header, claims = claims_like(
@@ -417,9 +417,9 @@ def in_process_server(stack: Any, db_pool: Any) -> OAuthServer:
     settings = stack.settings
     return OAuthServer(
         db_pool,
-        SigningKeyStore(db_pool, settings.secret_bytes),
+        SigningKeyStore(db_pool, settings.secret_ring),
         issuer=settings.issuer,
-        server_secret=settings.secret_bytes,
+        ring=settings.secret_ring,
         token_ttl_sec=settings.access_token_ttl_sec,
     )
 
@@ -441,7 +441,7 @@ async def test_a_remembered_token_still_expires(stack, http, agent, db_pool) -> 
 async def test_a_remembered_token_dies_with_its_signing_key(stack, http, agent, db_pool) -> None:
     # An extra key, already retired (it verifies for two more hours but never signs), so the
     # API's own signing key is untouched.
-    kid, sealed, public = new_sealed_key(stack.settings.secret_bytes)
+    kid, sealed, public = new_sealed_key(stack.settings.secret_ring)
     await db_pool.execute(
         "INSERT INTO jwt_signing_keys (kid, sealed_seed, public_key, retired_at) "
         "VALUES ($1, $2, $3, now() - interval '1 hour')",

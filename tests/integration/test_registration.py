@@ -295,7 +295,7 @@ def activity_name(fn: Callable[..., Any]) -> str:
 
 
 def worker_with(stack, db_pool, task_queue: str, replaced: dict[str, Callable[..., Any]]) -> Worker:
-    real = activities(ActivityDeps(db_pool, stack.settings.secret_bytes))
+    real = activities(ActivityDeps(db_pool, stack.settings.secret_ring))
     assert set(replaced) <= {activity_name(fn) for fn in real}
     kept = [fn for fn in real if activity_name(fn) not in replaced]
     return Worker(

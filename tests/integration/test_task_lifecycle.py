@@ -672,7 +672,7 @@ async def main(queue):
     settings = Settings()
     client = await connect(settings, tracing=False)
     pool = await worker_pool(settings)
-    deps = ActivityDeps(pool, settings.secret_bytes)
+    deps = ActivityDeps(pool, settings.secret_ring)
     async with Worker(client, task_queue=queue, workflows=list(WORKFLOWS),
                       activities=activities(deps), interceptors=[DomainErrorInterceptor()]):
         print("ready", flush=True)

@@ -39,6 +39,7 @@ EXEMPT: dict[str, str] = {
         "HumanProfileChange",
         "SessionOpen",
         "SessionClose",
+        "CredentialRehash",
         "TeamCreate",
         "TeamDelete",
         "TeamMemberRole",

@@ -308,3 +308,23 @@ def test_an_invalid_value_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     found = invalid_values(load_processes(copy), monkeypatch)
     assert len(found) == 1
     assert found[0].startswith(f"{HELM_VALUES}: components.embeddingWorker:")
+
+
+def test_the_chart_can_turn_on_a_scrape_endpoint_per_process_and_annotate_the_pods() -> None:
+    values = yaml.safe_load((DEPLOY / HELM_VALUES).read_text())
+    assert values["metrics"] == {"enabled": False, "port": 9464}  # off unless asked
+    template = (DEPLOY / "helm/cairn/templates/workloads.yaml").read_text()
+    named = set(re.findall(r"\b(?:SERVICE|OTEL)_[A-Z_]+", template))
+    assert named == {"SERVICE_METRICS_PORT"} and named <= set(setting_env_names())
+    for annotation in ("prometheus.io/scrape", "prometheus.io/port", "prometheus.io/path"):
+        assert annotation in template
+
+
+@pytest.mark.parametrize("path", ["otel-collector.yaml", "helm/otel-collector-values.yaml"])
+def test_the_collector_exports_somewhere_real(path: str) -> None:
+    document = yaml.safe_load((DEPLOY / path).read_text())
+    config = document.get("config", document)
+    pipelines = config["service"]["pipelines"]
+    assert pipelines["traces"]["exporters"] == ["otlp"]
+    assert pipelines["metrics"]["exporters"] == ["prometheus"]
+    assert "debug" not in config["exporters"]

@@ -42,7 +42,7 @@ def _defined_activity_names() -> set[str]:
 
 def _registered_activity_names() -> set[str]:
     # The constructors only keep their clients, so placeholders are enough to list the methods.
-    deps = ActivityDeps(pool=cast(Any, None), server_secret=b"registry-test")
+    deps = ActivityDeps(pool=cast(Any, None), secrets=cast(Any, None))
     embedding = EmbeddingActivities.__new__(EmbeddingActivities)
     registered = [*activities(deps), *embedding_activities(embedding, cast(Any, None))]
     return {name for fn in registered if (name := _activity_name(fn)) is not None}

@@ -23,6 +23,7 @@ from infra.db import create_pool
 from infra.devstack import venv_binary
 from infra.repos.agent_keys import AgentKeyRepo
 from schemas.agent_keys import AgentKeyCreate, AgentKeyExpire, metadata_v2
+from schemas.kernel.keyring import SecretKeyring
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
 from workflows.agent_keys import (
@@ -44,7 +45,7 @@ async def worker(
         time_skipping_env.client,
         task_queue=queue,
         workflows=list(WORKFLOWS),
-        activities=activities(ActivityDeps(pool, SECRET)),
+        activities=activities(ActivityDeps(pool, SecretKeyring((SECRET,)))),
         interceptors=[DomainErrorInterceptor()],
     ):
         yield queue, pool
@@ -117,7 +118,7 @@ async def test_a_create_starts_the_keys_expiry_run(database_url: str) -> None:
             env.client,
             task_queue=queue,
             workflows=list(WORKFLOWS),
-            activities=activities(ActivityDeps(pool, SECRET)),
+            activities=activities(ActivityDeps(pool, SecretKeyring((SECRET,)))),
             interceptors=[DomainErrorInterceptor()],
         ):
             now = await env.get_current_time()

@@ -23,6 +23,7 @@ from infra.settings import Settings
 from schemas import limits
 from schemas.artifacts import ArtifactSweepInput, ArtifactSweepResult
 from schemas.kernel.cids import bytes_cid
+from schemas.kernel.keyring import SecretKeyring
 from schemas.task_attempts import task_workflow_id
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
@@ -66,7 +67,7 @@ async def sweep_env(
         time_skipping_env.client,
         task_queue=e.queue,
         workflows=list(WORKFLOWS),
-        activities=activities(ActivityDeps(e.pool, SECRET, e.blobs)),
+        activities=activities(ActivityDeps(e.pool, SecretKeyring((SECRET,)), e.blobs)),
         interceptors=[DomainErrorInterceptor()],
     ):
         yield e

@@ -19,6 +19,7 @@ from temporalio.worker import Worker
 from infra.db import create_pool
 from schemas.hygiene import ConsolidationSweepInput, ConsolidationSweepResult
 from schemas.kernel.cids import entry_cid
+from schemas.kernel.keyring import SecretKeyring
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
 from workflows.consolidation import ConsolidationSweepWorkflow
@@ -55,7 +56,7 @@ async def sweep_env(
         time_skipping_env.client,
         task_queue=e.queue,
         workflows=list(WORKFLOWS),
-        activities=activities(ActivityDeps(e.pool, SECRET)),
+        activities=activities(ActivityDeps(e.pool, SecretKeyring((SECRET,)))),
         interceptors=[DomainErrorInterceptor()],
     ):
         yield e

@@ -22,6 +22,7 @@ from temporalio.worker import Worker
 from infra.db import create_pool
 from schemas import limits
 from schemas.kernel.cids import entry_cid
+from schemas.kernel.keyring import SecretKeyring
 from schemas.packs import PackCreateInput, PackSweepInput, PackSweepResult, RenderInput
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
@@ -59,7 +60,7 @@ async def sweep_env(
         time_skipping_env.client,
         task_queue=e.queue,
         workflows=list(WORKFLOWS),
-        activities=activities(ActivityDeps(e.pool, SECRET)),
+        activities=activities(ActivityDeps(e.pool, SecretKeyring((SECRET,)))),
         interceptors=[DomainErrorInterceptor()],
     ):
         yield e

@@ -17,6 +17,7 @@ from infra.db import create_pool
 from infra.temporal import problem_from_failure
 from schemas.identity import RegistrationInput, VoucherIssue
 from schemas.kernel.crypto import fingerprint, hash_secret, new_voucher_code
+from schemas.kernel.keyring import SecretKeyring
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
 from workflows.registration import RegistrationWorkflow, registration_workflow_id
@@ -47,7 +48,7 @@ async def worker(time_skipping_env: WorkflowEnvironment, database_url: str):  # 
         time_skipping_env.client,
         task_queue=queue,
         workflows=list(WORKFLOWS),
-        activities=activities(ActivityDeps(pool, SECRET)),
+        activities=activities(ActivityDeps(pool, SecretKeyring((SECRET,)))),
         interceptors=[DomainErrorInterceptor()],
     ):
         yield queue, pool

@@ -29,6 +29,7 @@ from schemas import limits
 from schemas.errors import Conflict
 from schemas.identity import RegistrationInput, VoucherIssue
 from schemas.kernel.crypto import fingerprint, hash_secret, new_voucher_code, signing_payload
+from schemas.kernel.keyring import SecretKeyring
 from schemas.signing import SignatureSubmission, SigningEnvelope, SigningRequestInput
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
@@ -47,7 +48,7 @@ async def worker(time_skipping_env: WorkflowEnvironment, database_url: str):  # 
         time_skipping_env.client,
         task_queue=queue,
         workflows=list(WORKFLOWS),
-        activities=activities(ActivityDeps(pool, SECRET)),
+        activities=activities(ActivityDeps(pool, SecretKeyring((SECRET,)))),
         interceptors=[DomainErrorInterceptor()],
     ):
         yield queue, pool

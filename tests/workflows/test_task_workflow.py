@@ -33,6 +33,7 @@ from infra.temporal import problem_from_failure
 from schemas import limits
 from schemas.base import Payload
 from schemas.kernel.cids import json_cid
+from schemas.kernel.keyring import SecretKeyring
 from schemas.kernel.task_types import input_schema_cid
 from schemas.task_api import CreateTaskRequest
 from schemas.task_attempts import (
@@ -87,7 +88,7 @@ def new_worker(
         env.client,
         task_queue=queue,
         workflows=list(WORKFLOWS),
-        activities=activities(ActivityDeps(pool, SECRET)),
+        activities=activities(ActivityDeps(pool, SecretKeyring((SECRET,)))),
         interceptors=[DomainErrorInterceptor()],
         max_cached_workflows=1000 if cached else 0,
     )

@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 from infra.db import create_pool
 from infra.temporal import problem_from_failure
 from schemas import limits
+from schemas.kernel.keyring import SecretKeyring
 from schemas.teams import (
     FOUNDING_ACCEPT_EVENT,
     FOUNDING_SEEDED,
@@ -46,7 +47,7 @@ async def worker(
         time_skipping_env.client,
         task_queue=queue,
         workflows=list(WORKFLOWS),
-        activities=activities(ActivityDeps(pool, SECRET)),
+        activities=activities(ActivityDeps(pool, SecretKeyring((SECRET,)))),
         interceptors=[DomainErrorInterceptor()],
     ):
         yield queue, pool

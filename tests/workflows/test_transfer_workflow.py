@@ -19,6 +19,7 @@ from temporalio.worker import Worker
 
 from infra.db import create_pool
 from infra.temporal import problem_from_failure
+from schemas.kernel.keyring import SecretKeyring
 from schemas.transfers import TransferDecision, TransferInput
 from workers.interceptors import DomainErrorInterceptor
 from workers.registry import WORKFLOWS, ActivityDeps, activities
@@ -37,7 +38,7 @@ async def worker(
         time_skipping_env.client,
         task_queue=queue,
         workflows=list(WORKFLOWS),
-        activities=activities(ActivityDeps(pool, SECRET)),
+        activities=activities(ActivityDeps(pool, SecretKeyring((SECRET,)))),
         interceptors=[DomainErrorInterceptor()],
     ):
         yield queue, pool

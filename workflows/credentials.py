@@ -1,0 +1,24 @@
+"""Credentials moving to the current server secret (`SERVICE_SECRET_KEYS`): a session token,
+an agent key or a client secret that matched only under an older key has its stored hash
+replaced by the current key's, the first time it is presented after a rotation."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.identity import IdentityActivities
+    from schemas.identity import CredentialRehash
+    from workflows.common import run_local_step
+
+
+def credential_rehash_workflow_id(rehash: CredentialRehash) -> str:
+    """One move per credential at a time: requests racing after a rotation share a run."""
+    return f"credentials/{rehash.kind}/{rehash.ref}/rehash"
+
+
+@workflow.defn(name="CredentialRehash")
+class CredentialRehashWorkflow:
+    @workflow.run
+    async def run(self, inp: CredentialRehash) -> None:
+        await run_local_step(IdentityActivities.rehash_credential, inp)
