@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
+import psutil
 from processes import alive
 
 # --- processes -----------------------------------------------------------------------------------
@@ -98,6 +99,15 @@ class ServiceProcess:
         if await self.exit_code(20) is None:
             self.process.kill()
             await self.process.wait()
+
+    def connected_to(self, port: int) -> bool:
+        """Whether the process holds an open TCP connection to `port` (a client that got past
+        its start-up and keeps its connection alive)."""
+        assert self.running, self.tail()
+        return any(
+            c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED
+            for c in psutil.Process(self.pid).net_connections(kind="tcp")
+        )
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
