@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import rfc8785
-from actors import Actor, join_team
+from actors import Actor, daemon_secrets, join_team
 from processes import alive, wait_until
 from replicas import Relay
 
@@ -39,11 +39,6 @@ class Team:
     diary_id: str
     secret_root: Path
     stack: Any
-
-
-def _secret_file(root: Path, name: str, text: str) -> None:
-    (root / name).write_text(text + "\n")
-    (root / name).chmod(0o600)
 
 
 @pytest.fixture(scope="module")
@@ -64,19 +59,7 @@ async def team(stack: Any, pair: tuple[Actor, Actor], tmp_path: Path) -> Team:
         "POST", "/diaries", json={"name": "work", "visibility": "private"}, team=team_id
     )
     assert status == 201, diary
-    status, key = await executor.call(
-        "POST",
-        "/agent-keys",
-        json={"agentId": str(executor.subject_id), "name": "daemon"},
-        team=team_id,
-        headers={"Idempotency-Key": uuid.uuid4().hex},
-    )
-    assert status == 201, key
-    root = tmp_path / "secrets"
-    root.mkdir(mode=0o700)
-    _secret_file(root, "daemon.key", key["secret"])
-    assert executor.signing_key is not None
-    _secret_file(root, "agent.seed", base64.b64encode(bytes(executor.signing_key)).decode())
+    root = await daemon_secrets(executor, team_id, tmp_path / "secrets")
     return Team(owner, executor, team_id, str(diary["id"]), root, stack)
 
 

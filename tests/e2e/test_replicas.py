@@ -21,7 +21,6 @@ work, and nothing is written twice.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import itertools
 import sys
@@ -38,9 +37,9 @@ from typing import Any
 import aiohttp
 import asyncpg
 import pytest
-from actors import Actor, Actors, join_team, new_diary
+from actors import Actor, Actors, daemon_secrets, join_team, new_diary
 from faultstack import fault_settings
-from processes import service_env
+from processes import SMALL_RECOVERY_LIMIT, assert_one_shared_limit, service_env
 from replicas import (
     Failover,
     NetworkNamespace,
@@ -77,15 +76,13 @@ CUT_S = 20  # how long the namespaced worker's link is down
 SETTLE_LIMIT_S = 180
 RATE_LIMITS = {
     # the load stays far below these; only the recovery bucket is small, to count it
-    "SERVICE_RATE_LIMIT_ENABLED": "true",
     "SERVICE_RATE_LIMIT_GLOBAL_AUTH": "100000/minute",
     "SERVICE_RATE_LIMIT_GLOBAL_ANON": "100000/minute",
     "SERVICE_RATE_LIMIT_GLOBAL_READ": "100000/minute",
     "SERVICE_RATE_LIMIT_REGISTRATION": "1000/minute",
     "SERVICE_RATE_LIMIT_ARTIFACT_UPLOAD": "100000/minute",
     "SERVICE_RATE_LIMIT_AGENT_KEY": "1000/minute",
-    "SERVICE_RATE_LIMIT_RECOVERY": "5/hour",
-}
+} | SMALL_RECOVERY_LIMIT
 
 
 # --- the processes ------------------------------------------------------------------------------
@@ -241,11 +238,6 @@ class Crew:
     diary_id: str
 
 
-def _secret_file(path: Path, text: str) -> None:
-    path.write_text(text + "\n")
-    path.chmod(0o600)
-
-
 @pytest.fixture(scope="module")
 async def crew(replicas: Replicas, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Crew]:
     async with aiohttp.ClientSession(
@@ -274,19 +266,7 @@ async def crew(replicas: Replicas, tmp_path_factory: pytest.TempPathFactory) -> 
 
 async def start_daemons(r: Replicas, executor: Actor, team_id: str, root: Path) -> None:
     """One `cairn daemon` against each API, with the executor's team key."""
-    status, key = await executor.call(
-        "POST",
-        "/agent-keys",
-        json={"agentId": str(executor.subject_id), "name": "daemons"},
-        team=team_id,
-        headers={"Idempotency-Key": uuid.uuid4().hex},
-    )
-    assert status == 201, key
-    secrets = root / "secrets"
-    secrets.mkdir(mode=0o700)
-    _secret_file(secrets / "daemon.key", key["secret"])
-    assert executor.signing_key is not None
-    _secret_file(secrets / "agent.seed", base64.b64encode(bytes(executor.signing_key)).decode())
+    secrets = await daemon_secrets(executor, team_id, root / "secrets")
     (root / "executor.py").write_text(textwrap.dedent(EXECUTOR))
     (root / "daemon.toml").write_text("grace_sec = 1.0\npoll_max_sec = 1.0\n")
     for n, url in enumerate(r.api_urls, 1):
@@ -604,21 +584,6 @@ async def assert_tokens_cross(r: Replicas, owner: Actor, http: aiohttp.ClientSes
             assert response.status == 200, await response.text()
 
 
-async def assert_limits_shared(r: Replicas, http: aiohttp.ClientSession) -> None:
-    """Five recovery calls an hour from one address, whichever API takes each: of twelve
-    alternating calls the first five pass, counted down across both."""
-    statuses, remaining = [], []
-    for n in range(12):
-        async with http.post(
-            f"{r.api_urls[n % 2]}/recovery/challenge", json={"publicKey": "nope"}
-        ) as response:
-            statuses.append(response.status)
-            remaining.append(response.headers["x-ratelimit-remaining"])
-    assert statuses.count(429) == 7, statuses
-    admitted = [left for status, left in zip(statuses, remaining, strict=True) if status != 429]
-    assert admitted == ["4", "3", "2", "1", "0"]
-
-
 async def history(r: Replicas, workflow_id: str) -> list[Any]:
     handle = r.temporal.get_workflow_handle(workflow_id)
     return [event async for event in handle.fetch_history_events()]
@@ -682,7 +647,7 @@ async def test_many_processes_under_faults_write_everything_once(
     await assert_no_workflow_failed(r)
     await assert_made_once(r)
     await assert_tokens_cross(r, crew.owner, http)
-    await assert_limits_shared(r, http)
+    await assert_one_shared_limit(r.api_urls)  # five an hour, counted across both APIs
     for daemon in r.daemons:  # each outlived its API's going away
         assert daemon.running, daemon.tail(200)
     print(
