@@ -18,6 +18,11 @@ signed with the agent's Ed25519 key, then the attempt is completed. An executor 
 without output, breaks the protocol or exceeds the local byte limit fails the attempt. A
 heartbeat answering `cancelled` stops the child (SIGTERM, then SIGKILL) and the heartbeats.
 
+An API that cannot answer for a while (restarting, a network blip: a refused or dropped
+connection, a timeout, a 5xx or 429) stops neither the polling nor the heartbeats: the poll
+claims nothing and comes again after the usual wait, a lost heartbeat leaves the lease to the
+next one. Only an answer about the key or the request ends the daemon.
+
 Shutdown is a ladder: the first SIGTERM/SIGINT stops claiming and lets running attempts finish;
 the second aborts them (the tasks requeue); the third exits at once.
 """
@@ -40,6 +45,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import aiohttp
 import nacl.signing
 
 from client.executor import (
@@ -61,6 +67,12 @@ log = logging.getLogger("cairn.daemon")
 
 MESSAGE_BATCH = 50
 MESSAGE_FLUSH_SEC = 0.2
+
+
+# A call that failed only because the API could not answer now (its connection refused or
+# dropped, or no answer in time): an API restarting or a network blip, which must stop neither
+# the daemon's polling nor an attempt's heartbeats.
+UNREACHABLE = (aiohttp.ClientError, TimeoutError)
 
 
 class DaemonRefused(Exception):
@@ -146,7 +158,7 @@ class Daemon:
         wait = self.config.poll_min_sec
         try:
             while not self._draining.is_set():
-                claimed = await self._fill_slots()
+                claimed = await self._poll()
                 if self.config.once and claimed:
                     self._draining.set()
                     break
@@ -172,6 +184,19 @@ class Daemon:
         for waiter in pending:
             if waiter not in self._running:
                 waiter.cancel()
+
+    async def _poll(self) -> int:
+        """Fill the free slots; a poll the API could not answer claims nothing, and the next
+        one comes after the usual (growing) wait."""
+        try:
+            return await self._fill_slots()
+        except ApiError as exc:
+            if exc.status < 500 and exc.status != 429:  # the key or the request: not passing
+                raise
+            log.warning("poll refused for now, polling again: %s", exc)
+        except UNREACHABLE as exc:
+            log.warning("poll failed, polling again: %s", exc)
+        return 0
 
     async def _fill_slots(self) -> int:
         """Claim up to the free slots' worth of tasks, concurrently: one claim is a round trip
@@ -377,6 +402,9 @@ class Attempt:
                 if exc.status == 409:  # the attempt ended (timed out, or settled elsewhere)
                     self.cancelled.set()
                     return
+                log.warning("heartbeat of %s failed: %s", self.task_id, exc)
+            except UNREACHABLE as exc:
+                # the lease may well outlive the outage: the next beat renews it
                 log.warning("heartbeat of %s failed: %s", self.task_id, exc)
 
     async def _flush_periodically(self) -> None:

@@ -11,6 +11,7 @@ import base64
 import dataclasses
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -190,3 +191,27 @@ async def join_team(owner: Actor, team_id: str, actor: Actor, role: str) -> None
     assert status == 201, invite
     status, joined = await actor.call("POST", "/teams/join", json={"code": invite["code"]})
     assert status == 200, joined
+
+
+async def daemon_secrets(executor: Actor, team_id: str, root: Path) -> Path:
+    """The secret files a `cairn daemon` of `executor` reads from `root` (made, 0700): a new
+    team key of the executor as `daemon.key`, its signing seed as `agent.seed`."""
+    status, key = await executor.call(
+        "POST",
+        "/agent-keys",
+        json={"agentId": str(executor.subject_id), "name": f"daemon-{uuid.uuid4().hex[:6]}"},
+        team=team_id,
+        headers={"Idempotency-Key": uuid.uuid4().hex},
+    )
+    assert status == 201, key
+    assert executor.signing_key is not None
+    seed = base64.b64encode(bytes(executor.signing_key)).decode()
+    return _secret_files(root, {"daemon.key": key["secret"], "agent.seed": seed})
+
+
+def _secret_files(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(mode=0o700)
+    for name, text in files.items():
+        (root / name).write_text(text + "\n")
+        (root / name).chmod(0o600)
+    return root

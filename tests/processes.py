@@ -8,10 +8,24 @@ import signal
 import sys
 from typing import Any
 
+import aiohttp
 from waiting import wait_until
 
-__all__ = ["alive", "service_env", "start_cairn", "stop_cairn", "wait_until"]
+__all__ = [
+    "alive",
+    "assert_one_shared_limit",
+    "service_env",
+    "start_cairn",
+    "stop_cairn",
+    "wait_until",
+]
 STOP_GRACE_S = 20
+
+# `SERVICE_RATE_LIMIT_*` of a deployment whose recovery bucket is small enough to count
+SMALL_RECOVERY_LIMIT = {
+    "SERVICE_RATE_LIMIT_ENABLED": "true",
+    "SERVICE_RATE_LIMIT_RECOVERY": "5/hour",
+}
 
 
 def service_env(settings: Any, port: int) -> dict[str, str]:
@@ -65,3 +79,22 @@ async def stop_cairn(process: asyncio.subprocess.Process) -> None:
         except TimeoutError:
             process.kill()
             await process.wait()
+
+
+async def assert_one_shared_limit(base_urls: list[str]) -> None:
+    """Twelve anonymous recovery calls from one address, taken in turn by `base_urls` (each
+    on a new connection, so every process behind one port takes some): with the bucket at
+    five an hour (`SMALL_RECOVERY_LIMIT`) counted in one shared state, the five places go once,
+    in order, whichever process takes each call, and the other seven are refused."""
+    statuses, remaining = [], []
+    connector = aiohttp.TCPConnector(force_close=True)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        for n in range(12):
+            async with http.post(
+                f"{base_urls[n % len(base_urls)]}/recovery/challenge", json={"publicKey": "nope"}
+            ) as response:
+                statuses.append(response.status)
+                remaining.append(response.headers["x-ratelimit-remaining"])
+    assert statuses.count(429) == 7, statuses
+    admitted = [left for status, left in zip(statuses, remaining, strict=True) if status != 429]
+    assert admitted == ["4", "3", "2", "1", "0"]

@@ -15,7 +15,7 @@ import aiohttp
 import psutil
 import pytest
 from nacl.signing import SigningKey
-from processes import service_env, wait_until
+from processes import SMALL_RECOVERY_LIMIT, assert_one_shared_limit, service_env, wait_until
 
 from infra.devstack import free_port
 from workers.admin import issue_bootstrap_voucher
@@ -104,17 +104,5 @@ async def test_the_children_stop_when_the_parent_is_killed(stack: Any, api_pair:
 async def test_two_processes_count_in_one_shared_limit(stack: Any) -> None:
     """Per process, five a window each would admit up to ten of these twelve calls; shared, the
     five places go once, in order, whichever process takes each call."""
-    limited = {"SERVICE_RATE_LIMIT_ENABLED": "true", "SERVICE_RATE_LIMIT_RECOVERY": "5/hour"}
-    async with two_processes(stack, limited) as (_, port):
-        statuses, remaining = [], []
-        connector = aiohttp.TCPConnector(force_close=True)  # a new connection per call
-        async with aiohttp.ClientSession(connector=connector) as http:
-            for _ in range(12):
-                async with http.post(
-                    f"http://127.0.0.1:{port}/recovery/challenge", json={"publicKey": "nope"}
-                ) as response:
-                    statuses.append(response.status)
-                    remaining.append(response.headers["x-ratelimit-remaining"])
-    assert statuses.count(429) == 7, statuses
-    admitted = [left for status, left in zip(statuses, remaining, strict=True) if status != 429]
-    assert admitted == ["4", "3", "2", "1", "0"]
+    async with two_processes(stack, SMALL_RECOVERY_LIMIT) as (_, port):
+        await assert_one_shared_limit([f"http://127.0.0.1:{port}"])

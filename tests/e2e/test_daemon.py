@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 import rfc8785
-from actors import Actor, join_team
+from actors import Actor, daemon_secrets, join_team
 from processes import alive, wait_until
+from replicas import Relay
 
 from schemas.kernel.cids import json_cid
 
@@ -38,11 +39,6 @@ class Team:
     diary_id: str
     secret_root: Path
     stack: Any
-
-
-def _secret_file(root: Path, name: str, text: str) -> None:
-    (root / name).write_text(text + "\n")
-    (root / name).chmod(0o600)
 
 
 @pytest.fixture(scope="module")
@@ -63,19 +59,7 @@ async def team(stack: Any, pair: tuple[Actor, Actor], tmp_path: Path) -> Team:
         "POST", "/diaries", json={"name": "work", "visibility": "private"}, team=team_id
     )
     assert status == 201, diary
-    status, key = await executor.call(
-        "POST",
-        "/agent-keys",
-        json={"agentId": str(executor.subject_id), "name": "daemon"},
-        team=team_id,
-        headers={"Idempotency-Key": uuid.uuid4().hex},
-    )
-    assert status == 201, key
-    root = tmp_path / "secrets"
-    root.mkdir(mode=0o700)
-    _secret_file(root, "daemon.key", key["secret"])
-    assert executor.signing_key is not None
-    _secret_file(root, "agent.seed", base64.b64encode(bytes(executor.signing_key)).decode())
+    root = await daemon_secrets(executor, team_id, tmp_path / "secrets")
     return Team(owner, executor, team_id, str(diary["id"]), root, stack)
 
 
@@ -84,9 +68,10 @@ import json, os, sys, time
 task = json.load(sys.stdin)
 for step in range(3):
     print(json.dumps({"kind": "progress", "payload": {"step": step}}), flush=True)
-open("notes.md", "w").write("# notes\\n")
-print(json.dumps({"artifact": {"path": "notes.md", "kind": "notes", "title": "Notes",
-                                "contentType": "text/markdown"}}), flush=True)
+if os.environ.get("EXECUTOR_ARTIFACT", "1") == "1":
+    open("notes.md", "w").write("# notes\\n")
+    print(json.dumps({"artifact": {"path": "notes.md", "kind": "notes", "title": "Notes",
+                                    "contentType": "text/markdown"}}), flush=True)
 open(os.environ["PID_FILE"], "w").write(str(os.getpid()))
 time.sleep(float(os.environ.get("EXECUTOR_SLEEP", "0")))
 print(json.dumps({"output": {"summary": "Three lines of verse"}}), flush=True)
@@ -114,7 +99,13 @@ class RunningDaemon:
 async def daemons(team: Team, tmp_path: Path) -> AsyncIterator[Any]:
     started: list[RunningDaemon] = []
 
-    async def start(*args: str, sleep: float = 0, lease: int = 30) -> RunningDaemon:
+    async def start(
+        *args: str,
+        sleep: float = 0,
+        lease: int = 30,
+        api_url: str | None = None,
+        artifact: bool = True,
+    ) -> RunningDaemon:
         script = tmp_path / "executor.py"
         script.write_text(textwrap.dedent(EXECUTOR))
         config = tmp_path / "daemon.toml"
@@ -122,12 +113,13 @@ async def daemons(team: Team, tmp_path: Path) -> AsyncIterator[Any]:
         pid_file = tmp_path / f"executor-{len(started)}.pid"
         env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
         env.update(
-            SERVICE_API_URL=team.stack.base_url,
+            SERVICE_API_URL=api_url or team.stack.base_url,
             SERVICE_SECRET_ROOT=str(team.secret_root),
             SERVICE_AGENT_KEY_REF="file:daemon.key",
             SERVICE_SIGNING_KEY_REF="file:agent.seed",
             PID_FILE=str(pid_file),
             EXECUTOR_SLEEP=str(sleep),
+            EXECUTOR_ARTIFACT="1" if artifact else "0",
         )
         log = tmp_path / f"daemon-{len(started)}.log"
         process = await asyncio.create_subprocess_exec(
@@ -329,3 +321,44 @@ async def test_a_daemon_refuses_a_key_bound_to_another_team(team: Team, daemons:
     daemon = await daemons("--once")
     assert await daemon.exit_code() == 2
     assert "bound to another team" in daemon.log.read_text()
+
+
+# --- an API that goes away for a while (restarting, or a network blip) ----------------------
+
+
+@pytest.fixture
+async def relay(team: Team) -> AsyncIterator[Relay]:
+    """The daemons' way to the API, which the test closes (connections dropped, new ones
+    refused) and opens again on the same port."""
+    async with Relay("127.0.0.1", team.stack.base_url.removeprefix("http://")) as opened:
+        yield opened
+
+
+async def test_a_daemon_polls_on_while_its_api_is_away(
+    team: Team, daemons: Any, relay: Relay
+) -> None:
+    daemon = await daemons(api_url=f"http://{relay.address}")
+    await until_status(team, await create_task(team), "completed")  # it polls
+    await relay.close()
+    await wait_until(lambda: "poll failed" in daemon.log.read_text(), what="a failed poll")
+    assert daemon.process.returncode is None, daemon.log.read_text()
+    await relay.open()
+    task_id = await create_task(team)
+    await until_status(team, task_id, "completed")
+    assert daemon.process.returncode is None, daemon.log.read_text()
+
+
+async def test_heartbeats_go_on_after_the_api_was_away(
+    team: Team, daemons: Any, relay: Relay
+) -> None:
+    """A heartbeat lost while the API is away leaves the lease to the next one: the attempt
+    runs to its end, once (the lease would have run out long before the executor ends)."""
+    task_id = await create_task(team, maxAttempts=2)
+    daemon = await daemons(api_url=f"http://{relay.address}", sleep=20, lease=10, artifact=False)
+    await daemon.executor_pid()  # it sleeps now: only heartbeats go to the API
+    await relay.close()
+    await wait_until(lambda: "heartbeat of" in daemon.log.read_text(), what="a failed beat")
+    await relay.open()
+    await until_status(team, task_id, "completed", limit_s=90)
+    _, attempts = await team.owner.call("GET", f"/tasks/{task_id}/attempts", team=team.team_id)
+    assert [a["status"] for a in attempts["items"]] == ["completed"]
