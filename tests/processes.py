@@ -42,6 +42,7 @@ def service_env(settings: Any, port: int) -> dict[str, str]:
         SERVICE_S3_ACCESS_KEY=settings.s3_access_key,
         SERVICE_S3_SECRET_KEY=settings.s3_secret_key.get_secret_value(),
         SERVICE_SECRET_KEY=settings.secret_key.get_secret_value(),
+        SERVICE_PAYLOAD_KEYS=settings.payload_keys.get_secret_value(),
         SERVICE_RATE_LIMIT_ENABLED="false",
     )
     return env
