@@ -177,11 +177,7 @@ def _from_dependency(exc: BaseException) -> DomainError | None:
     carried = problem_from_failure(exc)
     if carried is not None:
         return carried
-    if isinstance(exc, RPCError) and exc.status in (
-        RPCStatusCode.UNAVAILABLE,
-        RPCStatusCode.DEADLINE_EXCEEDED,
-        RPCStatusCode.RESOURCE_EXHAUSTED,
-    ):
+    if isinstance(exc, RPCError) and exc.status in _ENGINE_TRANSIENT:
         return ServiceUnavailable("The workflow engine is unavailable")
     if isinstance(exc, _POSTGRES_DOWN):
         return ServiceUnavailable("The database is unavailable")
@@ -194,6 +190,15 @@ def _from_dependency(exc: BaseException) -> DomainError | None:
     return None
 
 
+# What the workflow engine answers while it cannot decide now; the same request may be resent.
+# FAILED_PRECONDITION is Temporal's WorkflowNotReady: an Update whose workflow task failed under
+# it (a worker killed mid-task, say) is aborted with it, and the retried task will take it again.
+_ENGINE_TRANSIENT = (
+    RPCStatusCode.UNAVAILABLE,
+    RPCStatusCode.DEADLINE_EXCEEDED,
+    RPCStatusCode.RESOURCE_EXHAUSTED,
+    RPCStatusCode.FAILED_PRECONDITION,
+)
 # A connection lost, refused while Postgres starts or stops, or closed under a pooled query.
 _POSTGRES_DOWN = (
     asyncpg.PostgresConnectionError,

@@ -328,3 +328,16 @@ def test_the_collector_exports_somewhere_real(path: str) -> None:
     assert pipelines["traces"]["exporters"] == ["otlp"]
     assert pipelines["metrics"]["exporters"] == ["prometheus"]
     assert "debug" not in config["exporters"]
+
+
+def test_the_temporal_tls_files_are_mounted_where_the_settings_look() -> None:
+    """The chart mounts `temporalTlsSecret` at the folder the commented SERVICE_TEMPORAL_TLS_*
+    paths (and the temporal CLI's, for the setup job) name, in every pod and hook job."""
+    values = (DEPLOY / HELM_VALUES).read_text()
+    named = set(re.findall(r"(/etc/cairn/temporal-tls)/(?:ca|tls)\.(?:crt|key)", values))
+    assert named == {"/etc/cairn/temporal-tls"}
+    assert yaml.safe_load(values)["temporalTlsSecret"] == ""
+    for template in ("workloads.yaml", "jobs.yaml"):
+        text = (DEPLOY / "helm" / "cairn" / "templates" / template).read_text()
+        assert "mountPath: /etc/cairn/temporal-tls, readOnly: true" in text, template
+        assert "secretName: {{ . }}" in text and "$.Values.temporalTlsSecret" in text, template
