@@ -38,6 +38,7 @@ class ExportedSpan:
 @dataclass(frozen=True)
 class Point:
     metric: str
+    scope: str  # the name of the meter that recorded it
     service: str
     instance: str
     attributes: dict[str, str]
@@ -60,6 +61,7 @@ def exported_points(export: ExportMetricsServiceRequest) -> Iterator[Point]:
                     value = point.count if kind == "histogram" else point.as_double or point.as_int
                     yield Point(
                         metric=metric.name,
+                        scope=scope_metrics.scope.name,
                         service=resource.get("service.name", ""),
                         instance=resource.get("service.instance.id", ""),
                         attributes={a.key: text(a.value) for a in point.attributes},

@@ -1,5 +1,6 @@
 """`SERVICE_METRICS_PORT`: each process serves a Prometheus scrape endpoint, read here with
-`curl` as a scraper would, carrying the instruments the OTLP push carries."""
+`curl` as a scraper would, carrying the instruments the OTLP push carries (the Temporal SDK's
+included)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from actors import Actors, personal_team
 from processes import service_env, start_cairn, stop_cairn, wait_until
 
 from infra.devstack import free_port
+from workers.admin import issue_bootstrap_voucher
 
 
 async def curl(url: str) -> str:
@@ -66,11 +68,11 @@ async def test_an_api_process_serves_its_request_and_memory_metrics(
     ), text
 
 
-async def test_a_worker_process_serves_the_queue_depth(stack: Any) -> None:
-    metrics_port = free_port()
+async def test_a_worker_process_serves_the_queue_depth_and_the_sdk_metrics(stack: Any) -> None:
+    metrics_port, queue = free_port(), f"scraped-{uuid.uuid4().hex[:8]}"
     env = service_env(stack.settings, free_port()) | {
         "SERVICE_METRICS_PORT": str(metrics_port),
-        "SERVICE_TEMPORAL_TASK_QUEUE": f"scraped-{uuid.uuid4().hex[:8]}",
+        "SERVICE_TEMPORAL_TASK_QUEUE": queue,
         "SERVICE_WORKER_QUEUES": "service",
         "OTEL_METRIC_EXPORT_INTERVAL": "200",  # the depth is counted every interval
     }
@@ -80,6 +82,14 @@ async def test_a_worker_process_serves_the_queue_depth(stack: Any) -> None:
         url = f"http://127.0.0.1:{metrics_port}/metrics"
         await wait_until(
             lambda: _has_depth(url), limit_s=240, what="the worker's scrape with the queue depth"
+        )
+        # a workflow on the worker's queue: the Temporal SDK's metrics are on the scrape too
+        settings = stack.settings.model_copy(update={"temporal_task_queue": queue})
+        await asyncio.wait_for(issue_bootstrap_voucher(stack.temporal, settings), 60)
+        await wait_until(
+            lambda: _has_workflow_task_latency(url, queue),
+            limit_s=30,
+            what="the worker's scrape with the SDK's workflow task latency",
         )
     finally:
         await stop_cairn(process)
@@ -91,5 +101,15 @@ async def _has_depth(url: str) -> bool:
         line.startswith("cairn_task_queue_depth")
         and 'cairn_task_status="queued"' in line
         and 'cairn_task_type="freeform"' in line
+        for line in text.splitlines()
+    )
+
+
+async def _has_workflow_task_latency(url: str, queue: str) -> bool:
+    text = await curl(url)
+    return any(
+        line.startswith("temporal_workflow_task_execution_latency")
+        and f'task_queue="{queue}"' in line
+        and 'workflow_type="VoucherIssue"' in line
         for line in text.splitlines()
     )

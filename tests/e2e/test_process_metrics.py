@@ -1,7 +1,7 @@
 """`cairn worker` and `cairn api` as processes of their own export metrics to an OTLP collector
-(a small one that keeps what it is sent): the Temporal SDK's own (through the core's exporter),
-the task queue's depth and the request durations (through the OpenTelemetry SDK), under the
-service's name and an instance id per process."""
+(a small one that keeps what it is sent): the Temporal SDK's own, the task queue's depth and the
+request durations, all through the OpenTelemetry SDK's meter provider, under the service's name
+and an instance id per process."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from processes import service_env, start_cairn, stop_cairn, wait_until
 
 from api.metrics import DURATION
 from infra.devstack import free_port, port_open
+from infra.telemetry import SDK_METER
 from workers.admin import issue_bootstrap_voucher
 from workers.telemetry import QUEUE_DEPTH
 
@@ -74,6 +75,8 @@ async def test_a_worker_process_exports_the_sdk_metrics_and_the_queue_depth(
     assert workflow_latency is not None and workflow_latency.value >= 1
     assert activity_latency is not None and activity_latency.value >= 1
     assert workflow_latency.service == stack.settings.otel_service_name
+    # through the OpenTelemetry SDK's meter provider (so the scrape endpoint has them too)
+    assert workflow_latency.scope == activity_latency.scope == SDK_METER
     # cumulative: one more run, one more in the count
     await asyncio.wait_for(issue_bootstrap_voucher(stack.temporal, settings), 60)
     runs = workflow_latency.value
@@ -161,5 +164,6 @@ async def test_api_processes_export_request_durations_each_as_its_own_instance(
     point = collector.latest(DURATION, **route)
     assert point is not None and point.service == stack.settings.otel_service_name
     assert point.attributes["http.response.status_code"] == "404"
-    # the API's Temporal client reports through the core's exporter too
-    assert collector.latest("temporal_request", operation="GetSystemInfo") is not None
+    # the API's Temporal client reports through the same meter provider
+    request = collector.latest("temporal_request", operation="GetSystemInfo")
+    assert request is not None and request.scope == SDK_METER
