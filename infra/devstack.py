@@ -32,6 +32,7 @@ SEARCH_ATTRIBUTES = {
     "AgentId": "Keyword",
 }
 
+DEV_SERVER_TASK_QUEUES_MAX = 10_000
 # Measured on the 2-core machine (shared/reference/perf-baselines.md, config G): WAL + a lifted
 # transfer-queue poll limit cut a short workflow from 101 ms to 30 ms.
 TUNED_TEMPORAL_FLAGS = (
@@ -41,6 +42,13 @@ TUNED_TEMPORAL_FLAGS = (
     "synchronous=1",
     "--dynamic-config-value",
     "history.transferProcessorMaxPollRPS=10000",
+    # One dev server serves many stacks (the test suite gives each module its own task queue),
+    # and every versioned worker registers its queues in the deployment's version: past
+    # Temporal's default of 100 a new queue is refused and its worker never gets a task.
+    "--dynamic-config-value",
+    f"matching.maxTaskQueuesInDeploymentVersion={DEV_SERVER_TASK_QUEUES_MAX}",
+    "--dynamic-config-value",
+    f"matching.maxTaskQueuesInDeployment={DEV_SERVER_TASK_QUEUES_MAX}",
 )
 
 # Issue 30 §5: each task queue orders its backlog by priority key and, within a key, shares

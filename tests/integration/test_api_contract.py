@@ -236,10 +236,12 @@ async def test_405_names_the_allowed_methods(stack, http) -> None:
 
 
 def served_operations(app: web.Application) -> set[tuple[str, str]]:
+    """Every method and path the app answers; a CORS preflight (`OPTIONS` beside the codec's
+    POSTs) is the browser's question about an operation, not one of its own."""
     return {
         (route.method.lower(), route.resource.canonical)
         for route in app.router.routes()
-        if route.method != "HEAD" and route.resource is not None
+        if route.method not in ("HEAD", "OPTIONS") and route.resource is not None
     }
 
 

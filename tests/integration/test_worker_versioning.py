@@ -277,3 +277,16 @@ def test_a_deployment_name_has_no_dot() -> None:
     with pytest.raises(ValidationError):
         Settings(worker_deployment="cairn.eu")
     assert Settings(worker_deployment="cairn-eu").worker_deployment == "cairn-eu"
+
+
+def test_the_dev_server_takes_more_task_queues_than_one_version_holds_by_default() -> None:
+    """The suite runs ~150 stacks on one dev server, each on its own task queue and all in the
+    deployment version of this code: past Temporal's default of 100 queues in a version, a new
+    stack's worker was refused by the server and never got a task (the whole suite found it)."""
+    from infra.devstack import DEV_SERVER_TASK_QUEUES_MAX, TemporalDevServer
+
+    command = TemporalDevServer(db_file=None, port=7233, ui_port=None).command()
+    values = {command[i + 1] for i, flag in enumerate(command) if flag == "--dynamic-config-value"}
+    assert DEV_SERVER_TASK_QUEUES_MAX >= 1000
+    assert f"matching.maxTaskQueuesInDeploymentVersion={DEV_SERVER_TASK_QUEUES_MAX}" in values
+    assert f"matching.maxTaskQueuesInDeployment={DEV_SERVER_TASK_QUEUES_MAX}" in values
