@@ -165,7 +165,7 @@ async def move_to_current_key(request: web.Request, rehash: CredentialRehash | N
         await client.start_workflow(
             CredentialRehashWorkflow.run,
             rehash,
-            id=credential_rehash_workflow_id(rehash),
+            id=credential_rehash_workflow_id(rehash.kind, rehash.ref),
             task_queue=request.app[keys.SETTINGS].temporal_task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )

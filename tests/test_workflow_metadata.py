@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # `str` parameters of a workflow-id function that name a thing without saying what it holds
 ID_STRINGS = {
     "fingerprint",  # an agent's key fingerprint
+    "credential_id",  # a session's or agent key's id, or an OAuth client id
     "cid",
     "request_cid",
     "code_hash",

@@ -4,6 +4,8 @@ replaced by the current key's, the first time it is presented after a rotation."
 
 from __future__ import annotations
 
+from typing import Literal
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -12,9 +14,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.common import run_local_step
 
 
-def credential_rehash_workflow_id(rehash: CredentialRehash) -> str:
-    """One move per credential at a time: requests racing after a rotation share a run."""
-    return f"credentials/{rehash.kind}/{rehash.ref}/rehash"
+def credential_rehash_workflow_id(
+    kind: Literal["session", "agent_key", "oauth_client"], credential_id: str
+) -> str:
+    """One move per credential at a time: requests racing after a rotation share a run (the
+    credential's kind and id, never its hash)."""
+    return f"credentials/{kind}/{credential_id}/rehash"
 
 
 @workflow.defn(name="CredentialRehash")

@@ -667,14 +667,17 @@ from infra.temporal import connect
 from workers.interceptors import DomainErrorInterceptor
 from workers.main import worker_pool
 from workers.registry import WORKFLOWS, ActivityDeps, activities
+from workers.versioning import deployment_config, worker_version
 
 async def main(queue):
     settings = Settings()
     client = await connect(settings, tracing=False)
     pool = await worker_pool(settings)
     deps = ActivityDeps(pool, settings.secret_ring)
+    # versioned like every worker of this code (the stack's version is current)
     async with Worker(client, task_queue=queue, workflows=list(WORKFLOWS),
-                      activities=activities(deps), interceptors=[DomainErrorInterceptor()]):
+                      activities=activities(deps), interceptors=[DomainErrorInterceptor()],
+                      deployment_config=deployment_config(worker_version(settings))):
         print("ready", flush=True)
         await asyncio.Event().wait()
 

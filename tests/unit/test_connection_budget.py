@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_deploy_files import DEPLOY, HELM_VALUES, SECRET_PLACEHOLDER, Process, helm_processes
+from test_deploy_files import (
+    DEPLOY,
+    HELM_VALUES,
+    PLACEHOLDERS,
+    SECRET_PLACEHOLDER,
+    Process,
+    helm_processes,
+)
 
 from infra.db import connection_budget
 from infra.settings import Settings
@@ -30,7 +37,7 @@ def settings_of(process: Process, monkeypatch: pytest.MonkeyPatch) -> Settings:
         for name, value in process.env.items():
             env.setenv(name, value)
         for name in process.secret_env:
-            env.setenv(name, SECRET_PLACEHOLDER)
+            env.setenv(name, PLACEHOLDERS.get(name, SECRET_PLACEHOLDER))
         return Settings()
 
 
