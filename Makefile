@@ -57,7 +57,7 @@ fuzz: $(STAMP)
 # before a patch are recorded by older code and never rewritten here (tests/replay/test_replay.py).
 record-histories: $(STAMP)
 	CAIRN_RECORD_HISTORIES=$(CURDIR)/tests/replay/histories $(BIN)/pytest -q -p no:cacheprovider \
-		tests/workflows tests/integration/test_recovery.py
+		tests/workflow_runs tests/integration/test_recovery.py
 
 NEED_NPM = command -v npm >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; } || \

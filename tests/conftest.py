@@ -6,7 +6,7 @@
 - `s3`: rclone serving S3 over a temporary directory.
 - `pgbouncer`: pgbouncer in transaction mode before `postgres`; a module marked
   `pgbouncer_smoke` runs twice, its stack reaching Postgres directly and through it.
-The time-skipping server for timers lives in tests/workflows/conftest.py.
+The time-skipping server for timers lives in tests/workflow_runs/conftest.py.
 A session that leaves the repository's tree changed fails (tests/tree_guard.py).
 """
 

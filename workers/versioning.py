@@ -12,10 +12,11 @@ operator's side (roll out, ramp, roll back).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import importlib.metadata
+import inspect
 import logging
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -46,10 +47,12 @@ SET_CURRENT_FIRST_RETRY_S = 0.1
 SET_CURRENT_MAX_RETRY_S = 2.0
 
 
-def code_build_id(workflows: Iterable[type] = (*WORKFLOWS, *EMBEDDING_WORKFLOWS)) -> str:
+@functools.cache
+def code_build_id(workflows: tuple[type, ...] = (*WORKFLOWS, *EMBEDDING_WORKFLOWS)) -> str:
     """The package version and a hash of the workflow code: every module of the packages the
     registered workflows are defined in (their shared helpers too). The same code gives the
-    same id in every process; a change to any workflow module gives a new one."""
+    same id in every process; a change to any workflow module gives a new one. Computed once
+    per process (every worker of a process asks)."""
     digest = hashlib.sha256()
     for source in _workflow_sources(workflows):
         digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
@@ -57,9 +60,23 @@ def code_build_id(workflows: Iterable[type] = (*WORKFLOWS, *EMBEDDING_WORKFLOWS)
 
 
 def _workflow_sources(workflows: Iterable[type]) -> list[Path]:
-    packages = {sys.modules[cls.__module__].__name__.split(".")[0] for cls in workflows}
-    folders = {Path(str(sys.modules[name].__file__)).parent for name in packages}
-    return sorted(path for folder in folders for path in folder.rglob("*.py"))
+    sources: set[Path] = set()
+    for root in _code_roots(workflows):
+        sources.update(root.rglob("*.py") if root.is_dir() else [root])
+    return sorted(sources)
+
+
+def _code_roots(workflows: Iterable[type]) -> set[Path]:
+    """The folder of each workflow's top-level package (a module outside any package: its own
+    file), found from the workflow's module file: never from `sys.modules` by the package's
+    name, which another folder of that name on the import path (a namespace package) may hold
+    instead, with no file to start from."""
+    roots = set()
+    for cls in workflows:
+        module_file = Path(inspect.getfile(cls)).resolve()
+        depth = cls.__module__.count(".")
+        roots.add(module_file.parents[depth - 1] if depth else module_file)
+    return roots
 
 
 def worker_version(settings: Settings) -> WorkerDeploymentVersion:

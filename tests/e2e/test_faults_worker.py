@@ -93,6 +93,7 @@ async def http(worker_stack: tuple[FaultStack, WorkerProcess]) -> AsyncIterator[
 
 Operation = tuple["asyncio.Task[tuple[int, Any]]", Callable[[], Awaitable[str | None]]]
 TRIES = 5
+FIRST_EFFECT_LIMIT_S = 60  # a worker that never gets a task fails the test, not the run
 
 
 async def killed_mid_run(
@@ -104,9 +105,11 @@ async def killed_mid_run(
     ended already (the effect was its last step), or that was between tasks at the freeze (a
     kill then leaves nothing to time out), is let go and the operation begun afresh."""
     for _ in range(TRIES):
-        request, first_effect = await begin()
+        request, first_effect = await asyncio.wait_for(begin(), FIRST_EFFECT_LIMIT_S)
+        deadline = asyncio.get_running_loop().time() + FIRST_EFFECT_LIMIT_S
         while (workflow_id := await first_effect()) is None:
             assert not request.done(), request.result()
+            assert asyncio.get_running_loop().time() < deadline, "the worker took no task"
             await asyncio.sleep(0.001)
         worker.freeze()
         handle = stack.temporal.get_workflow_handle(workflow_id)

@@ -2,7 +2,7 @@
 
 Every outcome is checked where it lands: the HTTP answer, the `signing_requests` row and the
 `SigningRequest` workflow. The 300 s expiry runs on the time-skipping server
-(tests/workflows/test_signing_workflow.py).
+(tests/workflow_runs/test_signing_workflow.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the real stack, both ways where it is a permission:
 - a voucher expires 24 hours after issue (SPEC 2.3, 8), with the issue time moved by the test;
 - `correlationId` does not prevent duplicates: two creates make two tasks, both listed;
 - `runningTimeoutSec` reaches the attempt workflow (the timer itself, under time skipping, is
-  tests/workflows/test_task_workflow.py);
+  tests/workflow_runs/test_task_workflow.py);
 - a relation's `workflow_id` names the workflow that created it.
 """
 

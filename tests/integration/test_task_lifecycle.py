@@ -1,7 +1,7 @@
 """The attempt lifecycle on the real stack (SPEC 3.1, 4.5, 5, 7): claim, heartbeat, complete,
 fail, abort and cancel through REST, each row of the 3.1 table and each guard, with the rows,
 tuples and workflow that result (or do not). Timers are tested on the time-skipping server
-(tests/workflows/test_task_workflow.py).
+(tests/workflow_runs/test_task_workflow.py).
 
 Who may claim: Task `claim` is the owning team's *agent executors* (or an explicit writer or
 manager grant). A team owner is not an executor, so the crew below has executors joined

@@ -332,7 +332,7 @@ async def test_accepting_a_team_that_is_no_longer_founding_is_409(actors, db_poo
     )
     assert status == 202
     # what the workflow writes after 24 h without acceptance (the timer itself is tested with
-    # time skipping in tests/workflows/test_team_founding.py)
+    # time skipping in tests/workflow_runs/test_team_founding.py)
     await db_pool.execute(
         "UPDATE teams SET status = 'archived' WHERE id = $1", uuid.UUID(team["id"])
     )

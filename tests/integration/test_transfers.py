@@ -2,7 +2,7 @@
 proposes, a destination-team owner accepts or rejects, and only an accept moves the diary
 (`diaries.team_id` and the Diary `team` tuple together). Every permission rule is tested both
 ways, refusals are checked to have written nothing, and the 7-day expiry is in
-tests/workflows/test_transfer_workflow.py."""
+tests/workflow_runs/test_transfer_workflow.py."""
 
 from __future__ import annotations
 

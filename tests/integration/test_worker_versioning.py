@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     import shutil
     import subprocess
     import sys
+    import types
     import uuid
     from collections.abc import AsyncIterator
     from pathlib import Path
@@ -269,6 +270,20 @@ def test_the_build_id_is_the_same_in_every_process_and_changes_with_the_workflow
     with (copy / "tasks.py").open("a") as tasks:
         tasks.write("\n# a change to the task workflow\n")
     assert _build_id_in_a_process(tmp_path) != here
+
+
+def test_the_build_id_holds_when_a_namespace_package_takes_the_package_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A folder named like the package elsewhere on the import path (once `tests/workflows`)
+    can stand in `sys.modules` as a namespace package with no file: the id still hashes the
+    workflow code alone, as in a worker process, never the whole working tree."""
+    assert str(sys.modules["workflows"].__file__).endswith("workflows/__init__.py")
+    here = code_build_id()
+    stand_in = types.ModuleType("workflows")
+    stand_in.__path__ = [str(repo() / "tests")]  # a namespace package: no __file__
+    monkeypatch.setitem(sys.modules, "workflows", stand_in)
+    assert code_build_id.__wrapped__() == here
 
 
 def test_a_deployment_name_has_no_dot() -> None:
