@@ -1,6 +1,7 @@
 """The tool-protocol (MCP) server: the official SDK's `MCPServer`, streamable HTTP at
-`{mcp_url}`, stateless (any replica answers any request; JSON responses, no sessions), behind
-the credential gate; plus the unauthenticated `/.well-known/` challenge of spec 4.7.
+`{mcp_url}`, stateless (any replica answers any request; JSON responses, no sessions: the
+toolsets a connection enabled ride in a cookie, toolserver.toolsets), behind the credential
+gate; plus the unauthenticated `/.well-known/` challenge of spec 4.7.
 
 `build_app(config)` gives the ASGI app; `running(config)` runs it inside an event loop (`cairn
 mcp`, `cairn dev`, the tests). `/healthz` is liveness; `/readyz` is readiness, 503 once the
@@ -39,7 +40,7 @@ from toolserver.oauth import (
     resource_metadata_url,
 )
 from toolserver.registry import CATALOGUE, sdk_tool
-from toolserver.toolsets import CatalogueView
+from toolserver.toolsets import DISCOVERY, CatalogueView
 from toolserver.tracing import TracedApp
 
 SERVER_NAME = "cairn"
@@ -77,7 +78,7 @@ def build_server(backend: Backend) -> MCPServer:
         title="Cairn",
         version=VERSION,
         instructions=INSTRUCTIONS,
-        tools=[sdk_tool(definition, backend) for definition in CATALOGUE],
+        tools=[sdk_tool(definition, backend) for definition in (*CATALOGUE, DISCOVERY)],
         lifespan=lifespan,
         log_level="WARNING",
         middleware=[CatalogueView()],

@@ -16,8 +16,9 @@ which team that call addresses). A team-bound agent key needs it (spec 5.4: equa
 binding); the REST API judges it. A value that is not a uuid is refused here with 400.
 
 Optionally `?toolsets=` / `X-Service-Toolsets` and `?readonly=` / `X-Service-Read-Only`: what
-the connection sees (toolserver.toolsets), narrowed by the scopes whoami tells. An unknown
-toolset is refused here with 400, before any call to the API.
+the connection sees (toolserver.toolsets), narrowed by the scopes whoami tells, widened by the
+toolsets the connection enabled (its `cairn-toolsets` cookie). An unknown toolset is refused
+here with 400, before any call to the API.
 
 Any other bearer (in particular a REST access token) is refused: the MCP server never passes a
 token through that was issued for another audience. With the connector on, a 401 names the
@@ -45,7 +46,7 @@ from client.rest import AGENT_KEY_PREFIX, TEAM_HEADER, ApiError, ClientCredentia
 from toolserver.backend import AgentKey, Backend, Credential, HumanToken
 from toolserver.oauth import ConnectorAccess
 from toolserver.registry import CREDENTIAL_KEY, TEAM_KEY
-from toolserver.toolsets import SELECTION_KEY, BadSelection, select
+from toolserver.toolsets import SELECTION_KEY, BadSelection, answering, enabled_toolsets, select
 
 log = logging.getLogger("cairn.mcp")
 REALM = 'Bearer realm="cairn-mcp"'
@@ -177,8 +178,9 @@ class AuthGate:
         state = scope.setdefault("state", {})
         state[CREDENTIAL_KEY] = credential
         state[TEAM_KEY] = team
-        state[SELECTION_KEY] = select(query, headers, scopes)
-        await self.app(scope, receive, send)
+        state[SELECTION_KEY] = select(query, headers, scopes, enabled_toolsets(headers))
+        accepts_sse = "text/event-stream" in headers.get("accept", "")
+        await self.app(scope, receive, answering(send, state, self.path, accepts_sse))
 
     async def _authenticate(
         self, credential: Credential | ConnectorBearer, scope: Scope, team: str | None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -48,10 +48,12 @@ class NoArguments(Arguments):
 
 @dataclass(frozen=True)
 class Call:
-    """What a handler gets: the REST client acting as the caller, and the shared backend."""
+    """What a handler gets: the REST client acting as the caller, the shared backend, and the
+    request's state (what the auth gate found; the toolset discovery tool writes to it)."""
 
     api: CairnClient
     backend: Backend
+    state: dict[str, Any] = field(default_factory=dict)
 
 
 Reply = BaseModel | dict[str, Any]
@@ -163,7 +165,7 @@ async def invoke(
     credential: Credential = state[CREDENTIAL_KEY]
     team: str | None = state.get(TEAM_KEY)
     arguments = definition.arguments.model_construct(**values)
-    call = Call(api=backend.client(credential, team=team), backend=backend)
+    call = Call(api=backend.client(credential, team=team), backend=backend, state=state)
     try:
         reply = await definition.handler(call, arguments)
     except ApiError as error:

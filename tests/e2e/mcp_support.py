@@ -20,6 +20,8 @@ from schemas.connector import connector_secret
 
 CHALLENGE_TOKEN = "challenge-token-0123456789"
 TEMPORAL_UI = "http://temporal-ui.test:8233"
+# the tests of the tools ask for the whole catalogue (the default view is tested on its own)
+ALL_TOOLSETS = {"X-Service-Toolsets": "all"}
 
 
 def client_headers(actor: Any) -> dict[str, str]:
@@ -32,9 +34,14 @@ def basic_headers(actor: Any) -> dict[str, str]:
 
 
 @contextlib.asynccontextmanager
-async def mcp_session(url: str, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
+async def mcp_session(
+    url: str, headers: dict[str, str], *, everything: bool = True
+) -> AsyncIterator[ClientSession]:
+    """A session of the official client; `everything`: the whole catalogue (unless the URL or
+    the headers choose), else the default view."""
+    sent = {**ALL_TOOLSETS, **headers} if everything else headers
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        httpx2.AsyncClient(headers=sent, timeout=60) as http,
         streamable_http_client(url, http_client=http, terminate_on_close=False) as streams,
         ClientSession(streams[0], streams[1]) as session,
     ):

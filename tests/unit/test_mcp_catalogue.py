@@ -10,11 +10,15 @@ import pytest
 from toolserver.contract import _canonical, breaking_changes, current
 from toolserver.registry import CATALOGUE, ToolDef, input_schema
 from toolserver.toolsets import (
+    COOKIE,
+    DISCOVERY,
     EVERYTHING,
     TOOLSETS,
     BadSelection,
     Selection,
     app_only,
+    default_view,
+    enabled_toolsets,
     model_bytes,
     parse_read_only,
     parse_toolsets,
@@ -29,6 +33,10 @@ CATALOGUE_BUDGET = 20_000
 # formats alone come to about 5.3 KB, so the budget is what is left once nothing a call needs
 # is dropped (see the report of issue 25).
 MEMORY_BUDGET = 6_000
+# issue 33: what a connection sees without choosing (hosts cap or warn past about 40 tools
+# over all their servers)
+DEFAULT_TOOLS_BUDGET = 10
+DEFAULT_BYTES_BUDGET = 6_000
 
 
 def test_the_catalogue_a_model_reads_fits_its_budget() -> None:
@@ -116,6 +124,7 @@ def test_toolsets_parse_and_unknown_names_are_refused() -> None:
     assert parse_toolsets(None) is None
     assert parse_toolsets("memory, tasks") == frozenset({"memory", "tasks"})
     assert parse_toolsets("") == frozenset()
+    assert parse_toolsets("all") == parse_toolsets("memory all") == frozenset(TOOLSETS)
     with pytest.raises(BadSelection, match="everything"):
         parse_toolsets("memory,everything")
     assert parse_read_only("true") and parse_read_only("1") and not parse_read_only(None)
@@ -130,7 +139,7 @@ def test_scopes_narrow_the_toolsets() -> None:
         {"memory", "crypto", "teams", "identity"}
     )
     chosen = select({"toolsets": "tasks,packs"}, {}, ["pack:read"])
-    assert chosen == Selection(frozenset({"packs"}))
+    assert chosen == Selection(frozenset({"packs"}), usable=usable(["pack:read"]))
     by_header = select({}, {"x-service-toolsets": "memory", "x-service-read-only": "1"}, None)
     assert by_header == Selection(frozenset({"memory"}), read_only=True)
     # the query wins over the header
@@ -139,12 +148,52 @@ def test_scopes_narrow_the_toolsets() -> None:
     }
 
 
-def test_read_only_shows_read_only_tools_and_the_apps_own_tools() -> None:
+def test_read_only_shows_read_only_tools() -> None:
     read_only = Selection(frozenset(TOOLSETS), read_only=True)
     shown = {d.name for d in CATALOGUE if read_only.shows(d)}
-    assert shown == {d.name for d in CATALOGUE if d.read_only or app_only(d)}
-    nothing = Selection(frozenset())
-    assert {d.name for d in CATALOGUE if nothing.shows(d)} == {
-        d.name for d in CATALOGUE if app_only(d)
-    }
+    assert shown == {d.name for d in CATALOGUE if d.read_only}
     assert all(EVERYTHING.shows(d) for d in CATALOGUE)
+
+
+def test_app_only_tools_follow_their_toolset_and_the_scopes() -> None:
+    apps = [d for d in CATALOGUE if app_only(d)]
+    assert {d.name for d in apps} >= {"tasks_app_counts", "entries_map_points"}
+    assert not any(Selection(frozenset()).shows(d) for d in apps)
+    memory = select({"toolsets": "memory"}, {}, None)
+    assert {d.name for d in apps if memory.shows(d)} == {
+        d.name for d in apps if d.toolset == "memory"
+    }
+    # a key without task scopes is not shown the task queue's own reads, even asked for all
+    no_tasks = select({"toolsets": "all"}, {}, ["diary:read"])
+    assert not any(no_tasks.shows(d) for d in apps if d.toolset == "tasks")
+
+
+def test_the_default_view_fits_its_budgets() -> None:
+    for scopes in (None, ["diary:read", "diary:write", "task:read", "task:claim"]):
+        shown = default_view(scopes)
+        assert DISCOVERY in shown
+        assert len([d for d in shown if not app_only(d)]) <= DEFAULT_TOOLS_BUDGET
+        assert model_bytes(shown) <= DEFAULT_BYTES_BUDGET
+    names = {d.name for d in default_view(None)}
+    assert {"entries_create", "entries_search", "entries_get", "diaries_list"} <= names
+    assert {"tasks_list", "tasks_get"} <= names
+    # the task loop only where the credential may claim; nothing of a toolset it cannot use
+    reader = {d.name for d in default_view(["diary:read", "task:read"])}
+    assert not {"tasks_list", "tasks_get"} & reader
+    assert {d.name for d in default_view(["task:claim"])} & {"entries_search"} == set()
+
+
+def test_no_choice_is_the_default_view_widened_by_the_enabled_toolsets() -> None:
+    default = select({}, {}, None)
+    assert default.toolsets == frozenset() and default.discovering
+    widened = select({}, {}, ["pack:read"], frozenset({"packs", "tasks"}))
+    assert widened.toolsets == {"packs"}  # enabling never passes the scopes
+    assert select({"toolsets": "all"}, {}, None, frozenset({"packs"})) == EVERYTHING
+    assert not select({"toolsets": "all"}, {}, None).shows(DISCOVERY)
+
+
+def test_the_enabled_toolsets_are_read_from_the_cookie() -> None:
+    cookie = {"cookie": f"other=1; {COOKIE}=tasks.packs.nonsense"}
+    assert enabled_toolsets(cookie) == {"tasks", "packs"}
+    assert enabled_toolsets({}) == frozenset()
+    assert enabled_toolsets({"cookie": "%%%;;=="}) == frozenset()
