@@ -25,7 +25,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
-from mcp_support import MemoryStorage, connector_mcp, problem_of, structured
+from mcp_support import ALL_TOOLSETS, MemoryStorage, connector_mcp, problem_of, structured
 
 from schemas.connector import CONNECTOR_HEADER, connector_secret
 from schemas.limits import CONNECTOR_REDIRECT_URIS_MAX, CONNECTOR_REQUEST_MAX_CHARS
@@ -116,7 +116,7 @@ async def session_with(
     url: str, auth: httpx2.Auth | None = None, **headers: str
 ) -> AsyncIterator[ClientSession]:
     async with (
-        httpx2.AsyncClient(auth=auth, headers=headers, timeout=60) as http,
+        httpx2.AsyncClient(auth=auth, headers={**ALL_TOOLSETS, **headers}, timeout=60) as http,
         streamable_http_client(url, http_client=http, terminate_on_close=False) as streams,
         ClientSession(streams[0], streams[1]) as session,
     ):

@@ -27,7 +27,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
-from mcp_support import MemoryStorage, connector_mcp, structured
+from mcp_support import ALL_TOOLSETS, MemoryStorage, connector_mcp, structured
 from playwright.async_api import Browser, Page, expect
 
 from infra.devstack import free_port
@@ -136,7 +136,7 @@ async def test_a_human_not_logged_in_connects_an_mcp_host_in_the_browser(
         callback_handler=callback_handler,
     )
     async with (
-        httpx2.AsyncClient(auth=provider, timeout=60) as http,
+        httpx2.AsyncClient(auth=provider, headers=ALL_TOOLSETS, timeout=60) as http,
         streamable_http_client(mcp.url, http_client=http, terminate_on_close=False) as streams,
         ClientSession(streams[0], streams[1]) as session,
     ):
