@@ -17,13 +17,14 @@ agents, seeds one diary with entries, then measures:
    clients it saw: the target is one exchange per client per token lifetime;
 4. the catalogue's size (issue 25): the bytes of the whole `tools/list` answer and what a model
    reads of it (each tool's name, description and input schema as compact JSON, app-only
-   tools left out), for the whole catalogue and per toolset (`?toolsets=`), next to the same
-   measure of the baseline commit (`--baseline`, main before issue 25: 41.6 KB and 128 KB),
+   tools left out), for the default view a connection sees without choosing (issue 33: tools
+   and bytes), the whole catalogue (`?toolsets=all`) and per toolset (`?toolsets=`), next to
+   the same measure of the baseline commit (`--baseline`, main before issue 25: 41.6 KB and 128 KB),
    taken in this run from a git worktree of it.
 
 Targets (issue 14): MCP p50 ≤ REST p50 + 5 ms; tools/list p50 ≤ 20 ms; MCP throughput ≥ 0.7 of
-REST; exchanges == clients. Issue 25: catalogue ≤ 20 KB, memory toolset ≤ 5 KB. Prints JSON
-and writes bench/results/mcp.json.
+REST; exchanges == clients. Issue 25: catalogue ≤ 20 KB, memory toolset ≤ 5 KB. Issue 33: the
+default view ≤ 10 tools and ≤ 6 KB. Prints JSON and writes bench/results/mcp.json.
 """
 
 from __future__ import annotations
@@ -356,13 +357,20 @@ async def listed(http: aiohttp.ClientSession, url: str, agent: Agent) -> tuple[i
 
 
 async def catalogue(http: aiohttp.ClientSession, url: str, agent: Agent) -> dict[str, Any]:
-    """The served catalogue over HTTP: whole, and per toolset."""
-    size, tools = await listed(http, url, agent)
+    """The served catalogue over HTTP: the default view (no `toolsets` chosen), whole
+    (`?toolsets=all`), and per toolset."""
+    default_size, default = await listed(http, url, agent)
+    size, tools = await listed(http, f"{url}?toolsets=all", agent)
     toolsets = {}
     for name in TOOLSETS:
         part_size, part = await listed(http, f"{url}?toolsets={name}", agent)
         toolsets[name] = {"model_bytes": model_bytes(part), "tools_list_bytes": part_size}
     return {
+        "default": {
+            "tools_list_bytes": default_size,
+            "model_bytes": model_bytes(default),
+            "tools": len(default),
+        },
         "tools_list_bytes": size,
         "model_bytes": model_bytes(tools),
         "tools": len(tools),
@@ -433,7 +441,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 {
                     "rest": rest_search(http, stack.base_url, one, diary),
                     "mcp": mcp_search(http, url, one, diary),
-                    "tools_list": mcp_call(http, url, one, "tools/list", {}),
+                    "tools_list": mcp_call(http, f"{url}?toolsets=all", one, "tools/list", {}),
                 },
                 args.runs,
             )
@@ -503,6 +511,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "one_exchange_per_client": exchanges == args.clients,
             "catalogue_within_20kb": served["model_bytes"] <= 20_000,
             "memory_toolset_within_5kb": served["toolsets"]["memory"]["model_bytes"] <= 5_000,
+            "default_within_10_tools": served["default"]["tools"] <= 10,
+            "default_within_6kb": served["default"]["model_bytes"] <= 6_000,
         }
         return result
 
