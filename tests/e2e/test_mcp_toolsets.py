@@ -6,6 +6,7 @@ across two `cairn mcp` replicas: tests/e2e/test_mcp_replicas.py."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -230,3 +231,43 @@ async def test_lists_carry_cache_hints_at_2026_07_28_only(mcp_server: Any, actor
     assert answer.status == 200, legacy
     assert "ttlMs" not in legacy["result"] and "cacheScope" not in legacy["result"]
     assert [tool["name"] for tool in legacy["result"]["tools"]] == names
+
+
+async def enabling_answer(url: str, headers: dict[str, str], accept: str) -> Any:
+    """A raw 2025-11-25 `tools/call` of the discovery tool: (status, content type, cookie,
+    body)."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": DISCOVERY_NAME, "arguments": {"toolset": "crypto"}},
+    }
+    sent = {
+        **headers,
+        "content-type": "application/json",
+        "accept": accept,
+        "mcp-protocol-version": "2025-11-25",
+    }
+    async with aiohttp.ClientSession() as raw, raw.post(url, headers=sent, json=call) as answer:
+        body = await answer.text()
+        return answer.status, answer.content_type, answer.cookies.get(COOKIE), body
+
+
+async def test_the_enabling_answer_is_sse_only_for_a_client_that_accepts_it(
+    mcp_server: Any, actors: Any
+) -> None:
+    agent = await actors.agent()
+    headers = client_headers(agent)
+    status, kind, cookie, body = await enabling_answer(
+        mcp_server.url, headers, "application/json, text/event-stream"
+    )
+    assert (status, kind) == (200, "text/event-stream")
+    assert cookie is not None and cookie.value == "crypto" and cookie["path"] == "/mcp"
+    events = [line.removeprefix("data: ") for line in body.splitlines() if line.startswith("data")]
+    assert json.loads(events[0])["method"] == "notifications/tools/list_changed"
+    assert json.loads(events[1])["result"]["structuredContent"]["enabled"] == "crypto"
+
+    status, kind, cookie, body = await enabling_answer(mcp_server.url, headers, "application/json")
+    assert (status, kind) == (200, "application/json")
+    assert cookie is not None and cookie.value == "crypto"
+    assert json.loads(body)["result"]["structuredContent"]["enabled"] == "crypto"
