@@ -116,10 +116,6 @@ class Selection:
             return False
         return definition.read_only or not self.read_only
 
-    @property
-    def discovering(self) -> bool:
-        return DISCOVERY_NAME in self.tools
-
 
 EVERYTHING: Final = Selection(frozenset(TOOLSETS))
 

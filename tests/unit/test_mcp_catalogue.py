@@ -185,7 +185,7 @@ def test_the_default_view_fits_its_budgets() -> None:
 
 def test_no_choice_is_the_default_view_widened_by_the_enabled_toolsets() -> None:
     default = select({}, {}, None)
-    assert default.toolsets == frozenset() and default.discovering
+    assert default.toolsets == frozenset() and default.shows(DISCOVERY)
     widened = select({}, {}, ["pack:read"], frozenset({"packs", "tasks"}))
     assert widened.toolsets == {"packs"}  # enabling never passes the scopes
     assert select({"toolsets": "all"}, {}, None, frozenset({"packs"})) == EVERYTHING
