@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
+from aiohttp import web
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
@@ -22,6 +23,22 @@ CHALLENGE_TOKEN = "challenge-token-0123456789"
 TEMPORAL_UI = "http://temporal-ui.test:8233"
 # the tests of the tools ask for the whole catalogue (the default view is tested on its own)
 ALL_TOOLSETS = {"X-Service-Toolsets": "all"}
+
+
+@contextlib.asynccontextmanager
+async def proxy_at(forward: Any) -> AsyncIterator[str]:
+    """`forward` (an aiohttp handler) serving every method of `/mcp` on a free port; yields
+    that MCP URL."""
+    app = web.Application()
+    app.router.add_route("*", "/mcp", forward)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        await runner.cleanup()
 
 
 def client_headers(actor: Any) -> dict[str, str]:

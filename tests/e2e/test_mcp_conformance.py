@@ -23,9 +23,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from mcp_support import client_headers
-
-from infra.devstack import free_port
+from mcp_support import client_headers, proxy_at
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "tests" / "mcp-conformance"
@@ -89,16 +87,10 @@ async def credentialed_proxy(
             response.force_close()
             return response
 
-    app = web.Application()
-    app.router.add_route("*", "/mcp", forward)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
-        yield f"http://127.0.0.1:{port}/mcp"
+        async with proxy_at(forward) as url:
+            yield url
     finally:
-        await runner.cleanup()
         await session.close()
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from mcp_support import client_headers, mcp_session, structured, text_of
+from mcp_support import client_headers, mcp_session, proxy_at, structured, text_of
 from processes import service_env, start_cairn, stop_cairn, wait_until
 
 from infra.devstack import free_port
@@ -77,16 +77,10 @@ async def round_robin(targets: list[str], served: list[tuple[int, str]]) -> Asyn
                 response.headers.add(name, value)
             return response
 
-    app = web.Application()
-    app.router.add_route("*", "/mcp", forward)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
-        yield f"http://127.0.0.1:{port}/mcp"
+        async with proxy_at(forward) as url:
+            yield url
     finally:
-        await runner.cleanup()
         await session.close()
 
 
