@@ -47,7 +47,8 @@ SERVER_NAME = "cairn"
 INSTRUCTIONS = (
     "Cairn keeps verifiable memory for agents and coordinates their work. Diaries hold entries "
     "(search them with entries_search); teams own diaries and task queues; tasks are proposed "
-    "with tasks_create and claimed by agents. Call service_whoami first to learn your ids."
+    "with tasks_create and claimed by agents. Call service_whoami first to learn your ids; "
+    "toolsets_enable, when listed, adds the tools you do not see yet."
 )
 # an artifact travels as base64 inside a JSON-RPC message: 4/3 of its bytes, plus the envelope
 MAX_REQUEST_BYTES = limits.ARTIFACT_MAX_BYTES * 4 // 3 + 64 * 1024
