@@ -423,6 +423,9 @@ async def _write_import(
     every entry (its CID, chain link, signature and creation time kept) with its parent tuple
     and imported signer, and the relations. A retry after a commit finds the diary and stops.
 
+    A peer file's entries (Mem0, Letta, COGX) also pass the exact-duplicate rule of an entry
+    create, and keep their origin; a link whose ends repeat one entry is dropped.
+
     An imported signed entry has no local signing request: it names itself as its request
     (`signing_request_id` = its own id, so it counts as signed everywhere: immutable,
     permanent), and `imported_signatures` holds the key and nonce its signature verifies with.
@@ -442,10 +445,17 @@ async def _write_import(
             archive.signed,
         )
         ids = [imported_entry_id(diary_id, n) for n in range(len(entries))]
-        await conn.executemany(
-            Q.archive_insert_entry,
-            [_entry_row(inp, entry_id, item) for entry_id, item in zip(ids, entries, strict=True)],
-        )
+        if inp.format == "car":  # an archive keeps every entry, twins included, as exported
+            await conn.executemany(
+                Q.archive_insert_entry,
+                [
+                    _entry_row(inp, entry_id, item)
+                    for entry_id, item in zip(ids, entries, strict=True)
+                ],
+            )
+            stored = ids
+        else:
+            stored = await _insert_deduplicated(conn, inp, ids, entries)
         await conn.executemany(
             Q.archive_insert_signature,
             [
@@ -457,20 +467,43 @@ async def _write_import(
         await tuples.write_tuples(
             conn,
             [_team_binding(diary_id, inp.team_id)]
-            + [_entry_parent(entry_id, diary_id) for entry_id in ids],
+            + [_entry_parent(entry_id, diary_id) for entry_id in dict.fromkeys(stored)],
         )
         for n, relation in enumerate(archive.relations):
+            source, target = stored[relation.source], stored[relation.target]
+            if source == target:  # both ends repeat one entry: no relation to itself
+                continue
             await conn.fetchval(
                 Q.memory_insert_relation,
                 imported_relation_id(diary_id, n),
-                ids[relation.source],
-                ids[relation.target],
+                source,
+                target,
                 relation.relation,
                 relation.status,
                 None,
                 relation.metadata,
             )
-            await conn.execute(Q.memory_sync_superseded_by, ids[relation.target])
+            await conn.execute(Q.memory_sync_superseded_by, target)
+
+
+async def _insert_deduplicated(
+    conn: asyncpg.Connection,
+    inp: DiaryImportInput,
+    ids: Sequence[uuid.UUID],
+    entries: Sequence[ImportedEntry],
+) -> list[uuid.UUID]:
+    """The entries of a peer file, under the exact-duplicate rule of an entry create
+    (`_exact_duplicate`): an entry repeating an earlier one's content is recorded as refused
+    and stands for that one. Returns the stored entry of each position."""
+    stored = []
+    for entry_id, item in zip(ids, entries, strict=True):
+        duplicate = await _exact_duplicate(conn, entry_id, inp.diary_id, item.entry.content)
+        if duplicate is None:
+            await conn.execute(Q.archive_insert_entry, *_entry_row(inp, entry_id, item))
+            stored.append(entry_id)
+        else:
+            stored.append(duplicate[0])
+    return stored
 
 
 def _entry_row(inp: DiaryImportInput, entry_id: uuid.UUID, item: ImportedEntry) -> tuple[Any, ...]:
@@ -492,6 +525,7 @@ def _entry_row(inp: DiaryImportInput, entry_id: uuid.UUID, item: ImportedEntry) 
         inp.created_by,
         inp.created_by_ns,
         entry.created_at,
+        item.origin,
     )
 
 

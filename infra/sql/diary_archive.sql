@@ -23,12 +23,13 @@ WHERE s.diary_id = $1 AND t.diary_id = $1
 ORDER BY r.created_at, r.id
 
 -- name: archive_insert_entry
--- An imported entry keeps its CID, chain link, signature and creation time.
+-- An imported entry keeps its CID, chain link, signature and creation time; one from another
+-- memory system also its origin ($17).
 INSERT INTO diary_entries (
     id, diary_id, title, content, tags, injection_risk, injection_threats, importance,
     entry_type, cid, prev_cid, signing_request_id, content_signature, created_by,
-    created_by_ns, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)
+    created_by_ns, created_at, updated_at, origin)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $17)
 
 -- name: archive_insert_signature
 INSERT INTO imported_signatures (entry_id, public_key, fingerprint, nonce)
