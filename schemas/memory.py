@@ -282,7 +282,8 @@ class Entry(ResponseBody):
 
 
 def entry_from_row(row: Mapping[str, Any], *, score: float | None = None) -> Entry:
-    """The row needs the entry's columns plus `has_embedding` (`embedding IS NOT NULL`)."""
+    """The row needs the entry's columns (`origin` included) plus `has_embedding`
+    (`embedding IS NOT NULL`)."""
     return Entry(
         id=row["id"],
         diaryId=row["diary_id"],
@@ -306,8 +307,7 @@ def entry_from_row(row: Mapping[str, Any], *, score: float | None = None) -> Ent
         createdAt=row["created_at"],
         updatedAt=row["updated_at"],
         score=score,
-        # read by the entry reads that select it (get, list, search); absent elsewhere
-        origin=row.get("origin"),
+        origin=row["origin"],
     )
 
 

@@ -25,8 +25,9 @@ import json
 import posixpath
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from pydantic import Field
 
@@ -51,6 +52,7 @@ DOCUMENTS: Final = "documents.jsonl"
 FACTS: Final = "facts.jsonl"
 READ_FILES: Final = (MANIFEST, MEMORIES, BLOCKS, DOCUMENTS, FACTS)
 SUPPORTED_MAJOR: Final = 0
+Member = TypeVar("Member")
 ZIP_MAGIC: Final = b"PK\x03\x04"
 GZIP_MAGIC: Final = b"\x1f\x8b"
 
@@ -136,42 +138,46 @@ def _base(names: list[str]) -> str:
     return posixpath.dirname(manifests[0])
 
 
-def _zip_files(data: bytes) -> dict[str, bytes]:
+def _picked(
+    members: Mapping[str, Member], size: Callable[[Member], int], read: Callable[[Member], bytes]
+) -> dict[str, bytes]:
+    """The COGX files among an archive's members, within the budget."""
     budget = _Budget()
+    base = _base(list(members))
+    files = {}
+    for name in READ_FILES:
+        member = members.get(posixpath.join(base, name))
+        if member is not None:
+            budget.take(name, size(member))
+            files[name] = read(member)
+    return files
+
+
+def _zip_files(data: bytes) -> dict[str, bytes]:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = {i.filename: i for i in archive.infolist() if not i.is_dir()}
-            base = _base(list(members))
-            files = {}
-            for name in READ_FILES:
-                info = members.get(posixpath.join(base, name))
-                if info is not None:
-                    budget.take(name, info.file_size)
-                    files[name] = archive.read(info)
-            return files
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError) as error:
+            return _picked(members, lambda info: info.file_size, archive.read)
+    # what a damaged or encrypted member raises: a refusal of the file, never a server error
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, RuntimeError, OSError) as error:
         raise RecordRejected("the zip file", f"unreadable ({error})") from None
 
 
 def _tar_files(data: bytes) -> dict[str, bytes]:
-    budget = _Budget()
     try:
-        # the tar is read from a bounded stream: gzip cannot expand past the budget unseen
+        # read through a bounded stream: the gzip cannot expand past the budget unseen
         raw = gzip.GzipFile(fileobj=io.BytesIO(data)).read(limits.DIARY_IMPORT_MAX_BYTES + 1)
         if len(raw) > limits.DIARY_IMPORT_MAX_BYTES:
-            budget.take("the tar file", len(raw))
+            _Budget().take("the tar file", len(raw))
         with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as archive:
             members = {m.name.removeprefix("./"): m for m in archive.getmembers() if m.isfile()}
-            base = _base(list(members))
-            files = {}
-            for name in READ_FILES:
-                member = members.get(posixpath.join(base, name))
-                if member is not None:
-                    budget.take(name, member.size)
-                    extracted = archive.extractfile(member)
-                    files[name] = extracted.read() if extracted is not None else b""
-            return files
-    except (tarfile.TarError, OSError, EOFError) as error:
+
+            def read(member: tarfile.TarInfo) -> bytes:
+                extracted = archive.extractfile(member)
+                return extracted.read() if extracted is not None else b""
+
+            return _picked(members, lambda member: member.size, read)
+    except (tarfile.TarError, zlib.error, OSError, EOFError) as error:
         raise RecordRejected("the tar file", f"unreadable ({error})") from None
 
 

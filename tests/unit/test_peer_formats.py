@@ -173,6 +173,29 @@ def test_a_cogx_archive_of_a_newer_major_version_or_without_manifest_is_refused(
     assert rejected(cogx_zip(files)).record == "manifest.json"
 
 
+def test_a_damaged_cogx_archive_is_refused_not_a_server_error() -> None:
+    whole = COGX.read_bytes()
+    damaged = whole[:40] + bytes(b ^ 0xFF for b in whole[40:200]) + whole[200:]
+    assert rejected(damaged).record in {"the zip file", "manifest.json"}
+    assert rejected(whole[: len(whole) // 2]).record == "the zip file"
+    tar = bytearray(cogx_tar_gz(cogx_files()))
+    assert rejected(bytes(tar[: len(tar) // 2])).record == "the tar file"
+    tar[12] ^= 0xFF  # inside the deflate stream: zlib's own error
+    assert rejected(bytes(tar)).record == "the tar file"
+
+
+def test_an_encrypted_cogx_member_is_refused() -> None:
+    data = bytearray(COGX.read_bytes())
+    # mark every member encrypted (bit 0 of the flags of its local and central headers)
+    for signature, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = data.find(signature)
+        while at != -1:
+            data[at + flags_at] |= 0x1
+            at = data.find(signature, at + 4)
+    error = rejected(bytes(data))
+    assert error.record == "the zip file" and "encrypted" in error.reason
+
+
 def test_a_cogx_archive_unpacking_past_the_upload_limit_is_too_large() -> None:
     files = cogx_files()
     files["documents.jsonl"] = b" " * (limits.DIARY_IMPORT_MAX_BYTES + 1)
