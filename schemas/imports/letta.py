@@ -4,7 +4,7 @@
      "blocks": [{"id", "label", "value", "limit", "description", "metadata"}, ...], ...}
 
 An agent's memory blocks are the top-level blocks its `block_ids` name (older files carry them
-inline, as `core_memory` or `blocks`, which is read too). Each block with a value is a
+inline, as `core_memory`, `blocks` or `memory_blocks`, read too). Each block with a value is a
 `semantic` entry titled and tagged with its label, and tagged `agent:<name>`. Archival
 passages, where a file carries them (`agents[].passages`, as Cognee's Letta reader expects;
 `archival_memory` too), are `episodic` entries tagged `agent:<name>` and `archival`. Messages,
@@ -54,9 +54,10 @@ class LettaAgent(PeerRecord):
     id: str | None = None
     name: str = Field(min_length=1)
     block_ids: list[str] = Field(default_factory=list)
-    # inline blocks of older files, under either name
+    # inline blocks (older files; a create request's `memory_blocks`), under any of these names
     core_memory: list[Any] = Field(default_factory=list)
     blocks: list[Any] = Field(default_factory=list)
+    memory_blocks: list[Any] = Field(default_factory=list)
     passages: list[Any] = Field(default_factory=list)
     archival_memory: list[Any] = Field(default_factory=list)
 
@@ -81,11 +82,20 @@ def _shared_blocks(agent_file: AgentFile) -> dict[str, tuple[str, LettaBlock]]:
     return shared
 
 
+def _inline_blocks(agent: LettaAgent) -> tuple[tuple[str, list[Any]], ...]:
+    return (
+        ("core_memory", agent.core_memory),
+        ("blocks", agent.blocks),
+        ("memory_blocks", agent.memory_blocks),
+    )
+
+
 def _agent_blocks(
     agent: LettaAgent, agent_at: str, shared: dict[str, tuple[str, LettaBlock]]
 ) -> list[tuple[str, LettaBlock]]:
-    inline_key = "core_memory" if agent.core_memory else "blocks"
-    inline = agent.core_memory or agent.blocks
+    inline_key, inline = next(
+        ((key, blocks) for key, blocks in _inline_blocks(agent) if blocks), ("blocks", [])
+    )
     blocks = [
         (f"{agent_at}/{inline_key}/{n}", validated(LettaBlock, raw, f"{agent_at}/{inline_key}/{n}"))
         for n, raw in enumerate(inline)

@@ -103,10 +103,12 @@ def test_letta_blocks_are_semantic_entries_tagged_with_their_label() -> None:
     assert all(p.entry_type == "episodic" and "archival" in p.tags for p in passages)
 
 
-def test_letta_inline_blocks_of_older_files_and_files_without_passages() -> None:
+@pytest.mark.parametrize("inline", ["core_memory", "blocks", "memory_blocks"])
+def test_letta_inline_blocks_of_older_files_and_files_without_passages(inline: str) -> None:
     agent_file = letta_agent_file()
     agent = agent_file["agents"][0]
-    agent["core_memory"] = agent_file.pop("blocks")
+    agent["memory_blocks"] = []  # what a current file writes beside block_ids
+    agent[inline] = agent_file.pop("blocks")
     agent["block_ids"] = []
     del agent["passages"]
     peer = read_peer_file(as_json(agent_file))
