@@ -42,6 +42,7 @@ from schemas.imports.peer import (
     entry,
     relation_for,
     scope_tags,
+    storable,
     validated,
 )
 
@@ -283,6 +284,7 @@ def to_entries(files: Mapping[str, bytes]) -> tuple[tuple[PeerEntry, ...], tuple
         metadata: dict[str, Any] = {"predicate": fact.predicate, "factId": fact.external_id}
         if fact.confidence is not None:
             metadata["confidence"] = fact.confidence
+        storable(where, metadata)
         links.setdefault((source, target, relation), PeerLink(source, target, relation, metadata))
     return tuple(entries), tuple(links.values())
 
@@ -298,5 +300,5 @@ def read(data: bytes) -> PeerFile:
             MANIFEST, f"cogx_version {manifest.cogx_version!r}: this reader takes 0.x"
         )
     entries, links = to_entries(files)
-    name = f"COGX import from {manifest.source_system}"[:255]
+    name = storable(MANIFEST, f"COGX import from {manifest.source_system}"[:255])
     return PeerFile(format="cogx", name=name, entries=entries, links=links)

@@ -25,6 +25,7 @@ from schemas.imports.peer import (
     RecordRejected,
     entry,
     scope_tags,
+    storable,
     validated,
 )
 
@@ -167,4 +168,5 @@ def read(document: Any) -> PeerFile:
     agent_file: AgentFile = validated(AgentFile, document, "the file")
     names = [a.get("name") for a in agent_file.agents if isinstance(a, dict)]
     name = str(names[0]) if len(names) == 1 and names[0] else "Letta agents"
-    return PeerFile(format="letta", name=name[:255], entries=to_entries(agent_file))
+    entries = to_entries(agent_file)
+    return PeerFile(format="letta", name=storable("agents/0", name[:255]), entries=entries)

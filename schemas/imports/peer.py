@@ -19,6 +19,7 @@ from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Vali
 from schemas.errors import DomainError, ImportInvalid, PayloadTooLarge
 from schemas.kernel.diary_car import ArchivedEntry, ArchivedRelation, DiaryArchive
 from schemas.memory import EntryCreateRequest, EntryOrigin, PeerFormat, RelationType
+from schemas.text import UNSTORABLE_TEXT_MESSAGE, unstorable_text_at
 
 _RELATIONS: Final = frozenset(get_args(RelationType))
 # A link another system asserted: kept as decided, like a relation an archive carries
@@ -109,6 +110,18 @@ def validated(model: type[BaseModel], value: Any, record: str) -> Any:
         raise record_error(record, error) from None
 
 
+def storable(record: str, value: Any) -> Any:
+    """The value, unless text in it is something Postgres cannot store (a NUL, a lone
+    surrogate): the record is refused then, as a request carrying it would be."""
+    at = unstorable_text_at(value)
+    if at is not None:
+        where = "/".join(str(part) for part in at)
+        raise RecordRejected(
+            record, f"{where}: {UNSTORABLE_TEXT_MESSAGE}" if where else UNSTORABLE_TEXT_MESSAGE
+        )
+    return value
+
+
 def scope_tags(**scope: str | None) -> list[str]:
     """`user:alice`, `agent:helper`, …: a source's scoping ids kept as tags."""
     return [f"{kind}:{value}" for kind, value in scope.items() if value]
@@ -133,6 +146,7 @@ def entry(
         )
     except ValidationError as error:
         raise record_error(record, error) from None
+    storable(record, {"id": record_id, "metadata": dict(metadata or {})})
     return PeerEntry(
         content=checked.content,
         title=checked.title or None,

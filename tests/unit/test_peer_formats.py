@@ -77,6 +77,23 @@ def test_a_mem0_memory_without_text_is_refused_by_position_and_id() -> None:
     assert error.record == "results/1" and "memory" in error.reason
 
 
+def test_text_postgres_cannot_store_is_refused_wherever_it_sits() -> None:
+    listing = mem0_listing()
+    listing["results"][0]["metadata"] = {"note": "a\u0000b"}
+    error = rejected(as_json(listing))
+    assert error.record.startswith("results/0") and "metadata/note" in error.reason
+    files = cogx_files()
+    files["facts.jsonl"] = as_json(
+        {"external_id": "f", "subject_ref": "m-1", "predicate": "x\ud800", "object_ref": "m-2"}
+    )
+    assert rejected(cogx_zip(files)).record == "facts.jsonl line 1"
+    agent_file = letta_agent_file()
+    agent_file["agents"][0]["name"] = "bot\u0000"
+    assert rejected(as_json(agent_file)).record == "blocks/0 (persona)"  # its agent:… tag
+    agent_file["agents"][0] |= {"block_ids": [], "passages": []}
+    assert rejected(as_json(agent_file)).record == "agents/0"  # the diary's name
+
+
 def test_a_mem0_memory_over_the_entry_limit_is_refused() -> None:
     listing = mem0_listing()
     listing["results"][2]["memory"] = "x" * (limits.ENTRY_CONTENT_MAX_CHARS + 1)
