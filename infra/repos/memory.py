@@ -492,17 +492,25 @@ async def _insert_deduplicated(
     ids: Sequence[uuid.UUID],
     entries: Sequence[ImportedEntry],
 ) -> list[uuid.UUID]:
-    """The entries of a peer file, under the exact-duplicate rule of an entry create
-    (`_exact_duplicate`): an entry repeating an earlier one's content is recorded as refused
-    and stands for that one. Returns the stored entry of each position."""
-    stored = []
-    for entry_id, item in zip(ids, entries, strict=True):
-        duplicate = await _exact_duplicate(conn, entry_id, inp.diary_id, item.entry.content)
-        if duplicate is None:
-            await conn.execute(Q.archive_insert_entry, *_entry_row(inp, entry_id, item))
-            stored.append(entry_id)
-        else:
-            stored.append(duplicate[0])
+    """The entries of a peer file under the exact-duplicate rule of an entry create: an entry
+    repeating an earlier one's content (trimmed) is not written, is recorded as refused (as
+    `_exact_duplicate` records one) and stands for that one. The diary is new, so only the file
+    can hold an earlier copy: the file is compared with itself in one statement, and the rows
+    go in batches, not one round trip each. Returns the stored entry of each position."""
+    rows = await conn.fetch(Q.archive_first_of_each_content, [i.entry.content for i in entries])
+    stored = [ids[row["first"] - 1] for row in rows]
+    kept = [n for n, entry_id in enumerate(stored) if entry_id == ids[n]]
+    await conn.executemany(
+        Q.archive_insert_entry, [_entry_row(inp, ids[n], entries[n]) for n in kept]
+    )
+    await conn.executemany(
+        Q.memory_record_refused_duplicate,
+        [
+            (ids[n], inp.diary_id, entry_id)
+            for n, entry_id in enumerate(stored)
+            if entry_id != ids[n]
+        ],
+    )
     return stored
 
 

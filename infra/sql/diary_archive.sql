@@ -41,3 +41,12 @@ SELECT id, cid, title, content, tags
 FROM diary_entries
 WHERE id = ANY($1::uuid[]) AND embedding IS NULL
 ORDER BY created_at, id
+
+-- name: archive_first_of_each_content
+-- For each content of $1 (a new diary's entries, in file order), the position (1-based) of the
+-- first one equal to it after trimming whitespace: the comparison of
+-- memory_find_exact_duplicate, made for a whole file in one statement.
+SELECT n::int AS position,
+       first_value(n) OVER (PARTITION BY btrim(c, E' \t\n\r\f\v') ORDER BY n)::int AS first
+FROM unnest($1::text[]) WITH ORDINALITY AS t(c, n)
+ORDER BY n
