@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 from actors import Actor, personal_team
-from fixtures.peer_files import COGX, LETTA, MEM0, letta_agent_file
+from fixtures.peer_files import COGX, LETTA, MEM0, cogx_files, cogx_zip, letta_agent_file
 
+from schemas import limits
 from schemas.kernel.cids import bytes_cid
 
 TABLES = ("diaries", "diary_entries", "entry_relations", "relation_tuples")
@@ -136,6 +137,18 @@ async def test_a_bad_record_is_400_naming_it_and_nothing_is_written(
     status, problem = await import_file(importer, json.dumps(agent_file).encode(), JSON)
     assert status == 400 and problem["code"] == "import-invalid", problem
     assert problem["record"] == "agents/0/passages/1"
+    assert await row_counts(db_pool) == before
+
+
+async def test_an_archive_unpacking_past_the_limit_is_413_naming_the_file(
+    importer: Actor, db_pool: Any
+) -> None:
+    files = cogx_files()
+    files["documents.jsonl"] = b" " * (limits.DIARY_IMPORT_MAX_BYTES + 1)  # zips to ~33 KB
+    before = await row_counts(db_pool)
+    status, problem = await import_file(importer, cogx_zip(files), ZIP)
+    assert status == 413 and problem["code"] == "payload-too-large", problem
+    assert problem["record"] == "documents.jsonl"
     assert await row_counts(db_pool) == before
 
 
