@@ -1,5 +1,6 @@
-"""Side effects of a diary import (`workflows.diary_archive`): write the staged archive's rows,
-embed the new entries in batches, discard the staged file.
+"""Side effects of a diary import (`workflows.diary_archive`): write the staged file's rows (a
+Cairn archive, or a Mem0, Letta or COGX file: `schemas.imports`), embed the new entries in
+batches, discard the staged file.
 
 The API verified the archive before staging it; the write step reads it back from S3 and runs
 the same checks again (the bytes crossed a network and a store since), so a row is only ever
@@ -9,6 +10,7 @@ written from a file that verifies.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from temporalio import activity
@@ -25,6 +27,9 @@ from schemas.diary_archive import (
 )
 from schemas.embedding import EmbedRequest
 from schemas.errors import ArchiveInvalid, ArchiveNotStaged
+from schemas.imports.formats import read_peer_file
+from schemas.imports.peer import RecordRejected, refusal, to_archive
+from schemas.kernel.cids import bytes_cid
 from schemas.kernel.diary_car import ArchiveRejected, DiaryArchive, read_archive
 from schemas.kernel.embedding_text import entry_embedding_text
 from schemas.kernel.injection import entry_verdict
@@ -63,11 +68,11 @@ class DiaryArchiveActivities:
         """Create the diary, its entries, signatures and relations in one transaction."""
         data = await self._staged(inp.archive_key)
         async with heartbeating():
-            try:
-                # CPU work (checks, signatures, injection scans) off the worker's event loop
+            # CPU work (checks, signatures, injection scans) off the worker's event loop
+            if inp.format == "car":
                 archive, scanned = await asyncio.to_thread(_checked_and_scanned, data)
-            except ArchiveRejected as rejected:
-                raise ArchiveInvalid(str(rejected), extensions={"block": rejected.block}) from None
+            else:
+                archive, scanned = await asyncio.to_thread(_peer_entries_scanned, data, inp)
             await self._repo.import_diary(inp, archive, scanned)
         return DiaryImported(entries=len(archive.entries))
 
@@ -79,10 +84,35 @@ class DiaryArchiveActivities:
 
 def _checked_and_scanned(data: bytes) -> tuple[DiaryArchive, list[ImportedEntry]]:
     """The archive, checked, and each entry with its injection scan (as for any new entry)."""
-    archive = read_archive(data)
+    try:
+        archive = read_archive(data)
+    except ArchiveRejected as rejected:
+        raise ArchiveInvalid(str(rejected), extensions={"block": rejected.block}) from None
     scanned = [
         ImportedEntry(entry, *entry_verdict(entry.title, entry.content))
         for entry in archive.entries
+    ]
+    return archive, scanned
+
+
+def _peer_entries_scanned(
+    data: bytes, inp: DiaryImportInput
+) -> tuple[DiaryArchive, list[ImportedEntry]]:
+    """A peer file's entries, checked as the API checked them, each with its injection scan and
+    its origin; an entry the source left undated is created at the import."""
+    try:
+        peer = read_peer_file(data)
+    except RecordRejected as rejected:
+        raise refusal(rejected) from None
+    archive, origins = to_archive(
+        peer,
+        diary_id=inp.diary_id,
+        file_cid=bytes_cid(data),
+        imported_at=datetime.now(UTC),
+    )
+    scanned = [
+        ImportedEntry(entry, *entry_verdict(entry.title, entry.content), origin=origin)
+        for entry, origin in zip(archive.entries, origins, strict=True)
     ]
     return archive, scanned
 

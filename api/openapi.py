@@ -70,11 +70,16 @@ def _parameters(model: type[BaseModel] | None, where: Literal["query", "path"]) 
 
 
 def _raw(spec: EndpointSpec) -> dict[str, Any]:
-    """A body the route reads itself: a file, or any JSON object (a protocol's envelope, judged
-    by the protocol's own handler and refused in its own terms, e.g. JSON-RPC's errors)."""
-    if spec.raw_body == "application/json":
-        return {"schema": {"type": "object"}}
-    return {"schema": {"type": "string", "format": "binary"}}
+    """A body the route reads itself, by media type: a file, or any JSON object (a protocol's
+    envelope, judged by the protocol's own handler and refused in its own terms, e.g. JSON-RPC's
+    errors; a file in JSON)."""
+    media_types = (spec.raw_body,) if isinstance(spec.raw_body, str) else spec.raw_body or ()
+    return {
+        media_type: {"schema": {"type": "object"}}
+        if media_type == "application/json"
+        else {"schema": {"type": "string", "format": "binary"}}
+        for media_type in media_types
+    }
 
 
 def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
@@ -183,7 +188,7 @@ def _operation(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
             content["application/x-www-form-urlencoded"] = content["application/json"]
         operation["requestBody"] = {"required": True, "content": content}
     elif spec.raw_body is not None:
-        operation["requestBody"] = {"required": True, "content": {spec.raw_body: _raw(spec)}}
+        operation["requestBody"] = {"required": True, "content": _raw(spec)}
     if spec.auth == "required":
         operation["security"] = [{"bearer": list(spec.scopes)}, {"session": []}]
     elif spec.auth == "optional":

@@ -56,8 +56,9 @@ class EndpointSpec:
     # The handler runs other routes on clones of this request (api.endpoint.invoke) after its
     # own body was read: an unread clone is kept for them (the console's forms)
     door: bool = False
-    # The handler reads the body itself, as a file of this media type (`POST /diaries/import`)
-    raw_body: str | None = None
+    # The handler reads the body itself, as a file of this media type, or of one of these
+    # (`POST /diaries/import`)
+    raw_body: str | tuple[str, ...] | None = None
     # Called by the Temporal UI's page (the codec endpoint): its origin (`temporal_ui_url`) gets
     # CORS answers, and a session cookie sent from it is accepted (api.routes.codec)
     ui_origin: bool = False

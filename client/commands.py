@@ -3,6 +3,7 @@
 cairn keys create|list|rotate|revoke     agent keys (team keys with --team, else identity keys)
 cairn tasks create|list|get|cancel|messages|artifacts
 cairn entries create|search
+cairn import FILE --team T [--name N]    a diary from a Cairn CAR, Mem0, Letta or COGX file
 cairn sign MESSAGE                       the asynchronous signing flow, with the local key
 
 Each prints a readable table, or the API's JSON with `--json`. The credential is chosen as
@@ -17,6 +18,7 @@ import asyncio
 import base64
 import json
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -27,6 +29,8 @@ from client.credentials import cli_credential, require_safe_transport, signing_k
 from client.rest import ApiError, CairnClient
 from client.secrets import SecretError, SecretRefusal, SecretSource
 from schemas.embedding import SearchRequest
+from schemas.imports.formats import OCTET_STREAM
+from schemas.kernel.diary_car import CAR_MEDIA_TYPE
 from schemas.kernel.task_types import DEFAULT_TASK_TYPE
 from schemas.memory import EntryCreateRequest
 from schemas.task_api import CreateTaskRequest
@@ -95,6 +99,13 @@ def register(commands: Any, common: Callable[[argparse.ArgumentParser], None]) -
     search.add_argument("query")
     search.add_argument("--diary", type=UUID, help="one diary (default: all you can read)")
     search.add_argument("--limit", type=int, default=10)
+
+    imports = _command(
+        commands, "import", _import, common, "a new diary from a Cairn, Mem0, Letta or COGX file"
+    )
+    imports.add_argument("file", type=Path, help="a .car export, Mem0 JSON, Letta .af, COGX zip")
+    imports.add_argument("--team", type=UUID, required=True)
+    imports.add_argument("--name", help="the new diary's name (default: the file's)")
 
     sign = _command(commands, "sign", _sign, common, "sign a message with your key, via the API")
     sign.add_argument("message")
@@ -311,6 +322,14 @@ async def _entries_search(api: CairnClient, args: argparse.Namespace) -> Any:
     if args.diary:
         body["diaryId"] = str(args.diary)
     return await api.search_json(SearchRequest.model_validate(body))
+
+
+async def _import(api: CairnClient, args: argparse.Namespace) -> Any:
+    """The server tells the format from the bytes (docs/imports.md); a `.car` file is sent as
+    what it is, so no first byte of it is ever taken for another format's."""
+    content_type = CAR_MEDIA_TYPE if args.file.suffix == ".car" else OCTET_STREAM
+    data = await asyncio.to_thread(args.file.read_bytes)
+    return await api.import_diary(args.team, data, name=args.name, content_type=content_type)
 
 
 async def _sign(api: CairnClient, args: argparse.Namespace) -> Any:

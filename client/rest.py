@@ -497,16 +497,23 @@ class CairnClient:
         return (await self.download(f"/diaries/{diary_id}/export")).content
 
     async def import_diary(
-        self, team_id: UUID, archive: bytes, *, name: str | None = None
+        self,
+        team_id: UUID,
+        archive: bytes,
+        *,
+        name: str | None = None,
+        content_type: str = CAR_MEDIA_TYPE,
     ) -> Diary:
-        """A new diary in the team from a file of `export_diary` (its entries keep their CIDs)."""
+        """A new diary in the team from a file of `export_diary` (its entries keep their CIDs),
+        or from a Mem0, Letta or COGX export (docs/imports.md; `application/octet-stream`
+        lets the server tell which)."""
         body = await self.request(
             "POST",
             "/diaries/import",
             params={"name": name},
             team=team_id,
             data=archive,
-            headers={"Content-Type": CAR_MEDIA_TYPE},
+            headers={"Content-Type": content_type},
         )
         return Diary.model_validate(body)
 

@@ -1,5 +1,6 @@
 """Payloads of the diary import workflow and how its rows are named.
 
+The file imported is a Cairn archive (CAR) or a peer file (Mem0, Letta, COGX: schemas.imports).
 The archive itself never passes through workflow history (Temporal caps a payload at 2 MiB):
 the API stages the verified CAR file in S3 and the workflow passes its key; each step reads
 what it needs from there or from the database.
@@ -16,7 +17,7 @@ from pydantic import Field
 
 from schemas.base import Payload, RequestBody
 from schemas.kernel.diary_car import ArchivedEntry
-from schemas.memory import CreatorNs, DiaryName
+from schemas.memory import CreatorNs, DiaryName, ImportFormat
 
 # uuid5 namespace of imported rows: ids derive from (new diary, position), so a retried step
 # writes the same rows and the workflow can name them without carrying them.
@@ -33,10 +34,16 @@ def imported_relation_id(diary_id: UUID, position: int) -> UUID:
     return uuid.uuid5(_IMPORT_NAMESPACE, f"{diary_id}/relations/{position}")
 
 
-def staged_archive_key(diary_id: UUID, archive_cid: str) -> str:
+def staged_archive_key(diary_id: UUID, archive_cid: str, file_format: ImportFormat = "car") -> str:
     """Where the API stages an upload for the import of `diary_id` (one object per import, so
     one import discarding its file never pulls it from under another)."""
-    return f"{STAGED_PREFIX}{diary_id}/{archive_cid}.car"
+    return f"{STAGED_PREFIX}{diary_id}/{archive_cid}.{file_format}"
+
+
+def peer_import_diary_id(team_id: UUID, file_cid: str) -> UUID:
+    """The diary a peer file (Mem0, Letta, COGX) becomes in a team: one per file, so importing
+    the same file again names the same diary and writes nothing new (docs/imports.md)."""
+    return uuid.uuid5(_IMPORT_NAMESPACE, f"teams/{team_id}/peer-files/{file_cid}")
 
 
 class DiaryImportInput(Payload):
@@ -48,6 +55,8 @@ class DiaryImportInput(Payload):
     created_by: UUID
     created_by_ns: CreatorNs = "Agent"
     archive_key: str
+    # a Cairn archive, or a peer file read by `schemas.imports.formats.read_peer_file`
+    format: ImportFormat = "car"
 
 
 class DiaryImported(Payload):
@@ -73,6 +82,7 @@ class ImportedEntry:
     entry: ArchivedEntry
     injection_risk: bool
     injection_threats: list[dict[str, Any]]
+    origin: dict[str, Any] | None = None  # an entry of a peer file: where it came from
 
 
 class DiaryImportQuery(RequestBody):

@@ -819,6 +819,14 @@ class ArchiveInvalid(ValidationFailed):
     title = "The diary archive is invalid"
 
 
+class ImportInvalid(ValidationFailed):
+    """A Mem0, Letta or COGX file (docs/imports.md) was refused before anything was written;
+    `record` names the first bad record (`results/3 (id …)`, `memories.jsonl line 7 (m-9)`)."""
+
+    code = "import-invalid"
+    title = "The import file is invalid"
+
+
 class ArchiveNotStaged(NotFound):
     """The staged copy of an import's archive is gone (already imported or discarded); upload
     the file again."""

@@ -236,6 +236,23 @@ class BatchDeleted(ResponseBody):
     skipped: list[UUID]
 
 
+ImportFormat = Literal["car", "mem0", "letta", "cogx"]
+PeerFormat = Literal["mem0", "letta", "cogx"]
+
+
+class EntryOrigin(ResponseBody):
+    """Where an entry imported from another memory system came from (docs/imports.md)."""
+
+    format: PeerFormat = Field(description="The file's format")
+    id: str = Field(description="The record's id in its own system")
+    createdAt: datetime | None = Field(default=None, description="As the source recorded it")
+    updatedAt: datetime | None = Field(default=None, description="As the source recorded it")
+    file: str = Field(description="CID (raw, sha2-256) of the imported file")
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="The record's own metadata, as the source wrote it"
+    )
+
+
 class Entry(ResponseBody):
     id: UUID
     diaryId: UUID
@@ -259,10 +276,14 @@ class Entry(ResponseBody):
     createdAt: datetime
     updatedAt: datetime
     score: float | None = Field(default=None, description="Search results only")
+    origin: EntryOrigin | None = Field(
+        default=None, description="Entries imported from another memory system only"
+    )
 
 
 def entry_from_row(row: Mapping[str, Any], *, score: float | None = None) -> Entry:
-    """The row needs the entry's columns plus `has_embedding` (`embedding IS NOT NULL`)."""
+    """The row needs the entry's columns (`origin` included) plus `has_embedding`
+    (`embedding IS NOT NULL`)."""
     return Entry(
         id=row["id"],
         diaryId=row["diary_id"],
@@ -286,6 +307,7 @@ def entry_from_row(row: Mapping[str, Any], *, score: float | None = None) -> Ent
         createdAt=row["created_at"],
         updatedAt=row["updated_at"],
         score=score,
+        origin=row["origin"],
     )
 
 

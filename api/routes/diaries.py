@@ -25,16 +25,22 @@ from api.auth import optional_principal, require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
 from api.headers import require_team_header, team_header
-from api.idempotency import keyed_workflow_id, new_id
+from api.idempotency import idempotency_key, keyed_workflow_id, new_id
 from api.reads import reader
 from infra.repos import memory_reads, team_reads
 from schemas import limits
-from schemas.diary_archive import DiaryImportInput, DiaryImportQuery, staged_archive_key
+from schemas.diary_archive import (
+    DiaryImportInput,
+    DiaryImportQuery,
+    peer_import_diary_id,
+    staged_archive_key,
+)
 from schemas.errors import (
     ArchiveInvalid,
     Conflict,
     EntryNotFound,
     Forbidden,
+    ImportInvalid,
     NotFound,
     PayloadTooLarge,
     SubjectNotFound,
@@ -46,6 +52,8 @@ from schemas.errors import (
 )
 from schemas.hygiene import HygieneReport
 from schemas.identity import Done
+from schemas.imports.formats import IMPORT_MEDIA_TYPES, family, read_peer_file
+from schemas.imports.peer import RecordRejected, refusal
 from schemas.kernel.cids import bytes_cid, entry_cid
 from schemas.kernel.crypto import parse_public_key, signing_payload, verify_signature
 from schemas.kernel.diary_car import CAR_MEDIA_TYPE, ArchiveRejected, encode_archive, read_archive
@@ -67,6 +75,8 @@ from schemas.memory import (
     GrantList,
     GrantPath,
     GrantRequest,
+    ImportFormat,
+    PeerFormat,
     TagHistogram,
     TagQuery,
 )
@@ -484,7 +494,7 @@ async def export_diary(request: web.Request, parsed: Parsed[None, None, DiaryPat
     tag=TAG,
     status=201,
     query=DiaryImportQuery,
-    raw_body=CAR_MEDIA_TYPE,
+    raw_body=IMPORT_MEDIA_TYPES,
     response=Diary,
     scopes=("diary:write",),
     headers=("x-service-team-id",),
@@ -493,29 +503,45 @@ async def export_diary(request: web.Request, parsed: Parsed[None, None, DiaryPat
         Forbidden,
         Conflict,
         ValidationFailed,
+        ArchiveInvalid,
+        ImportInvalid,
         PayloadTooLarge,
         UnsupportedMediaType,
     ),
     idempotent=True,
 )
 async def import_diary(request: web.Request, parsed: Parsed[None, DiaryImportQuery]) -> Diary:
-    """Create a diary from a CAR file of `GET /diaries/{id}/export` (body: the file, at most
-    32 MiB): every block's CID and every signature is checked before anything is written, and
-    the entries keep their CIDs. Needs what `POST /diaries` needs in the team."""
+    """Create a diary from a Cairn archive or a Mem0, Letta or COGX export.
+
+    The body is the file (at most 32 MiB), checked whole before anything is written; the
+    import needs what `POST /diaries` needs in the team.
+
+    - A CAR file of `GET /diaries/{id}/export` (`application/vnd.ipld.car`): every block's CID
+      and every signature is checked, and the entries keep their CIDs. Each import is a copy.
+    - A Mem0 `get_all` listing or a Letta agent file (`application/json`), or a COGX 0.1
+      archive (`application/zip`, `application/gzip`): docs/imports.md. Each entry keeps its
+      origin and passes the rules of an entry create (limits, exact duplicates, injection scan,
+      embedding); a refused file is 400 `import-invalid` (413 when it unpacks too large) naming
+      its first bad `record`. One file is one diary per team: sending it again answers that
+      diary and writes nothing.
+
+    `application/octet-stream` is sniffed: a zip or gzip signature or a JSON object is a peer
+    file, anything else a CAR file."""
     principal = require_principal(request)
     team_id = await _team_for_new_diary(request)
-    data = await _car_body(request)
-    try:
-        await asyncio.to_thread(read_archive, data)
-    except ArchiveRejected as rejected:
-        raise ArchiveInvalid(
-            f"The archive is refused at {rejected}",
-            extensions={"block": rejected.block},
-        ) from None
-    archive_cid = bytes_cid(data)
-    request[keys.RAW_BODY_CID] = archive_cid
-    diary_id = new_id(request, "diary-import")
-    key = staged_archive_key(diary_id, archive_cid)
+    data = await _import_body(request)
+    file_cid = bytes_cid(data)
+    request[keys.RAW_BODY_CID] = file_cid
+    if family(request.content_type, data) == "car":
+        await _check_archive(data)
+        diary_id = new_id(request, "diary-import")
+        file_format: ImportFormat = "car"
+    else:
+        file_format = await _check_peer_file(data)
+        diary_id = peer_import_diary_id(team_id, file_cid)
+        # the file names the diary; a key, when sent, still ties retries to this request
+        request[keys.KEYED_RUN] = idempotency_key(request) is not None
+    key = staged_archive_key(diary_id, file_cid, file_format)
     await request.app[keys.BLOBS].put_file(key, io.BytesIO(data), len(data))
     await execute(
         request,
@@ -527,6 +553,7 @@ async def import_diary(request: web.Request, parsed: Parsed[None, DiaryImportQue
             created_by=principal.subject_id,
             created_by_ns=principal.subject_ns,
             archive_key=key,
+            format=file_format,
         ),
         workflow_id=diary_import_workflow_id(diary_id),
         on_duplicate=Conflict("This diary is being imported"),
@@ -536,11 +563,31 @@ async def import_diary(request: web.Request, parsed: Parsed[None, DiaryImportQue
     return await load_diary(request, diary_id)
 
 
-async def _car_body(request: web.Request) -> bytes:
+async def _check_archive(data: bytes) -> None:
+    try:
+        await asyncio.to_thread(read_archive, data)
+    except ArchiveRejected as rejected:
+        raise ArchiveInvalid(
+            f"The archive is refused at {rejected}",
+            extensions={"block": rejected.block},
+        ) from None
+
+
+async def _check_peer_file(data: bytes) -> PeerFormat:
+    """The format of a Mem0, Letta or COGX file, every record checked (the worker reads it
+    again from the staged copy)."""
+    try:
+        peer = await asyncio.to_thread(read_peer_file, data)
+    except RecordRejected as rejected:
+        raise refusal(rejected) from None
+    return peer.format
+
+
+async def _import_body(request: web.Request) -> bytes:
     """The uploaded file, refused (413) as soon as it passes the limit."""
-    if request.content_type not in (CAR_MEDIA_TYPE, "application/octet-stream"):
-        raise UnsupportedMediaType(f"Send the archive as {CAR_MEDIA_TYPE}")
-    too_large = PayloadTooLarge(f"An archive is at most {limits.DIARY_IMPORT_MAX_BYTES} bytes")
+    if family(request.content_type, b"") is None:
+        raise UnsupportedMediaType(f"Send the file as one of {', '.join(IMPORT_MEDIA_TYPES)}")
+    too_large = PayloadTooLarge(f"An import file is at most {limits.DIARY_IMPORT_MAX_BYTES} bytes")
     declared = request.content_length
     if declared is not None and declared > limits.DIARY_IMPORT_MAX_BYTES:
         raise too_large

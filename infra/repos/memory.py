@@ -423,6 +423,9 @@ async def _write_import(
     every entry (its CID, chain link, signature and creation time kept) with its parent tuple
     and imported signer, and the relations. A retry after a commit finds the diary and stops.
 
+    A peer file's entries (Mem0, Letta, COGX) also pass the exact-duplicate rule of an entry
+    create, and keep their origin; a link whose ends repeat one entry is dropped.
+
     An imported signed entry has no local signing request: it names itself as its request
     (`signing_request_id` = its own id, so it counts as signed everywhere: immutable,
     permanent), and `imported_signatures` holds the key and nonce its signature verifies with.
@@ -442,10 +445,17 @@ async def _write_import(
             archive.signed,
         )
         ids = [imported_entry_id(diary_id, n) for n in range(len(entries))]
-        await conn.executemany(
-            Q.archive_insert_entry,
-            [_entry_row(inp, entry_id, item) for entry_id, item in zip(ids, entries, strict=True)],
-        )
+        if inp.format == "car":  # an archive keeps every entry, twins included, as exported
+            await conn.executemany(
+                Q.archive_insert_entry,
+                [
+                    _entry_row(inp, entry_id, item)
+                    for entry_id, item in zip(ids, entries, strict=True)
+                ],
+            )
+            stored = ids
+        else:
+            stored = await _insert_deduplicated(conn, inp, ids, entries)
         await conn.executemany(
             Q.archive_insert_signature,
             [
@@ -457,20 +467,51 @@ async def _write_import(
         await tuples.write_tuples(
             conn,
             [_team_binding(diary_id, inp.team_id)]
-            + [_entry_parent(entry_id, diary_id) for entry_id in ids],
+            + [_entry_parent(entry_id, diary_id) for entry_id in dict.fromkeys(stored)],
         )
         for n, relation in enumerate(archive.relations):
+            source, target = stored[relation.source], stored[relation.target]
+            if source == target:  # both ends repeat one entry: no relation to itself
+                continue
             await conn.fetchval(
                 Q.memory_insert_relation,
                 imported_relation_id(diary_id, n),
-                ids[relation.source],
-                ids[relation.target],
+                source,
+                target,
                 relation.relation,
                 relation.status,
                 None,
                 relation.metadata,
             )
-            await conn.execute(Q.memory_sync_superseded_by, ids[relation.target])
+            await conn.execute(Q.memory_sync_superseded_by, target)
+
+
+async def _insert_deduplicated(
+    conn: asyncpg.Connection,
+    inp: DiaryImportInput,
+    ids: Sequence[uuid.UUID],
+    entries: Sequence[ImportedEntry],
+) -> list[uuid.UUID]:
+    """The entries of a peer file under the exact-duplicate rule of an entry create: an entry
+    repeating an earlier one's content (trimmed) is not written, is recorded as refused (as
+    `_exact_duplicate` records one) and stands for that one. The diary is new, so only the file
+    can hold an earlier copy: the file is compared with itself in one statement, and the rows
+    go in batches, not one round trip each. Returns the stored entry of each position."""
+    rows = await conn.fetch(Q.archive_first_of_each_content, [i.entry.content for i in entries])
+    stored = [ids[row["first"] - 1] for row in rows]
+    kept = [n for n, entry_id in enumerate(stored) if entry_id == ids[n]]
+    await conn.executemany(
+        Q.archive_insert_entry, [_entry_row(inp, ids[n], entries[n]) for n in kept]
+    )
+    await conn.executemany(
+        Q.memory_record_refused_duplicate,
+        [
+            (ids[n], inp.diary_id, entry_id)
+            for n, entry_id in enumerate(stored)
+            if entry_id != ids[n]
+        ],
+    )
+    return stored
 
 
 def _entry_row(inp: DiaryImportInput, entry_id: uuid.UUID, item: ImportedEntry) -> tuple[Any, ...]:
@@ -492,6 +533,7 @@ def _entry_row(inp: DiaryImportInput, entry_id: uuid.UUID, item: ImportedEntry) 
         inp.created_by,
         inp.created_by_ns,
         entry.created_at,
+        item.origin,
     )
 
 

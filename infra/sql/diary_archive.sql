@@ -23,12 +23,13 @@ WHERE s.diary_id = $1 AND t.diary_id = $1
 ORDER BY r.created_at, r.id
 
 -- name: archive_insert_entry
--- An imported entry keeps its CID, chain link, signature and creation time.
+-- An imported entry keeps its CID, chain link, signature and creation time; one from another
+-- memory system also its origin ($17).
 INSERT INTO diary_entries (
     id, diary_id, title, content, tags, injection_risk, injection_threats, importance,
     entry_type, cid, prev_cid, signing_request_id, content_signature, created_by,
-    created_by_ns, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)
+    created_by_ns, created_at, updated_at, origin)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $17)
 
 -- name: archive_insert_signature
 INSERT INTO imported_signatures (entry_id, public_key, fingerprint, nonce)
@@ -40,3 +41,12 @@ SELECT id, cid, title, content, tags
 FROM diary_entries
 WHERE id = ANY($1::uuid[]) AND embedding IS NULL
 ORDER BY created_at, id
+
+-- name: archive_first_of_each_content
+-- For each content of $1 (a new diary's entries, in file order), the position (1-based) of the
+-- first one equal to it after trimming whitespace: the comparison of
+-- memory_find_exact_duplicate, made for a whole file in one statement.
+SELECT n::int AS position,
+       first_value(n) OVER (PARTITION BY btrim(c, E' \t\n\r\f\v') ORDER BY n)::int AS first
+FROM unnest($1::text[]) WITH ORDINALITY AS t(c, n)
+ORDER BY n

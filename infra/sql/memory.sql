@@ -159,7 +159,7 @@ SELECT id FROM diary_entries WHERE signing_request_id = $1
 SELECT e.id, e.diary_id, e.title, e.content, e.tags, e.importance, e.entry_type,
        e.injection_risk, e.injection_threats, e.cid, e.prev_cid, e.signing_request_id,
        e.content_signature, e.superseded_by, e.embedding IS NOT NULL AS has_embedding,
-       e.access_count, e.last_accessed_at, e.created_by, e.created_at, e.updated_at,
+       e.access_count, e.last_accessed_at, e.created_by, e.created_at, e.updated_at, e.origin,
        d.visibility, d.team_id, d.signed AS diary_signed
 FROM diary_entries e
 JOIN diaries d ON d.id = e.diary_id
@@ -180,7 +180,7 @@ SELECT id, diary_id, title, content, tags, importance, entry_type, injection_ris
        CASE WHEN $5::timestamptz IS NULL THEN superseded_by
             ELSE superseded_by_as_of(id, $5::timestamptz) END AS superseded_by,
        embedding IS NOT NULL AS has_embedding, access_count, last_accessed_at, created_by,
-       created_at, updated_at
+       created_at, updated_at, origin
 FROM diary_entries
 WHERE diary_id = $1
   AND ($2::text[] IS NULL OR tags @> $2)

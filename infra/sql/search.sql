@@ -129,7 +129,7 @@ SELECT e.id, e.diary_id, e.title, e.content, e.tags, e.importance, e.entry_type,
        CASE WHEN $3::timestamptz IS NULL THEN e.superseded_by
             ELSE superseded_by_as_of(e.id, $3::timestamptz) END AS superseded_by,
        e.embedding IS NOT NULL AS has_embedding,
-       e.access_count, e.last_accessed_at, e.created_by, e.created_at, e.updated_at,
+       e.access_count, e.last_accessed_at, e.created_by, e.created_at, e.updated_at, e.origin,
        CASE WHEN $3::timestamptz IS NULL
             THEN extract(epoch FROM now() - coalesce(e.last_accessed_at, e.created_at))
             ELSE extract(epoch FROM $3::timestamptz - e.created_at) END / 3600.0

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from actors import Actor
+from fixtures.peer_files import LETTA
 
 
 async def cairn(env: dict[str, str], *args: str, expect: int = 0) -> tuple[Any, str]:
@@ -145,6 +146,19 @@ async def test_entries_create_and_search(
         env, "entries", "search", "fog horn schedule", "--diary", diary_id, "--json"
     )
     assert entry["id"] in [result["id"] for result in found["results"]]
+
+
+async def test_import_reads_a_peer_file_by_its_bytes(
+    stack: Any, agent: Actor, team: tuple[str, str], root: Path
+) -> None:
+    env = environment(stack, agent, root)
+    team_id, _ = team
+    diary, _ = await cairn(env, "import", str(LETTA), "--team", team_id, "--json")
+    assert diary["name"] == "support-bot" and diary["teamId"] == team_id
+    found, _ = await cairn(
+        env, "entries", "search", "night shift operator", "--diary", diary["id"], "--json"
+    )
+    assert found["results"][0]["origin"]["format"] == "letta"
 
 
 async def test_tasks_create_list_get_cancel_messages_artifacts(

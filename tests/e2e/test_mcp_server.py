@@ -51,6 +51,8 @@ CATALOGUE = {
 }  # fmt: skip
 # beyond the spec's list: the two apps' own reads, hidden from the model (MCP Apps visibility)
 APP_ONLY = {"tasks_app_counts", "entries_map_points"}
+# beyond the spec's list, shown to the model: imports of memory files (issue 33 §2)
+ISSUED = {"diaries_import"}
 
 
 def _property_names(schema: Any) -> list[str]:
@@ -79,7 +81,7 @@ async def test_list_tools_is_the_catalogue_with_typed_snake_case_contracts(
     async with mcp_session(mcp_server.url, client_headers(agent)) as session:
         listed = await session.list_tools()
     tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) == CATALOGUE | APP_ONLY
+    assert set(tools) == CATALOGUE | APP_ONLY | ISSUED
     hidden = {
         n for n, t in tools.items() if (t.meta or {}).get("ui", {}).get("visibility") == ["app"]
     }

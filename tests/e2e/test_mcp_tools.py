@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from actors import Actor
+from fixtures.peer_files import MEM0
 from mcp_support import TEMPORAL_UI, client_headers, mcp_session, problem_of, structured, text_of
 
 from schemas.kernel.cids import json_cid
@@ -95,6 +96,29 @@ async def test_diary_and_grant_tools(mcp_server: Any, actors: Any) -> None:
         assert (await _call(s, "diary_grants_revoke", grant))["success"] is True
         assert (await _call(s, "diary_grants_list", {"diary_id": diary["id"]}))["items"] == []
         assert (await s.call_tool("diary_grants_revoke", {**grant, "subject_ns": "Robot"})).is_error
+
+
+async def test_the_import_tool_takes_a_peer_file(mcp_server: Any, actors: Any) -> None:
+    agent = await actors.agent()
+    content = base64.b64encode(MEM0.read_bytes()).decode()
+    async with mcp_session(mcp_server.url, client_headers(agent)) as s:
+        team = await _personal_team(s)
+        diary = await _call(s, "diaries_import", {"team_id": team, "content_base64": content})
+        assert diary["name"] == "Mem0 memories" and diary["teamId"] == team
+        again = await _call(s, "diaries_import", {"team_id": team, "content_base64": content})
+        assert again["id"] == diary["id"]  # one file, one diary
+        found = await _call(s, "entries_search", {"query": "peanuts", "diary_id": diary["id"]})
+        assert found["results"][0]["origin"]["format"] == "mem0"
+        bad = await _refused(
+            s,
+            "diaries_import",
+            {"team_id": team, "content_base64": base64.b64encode(b"{}").decode()},
+        )
+        assert bad["status"] == 400 and bad["code"] == "import-invalid"
+        assert "refused at the file" in bad["detail"]  # the detail names the first bad record
+        assert (
+            await s.call_tool("diaries_import", {"team_id": team, "content_base64": "%"})
+        ).is_error
 
 
 async def test_entry_search_and_relation_tools(mcp_server: Any, actors: Any) -> None:

@@ -27,12 +27,13 @@ from toolserver.toolsets import (
     usable,
 )
 
-# issue 25: 41.6 KB and 11.8 KB of compact JSON on main d6ab204
-CATALOGUE_BUDGET = 20_000
+# issue 25: 41.6 KB and 11.8 KB of compact JSON on main d6ab204; issue 33 §2 adds one memory
+# tool, `diaries_import` (0.3 KB: its name, three arguments and a one-line description)
+CATALOGUE_BUDGET = 20_300
 # The issue asked for 5 KB; the memory tools' names, argument names, required lists, enums and
 # formats alone come to about 5.3 KB, so the budget is what is left once nothing a call needs
-# is dropped (see the report of issue 25).
-MEMORY_BUDGET = 6_000
+# is dropped (see the report of issue 25); plus `diaries_import` (issue 33 §2).
+MEMORY_BUDGET = 6_300
 # issue 33: what a connection sees without choosing (hosts cap or warn past about 40 tools
 # over all their servers)
 DEFAULT_TOOLS_BUDGET = 10

@@ -7,8 +7,10 @@ from uuid import UUID
 
 from pydantic import Field
 
+from schemas import limits
 from schemas.hygiene import HygieneReport
 from schemas.identity import Done
+from schemas.imports.formats import OCTET_STREAM
 from schemas.memory import (
     Diary,
     DiaryCreateRequest,
@@ -21,6 +23,7 @@ from schemas.memory import (
     Visibility,
 )
 from toolserver.registry import Arguments, Call, tool
+from toolserver.tools.uploads import decode_upload
 
 DiaryId = UUID
 
@@ -53,6 +56,23 @@ async def diaries_create(call: Call, args: DiariesCreate) -> Diary:
     """Create a diary in one of your teams."""
     body = DiaryCreateRequest(name=args.name, visibility=args.visibility, signed=args.signed)
     return await call.api.create_diary(args.team_id, body)
+
+
+class DiariesImport(Arguments):
+    team_id: UUID
+    content_base64: str
+    name: str | None = Field(default=None, min_length=1, max_length=255)
+
+
+@tool(output=Diary, idempotent=True, render=lambda r: f"Imported diary {r['name']} ({r['id']})")
+async def diaries_import(call: Call, args: DiariesImport) -> Diary:
+    """New diary from a file (base64): Cairn CAR, Mem0 JSON, Letta .af or COGX archive."""
+    # the server tells the format from the bytes (docs/imports.md); the same Mem0, Letta or
+    # COGX file again answers the diary it made
+    data = decode_upload(args.content_base64, limits.DIARY_IMPORT_MAX_BYTES, "Import files")
+    return await call.api.import_diary(
+        args.team_id, data, name=args.name, content_type=OCTET_STREAM
+    )
 
 
 class DiariesGet(Arguments):

@@ -4,7 +4,6 @@ attempts, messages and artifacts (bytes as base64), and the Temporal UI link."""
 from __future__ import annotations
 
 import base64
-import binascii
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -14,8 +13,6 @@ from schemas import limits
 from schemas.artifacts import StagedArtifact, TaskArtifact, TaskArtifactList
 from schemas.errors import (
     ContinuationSourceNotCompleted,
-    InvalidBase64,
-    PayloadTooLarge,
     ReferencesRequired,
     TaskInputInvalid,
     UnknownTaskType,
@@ -39,6 +36,7 @@ from schemas.tasks import (
     TrustLevel,
 )
 from toolserver.registry import Arguments, Call, NoArguments, tool
+from toolserver.tools.uploads import decode_upload
 
 TaskId = UUID
 TeamId = UUID
@@ -323,13 +321,7 @@ async def tasks_messages_list(call: Call, args: MessagesList) -> TaskMessageList
 
 
 def _decode(content_base64: str) -> bytes:
-    try:
-        content = base64.b64decode(content_base64, validate=True)
-    except (binascii.Error, ValueError) as error:
-        raise InvalidBase64(f"content_base64 is not base64: {error}") from error
-    if len(content) > limits.ARTIFACT_MAX_BYTES:
-        raise PayloadTooLarge(f"Artifacts are at most {limits.ARTIFACT_MAX_BYTES} bytes")
-    return content
+    return decode_upload(content_base64, limits.ARTIFACT_MAX_BYTES, "Artifacts")
 
 
 class ArtifactsStage(Arguments):
