@@ -206,6 +206,7 @@ def _host(request: web.Request, config: dict[str, Any], **context: Any) -> web.R
     "GET",
     "/console/apps/{name}",
     tag=TAG,
+    document="console",
     path_params=ConsoleAppPath,
     auth="none",
     raw_response=HTML,
@@ -226,6 +227,7 @@ async def console_app(
     "GET",
     "/console/static/{name}",
     tag=TAG,
+    document="console",
     path_params=StaticPath,
     # counted as the page that asks for them (a person's own bucket once logged in); cached
     # for a year by URL (the content hash), so a browser asks once
