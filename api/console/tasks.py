@@ -41,6 +41,7 @@ from schemas.artifacts import TaskArtifactList
 from schemas.base import RequestBody
 from schemas.errors import NotFound
 from schemas.memory import DiaryList
+from schemas.numbers import SqlOrdinal
 from schemas.signing import VerifyResult
 from schemas.task_api import (
     Task,
@@ -81,10 +82,10 @@ class TaskPagePath(RequestBody):
 
 
 class TaskPageQuery(PageQuery):
-    attempt: Annotated[
-        int | None,
-        Field(default=None, ge=1, description="whose messages to show; the latest by default"),
-    ]
+    # numbered as the REST route's path numbers it (`/tasks/{id}/attempts/{n}/messages`)
+    attempt: SqlOrdinal | None = Field(
+        default=None, description="whose messages to show; the latest by default"
+    )
 
 
 class NewTaskQuery(PageQuery):
