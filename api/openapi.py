@@ -1,4 +1,12 @@
-"""The OpenAPI 3.1 document, generated from the endpoint registry and its pydantic models."""
+"""The OpenAPI 3.1 documents, generated from the endpoint registry and its pydantic models.
+
+`/openapi.json` is the API's document: every route but the console's. The console's pages and
+forms (`EndpointSpec.document == "console"`) are a person's browser's, answering HTML: in the
+API's document every generated client and every contract test would take them for operations
+(issue 34). They have a document of their own, built the same way from the same declarations
+and served nowhere: the console's tests hold each page to it (its declared refusals, closed form
+bodies) and fuzz the pages with it, as the API's tests do the API with `/openapi.json`.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +18,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from api.auth import SAFE_METHODS
 from api.endpoint import ENDPOINTS, array_parameters
 from api.headers import IDEMPOTENCY_HEADER, TEAM_HEADER
-from api.spec import HTML, EndpointSpec
+from api.spec import HTML, Document, EndpointSpec
 from schemas import limits
 from schemas.errors import (
     Conflict,
@@ -36,9 +44,9 @@ BEFORE_ROUTING: tuple[type[DomainError], ...] = (UriTooLong, HeaderFieldsTooLarg
 ARRAY_QUERY_NOTE = "Repeat the key (`?x=a&x=b`) or separate values by commas (`?x=a,b`)."
 
 
-def _models() -> list[tuple[type[BaseModel], JsonSchemaMode]]:
+def _models(specs: list[EndpointSpec]) -> list[tuple[type[BaseModel], JsonSchemaMode]]:
     seen: dict[tuple[type[BaseModel], str], None] = {(Problem, "serialization"): None}
-    for spec in ENDPOINTS:
+    for spec in specs:
         if spec.body is not None:
             seen[(spec.body, "validation")] = None
         if spec.response is not None:
@@ -204,17 +212,32 @@ def _operation(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
     return operation
 
 
-def build_openapi(base_url: str) -> dict[str, Any]:
-    refs, definitions = models_json_schema(_models(), ref_template=REF)
+INFO: dict[Document, dict[str, str]] = {
+    "api": {
+        "title": "Cairn",
+        "description": "Agent memory and task coordination. Errors are RFC 9457 problems.",
+    },
+    "console": {
+        "title": "Cairn console",
+        "description": "The human console's pages and forms (HTML, for a person's browser); "
+        "not the API, which is /openapi.json.",
+    },
+}
+
+
+def build_openapi(base_url: str, document: Document = "api") -> dict[str, Any]:
+    """The API's document (`/openapi.json`), or the console's (`document="console"`)."""
+    specs = [spec for spec in ENDPOINTS if spec.document == document]
+    refs, definitions = models_json_schema(_models(specs), ref_template=REF)
     paths: dict[str, dict[str, Any]] = {}
-    for spec in sorted(ENDPOINTS, key=lambda s: (s.path, s.method)):
+    for spec in sorted(specs, key=lambda s: (s.path, s.method)):
         paths.setdefault(spec.path, {})[spec.method.lower()] = _operation(spec, refs)
     return {
         "openapi": "3.1.0",
         "info": {
-            "title": "Cairn",
+            "title": INFO[document]["title"],
             "version": VERSION,
-            "description": "Agent memory and task coordination. Errors are RFC 9457 problems.",
+            "description": INFO[document]["description"],
         },
         "servers": [{"url": base_url}],
         "paths": paths,

@@ -20,6 +20,10 @@ HTML = "text/html"
 # "browser": a person's browser (the console): the session if it is valid, else anonymous (a
 # stale cookie is a logged-out visitor, not a 401); counted in the human's own buckets
 AuthMode = Literal["none", "optional", "required", "connector", "browser"]
+# The OpenAPI document that describes a route (api.openapi): "api", served as /openapi.json, or
+# "console": the console's pages and forms, which are a person's browser's, not an API client's
+# (so no generated client or contract test of the API sees them); built for the console's tests
+Document = Literal["api", "console"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,8 @@ class EndpointSpec:
     extra: dict[str, Any] = field(default_factory=dict)
     # A POST that writes nothing (search): its reads may come from the replica, as a GET's may
     read_only: bool = False
+    # Which OpenAPI document describes the route: the console's pages are no API (api.openapi)
+    document: Document = "api"
 
     @property
     def writes_nothing(self) -> bool:

@@ -5,6 +5,20 @@ Optic's breaking-changes ruleset (`optic diff <snapshot> <live> --check`, pinned
 tests/openapi-guard/, installed by `make test`). An additive change passes without touching the
 snapshot; `make openapi-snapshot` records it. A breaking one fails with Optic's report.
 
+The baseline is the snapshot alone (no git history is read), and a test below holds it equal to
+the live document. So an intended breaking change has one way through: it is coordinated, the
+snapshot is re-recorded in the commit that makes it, and it is named here, with what Optic
+reported against the snapshot before it:
+
+- Issue 34 §6: the console's pages and forms (58 HTML operations under `/console/`) left
+  `/openapi.json` for a document of their own (api/openapi.py, `document="console"`), served
+  nowhere. Optic's report against the previous snapshot: "58 operations removed", each a
+  `/console/` operation, every failed check under one of them (the removal, and with it their
+  status codes and problem properties), no other operation changed: no REST answer changed.
+  The console's schemas left `components` with them (no API operation referred to them). That
+  every other route is still documented is tests/integration/test_api_contract.py's check (the
+  API's document and the console's together are exactly the served routes, each in one).
+
 The guard's own proof edits a copy of the snapshot. The copy keeps only the operations that use
 the edited schemas: Optic's cost grows with the operations it compares (a minute of CPU for the
 whole document), while the verdict on one operation does not depend on the others."""
@@ -79,18 +93,24 @@ def test_the_live_document_does_not_break_the_snapshot(tmp_path: Path) -> None:
     )
 
 
-def rename_seq(schemas: dict[str, Any]) -> None:
-    message = schemas["TaskMessage"]
+def rename_seq(document: dict[str, Any]) -> None:
+    message = document["components"]["schemas"]["TaskMessage"]
     message["properties"]["sequence"] = message["properties"].pop("seq")
     message["required"] = ["sequence" if r == "seq" else r for r in message["required"]]
 
 
-def retype_seq(schemas: dict[str, Any]) -> None:
-    schemas["TaskMessage"]["properties"]["seq"] = {"title": "Seq", "type": "string"}
+def retype_seq(document: dict[str, Any]) -> None:
+    seq = {"title": "Seq", "type": "string"}
+    document["components"]["schemas"]["TaskMessage"]["properties"]["seq"] = seq
 
 
-def require_payload(schemas: dict[str, Any]) -> None:
-    schemas["AppendMessagesRequest"]["required"] = ["payload"]
+def require_payload(document: dict[str, Any]) -> None:
+    document["components"]["schemas"]["AppendMessagesRequest"]["required"] = ["payload"]
+
+
+def remove_operation(document: dict[str, Any]) -> None:
+    """What the console's pages were to the guard (issue 34 §6): a removal is breaking."""
+    del document["paths"][MESSAGES]["get"]
 
 
 @pytest.mark.parametrize(
@@ -99,15 +119,21 @@ def require_payload(schemas: dict[str, Any]) -> None:
         (rename_seq, "[prevent removing response property]"),
         (retype_seq, "[prevent response property type changes]"),
         (require_payload, "[prevent changing request property to required]"),
+        (remove_operation, "[prevent operation removal]"),
     ],
-    ids=["renamed-response-field", "changed-type", "optional-request-field-now-required"],
+    ids=[
+        "renamed-response-field",
+        "changed-type",
+        "optional-request-field-now-required",
+        "removed-operation",
+    ],
 )
 def test_a_breaking_change_fails_the_check_with_the_report(
     tmp_path: Path, edit: Any, says: str
 ) -> None:
     before = only(snapshot(), MESSAGES)
     after = copy.deepcopy(before)
-    edit(after["components"]["schemas"])
+    edit(after)
     code, report = optic_check(before, after, tmp_path)
     assert code != 0, report
     assert says in report and "This is a breaking change." in report, report

@@ -116,6 +116,7 @@ def _endpoint(
         method,
         path,
         tag=TAG,
+        document="console",
         auth="browser",
         raw_response=HTML,
         errors=errors,

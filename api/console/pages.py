@@ -20,6 +20,7 @@ from api.auth import SESSION_COOKIE, set_session_cookie
 from api.console import teams as team_pages
 from api.console.kit import ConsoleForm, Outcome, PageQuery, act, attempt, console_route, see_other
 from api.console.render import NOTICES, PAGE_POLICY, page, static_file, static_names
+from api.console.tasks import TASK_PAGE
 from api.endpoint import Parsed, endpoint
 from api.routes import diaries, humans, teams
 from api.spec import HTML
@@ -166,6 +167,8 @@ async def console_tasks(
         "appUrl": "/console/apps/tasks",
         "toolName": "tasks_app_open",
         "toolInput": {"team_id": str(team.id)},
+        # a row of the queue opens the task's own page (schemas/apps/tasks.html)
+        "taskPage": TASK_PAGE.replace("{teamId}", str(team.id)),
         "temporalUiUrl": settings.temporal_ui_url.rstrip("/"),
         "temporalNamespace": settings.temporal_namespace,
         "version": VERSION,
@@ -206,6 +209,7 @@ def _host(request: web.Request, config: dict[str, Any], **context: Any) -> web.R
     "GET",
     "/console/apps/{name}",
     tag=TAG,
+    document="console",
     path_params=ConsoleAppPath,
     auth="none",
     raw_response=HTML,
@@ -226,6 +230,7 @@ async def console_app(
     "GET",
     "/console/static/{name}",
     tag=TAG,
+    document="console",
     path_params=StaticPath,
     # counted as the page that asks for them (a person's own bucket once logged in); cached
     # for a year by URL (the content hash), so a browser asks once

@@ -3,11 +3,13 @@
 - `/console/teams/{teamId}/tasks/new`: pick a type; its input schema (`GET /tasks/schemas`)
   becomes a form (`task_forms`) checked in the browser, then by `POST /tasks` (its 400 with
   pointers shown beside the form); the team's recent tasks, each linked to its page.
-- `/console/teams/{teamId}/tasks/{taskId}`: status, type, attempts with their executor's
-  fingerprint, the latest attempt's messages (the first page here, then polled live by
-  `static/tasks.js` from the REST list with an `afterSeq` cursor), artifacts with their REST
-  download links, the output with its CID and whether its signature verifies
-  (`POST /crypto/verify` by the claimant's fingerprint); cancel with a reason.
+- `/console/teams/{teamId}/tasks/{taskId}`: the one view of a task (issue 34 §8; the queue's
+  rows open it): status, type, attempts with their executor's fingerprint and how each ended,
+  an attempt's messages (the latest one's unless `?attempt=` names another: the first page
+  here, then, while the task runs, polled live by `static/tasks.js` from the REST list with an
+  `afterSeq` cursor), artifacts with their REST download links, the output with its CID and
+  whether its signature verifies (`POST /crypto/verify` by the claimant's fingerprint); cancel
+  with a reason.
 
 Everything runs the REST routes as the logged-in human (see api/console/__init__.py).
 """
@@ -39,6 +41,7 @@ from schemas.artifacts import TaskArtifactList
 from schemas.base import RequestBody
 from schemas.errors import NotFound
 from schemas.memory import DiaryList
+from schemas.numbers import SqlOrdinal
 from schemas.signing import VerifyResult
 from schemas.task_api import (
     Task,
@@ -65,6 +68,8 @@ MESSAGES_FIRST_PAGE = 50
 ARTIFACTS_SHOWN = 50
 NEW_TASK_FORM = "new-task"
 CANCEL_FORM = "cancel"
+# a task's page; the queue view links its rows here (api/console/pages.py)
+TASK_PAGE = "/console/teams/{teamId}/tasks/{taskId}"
 
 
 class TeamTasksPath(RequestBody):
@@ -74,6 +79,13 @@ class TeamTasksPath(RequestBody):
 class TaskPagePath(RequestBody):
     teamId: UUID
     taskId: UUID
+
+
+class TaskPageQuery(PageQuery):
+    # numbered as the REST route's path numbers it (`/tasks/{id}/attempts/{n}/messages`)
+    attempt: SqlOrdinal | None = Field(
+        default=None, description="whose messages to show; the latest by default"
+    )
 
 
 class NewTaskQuery(PageQuery):
@@ -210,16 +222,20 @@ def _create_body(form: NewTaskForm, team_id: UUID, fields: list[InputField]) -> 
 # --- a task's page --------------------------------------------------------------------------
 
 
-@console_route(routes, "GET", "/console/teams/{teamId}/tasks/{taskId}", path_params=TaskPagePath)
+@console_route(routes, "GET", TASK_PAGE, path_params=TaskPagePath, query=TaskPageQuery)
 async def console_task(
-    request: web.Request, parsed: Parsed[None, None, TaskPagePath]
+    request: web.Request, parsed: Parsed[None, TaskPageQuery, TaskPagePath]
 ) -> web.Response:
     """A task: status, attempts, the live message stream, artifacts, output, cancel."""
-    return await _task_page(request, parsed.path)
+    return await _task_page(request, parsed.path, attempt_n=parsed.query.attempt)
 
 
 async def _task_page(
-    request: web.Request, path: TaskPagePath, outcome: Outcome | None = None
+    request: web.Request,
+    path: TaskPagePath,
+    outcome: Outcome | None = None,
+    *,
+    attempt_n: int | None = None,
 ) -> web.Response:
     team_id, task_id = path.teamId, str(path.taskId)
     # the team header makes another team's task a 404 here, as in the API
@@ -229,7 +245,9 @@ async def _task_page(
         request, tasks.list_task_attempts, path={"id": task_id}, team=team_id
     )
     latest = attempts.items[-1] if attempts.items else None
-    messages = await _first_messages(request, task_id, latest)
+    # the attempt asked for (a number that names none shows the latest, as the page does)
+    shown = next((a for a in attempts.items if a.attemptN == attempt_n), latest)
+    messages = await _first_messages(request, task_id, shown)
     artifacts: TaskArtifactList = await act(
         request,
         task_artifacts.list_task_artifacts,
@@ -248,6 +266,7 @@ async def _task_page(
         ended=task.status in TERMINAL_TASK_STATUSES,
         attempts=attempts.items,
         latest=latest,
+        shown=shown,
         messages=messages,
         artifacts=artifacts,
         produced=produced,
@@ -269,15 +288,15 @@ async def _team_if_member(request: web.Request, team_id: UUID) -> Team | None:
 
 
 async def _first_messages(
-    request: web.Request, task_id: str, latest: TaskAttempt | None
+    request: web.Request, task_id: str, attempt: TaskAttempt | None
 ) -> TaskMessageList:
-    """The latest attempt's first page of messages (the page's script polls for the rest)."""
-    if latest is None:
+    """An attempt's first page of messages (the page's script polls for the rest)."""
+    if attempt is None:
         return TaskMessageList(items=[], lastSeq=None)
     listed: TaskMessageList = await act(
         request,
         tasks.list_task_messages,
-        path={"id": task_id, "n": latest.attemptN},
+        path={"id": task_id, "n": attempt.attemptN},
         query={"limit": MESSAGES_FIRST_PAGE},
     )
     return listed

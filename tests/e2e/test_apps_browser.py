@@ -350,12 +350,16 @@ async def test_the_console_lists_the_humans_teams_and_diaries_and_hosts_the_queu
     app = await console_app(page)
     await expect(app.get_by_test_id("count-all")).to_have_text("all 3")
     await expect(app.get_by_test_id("count-running")).to_have_text("running 1")
-    await app.locator("tr.task", has_text="Summarise the week").click()
-    await expect(app.locator("#messages .message").first).to_contain_text('log "starting"')
-    await say(world, world.task_id, f"console {uuid.uuid4().hex[:6]}")
-    await expect(app.locator("#messages .message").last).to_contain_text("console ")
+    await expect(app.locator("#detail")).to_have_count(0)  # a task's one view is its page
     await page.screenshot(path=ARTIFACTS / "console-tasks.png", full_page=True)
     await audit(page, "task-queue")
+    # a row opens the task's own console page, in place of the queue, streaming live
+    await app.locator("tr.task", has_text="Summarise the week").click()
+    await page.wait_for_url(f"{stack.base_url}/console/teams/{world.team_id}/tasks/{world.task_id}")
+    messages = page.get_by_test_id("messages")
+    await expect(messages.locator("li").first).to_contain_text("starting")
+    await say(world, world.task_id, f"console {uuid.uuid4().hex[:6]}")
+    await expect(messages.locator("li").last).to_contain_text("console ")
     await context.close()
 
 

@@ -3,7 +3,9 @@ from its type's input schema, checked in the browser and then by `POST /tasks` (
 beside the form); a task's page with its attempts and executor, the message stream growing
 live, artifacts downloaded with the session cookie, the output's CID and signature check;
 cancelling with a reason, and the refusal for someone not allowed to; the queue and the task
-pages linked both ways. axe-core on every page."""
+pages linked both ways: a task clicked in the queue opens its page, the one view of a task
+(issue 34 §8), where its attempts are and where it is cancelled or the cancel refused. axe-core
+on every page."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pytest
 from actors import Actor, join_team
 from browser_support import chromium
 from console_support import SCREENSHOTS, audit, logged_in
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, Frame, Page, expect
 from task_support import REPORT, TaskTeam, complete, create_task, running_task, say
 
 
@@ -247,7 +249,132 @@ async def test_tasks_and_the_queue_link_both_ways(stack: Any, crew: Crew, browse
     await expect(page).to_have_url(f"{stack.base_url}{tasks_of(crew)}/{task_id}")
     await page.get_by_test_id("back-to-queue").click()
     await expect(page).to_have_url(f"{stack.base_url}{tasks_of(crew)}")
+    queue = await queue_view(page)
+    await queue.get_by_role("link", name="Mend the nets").click()
+    await expect(page).to_have_url(f"{stack.base_url}{tasks_of(crew)}/{task_id}")
     await page.context.close()
+
+
+async def queue_view(page: Page) -> Frame:
+    """The queue view (the tasks app) framed in the console's queue page."""
+    frame = await (await page.wait_for_selector("iframe#app")).content_frame()
+    assert frame is not None
+    return frame
+
+
+async def click_in_queue(page: Page, title: str) -> None:
+    """A click on the task's row in the queue: its page opens in place of the queue."""
+    queue = await queue_view(page)
+    row = queue.locator("tr.task", has_text=title)
+    await expect(row.get_by_test_id("task-link")).to_have_text(title)
+    await row.click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text(title)
+
+
+async def test_a_task_clicked_in_the_queue_opens_its_page_to_be_cancelled_or_refused(
+    stack: Any, crew: Crew, browser: Browser
+) -> None:
+    """A person finds a task in the queue, not only under *New task*: its row opens the task's
+    page, with its attempts, where a manager cancels it and a member is refused."""
+    task_id = await running_task(crew, "Tar the hull")
+    path = f"{tasks_of(crew)}/{task_id}"
+
+    page = await opened(browser, stack.base_url, crew.member, tasks_of(crew))
+    queue = await queue_view(page)
+    await expect(queue.get_by_test_id("task-link").first).to_be_visible()
+    await expect(queue.locator("#detail")).to_have_count(0)  # one view of a task: its page
+    await audit(page, "tasks-queue")
+    await click_in_queue(page, "Tar the hull")
+    await expect(page).to_have_url(f"{stack.base_url}{path}")
+    await expect(page.get_by_test_id("attempt-row")).to_have_count(1)
+    await expect(page.get_by_test_id("executor")).to_have_text(crew.executor.fingerprint)
+    await expect(page.get_by_test_id("messages")).to_contain_text("starting")
+    await page.get_by_text("Cancel this task…").click()
+    await page.locator("#reason").fill("not mine to cancel")
+    await page.get_by_role("button", name="Cancel task").click()
+    await expect(page.get_by_test_id("problem-cancel")).to_contain_text("Cancelling needs")
+    await expect(page.get_by_test_id("task-status")).to_have_text("running")
+    await page.context.close()
+
+    page = await opened(browser, stack.base_url, crew.manager, tasks_of(crew))
+    await click_in_queue(page, "Tar the hull")
+    await expect(page).to_have_url(f"{stack.base_url}{path}")
+    await expect(page.get_by_test_id("attempt-row")).to_have_count(1)
+    await page.get_by_text("Cancel this task…").click()
+    await page.locator("#reason").fill("The hull is tarred already.")
+    await page.get_by_role("button", name="Cancel task").click()
+    await expect(page.get_by_test_id("notice")).to_have_text("The task is cancelled.")
+    await expect(page.get_by_test_id("task-status")).to_have_text("cancelled")
+    status, task = await crew.owner.call("GET", f"/tasks/{task_id}")
+    assert status == 200 and task["status"] == "cancelled", task
+    await page.context.close()
+
+
+async def test_the_task_page_shows_why_each_attempt_ended_and_any_attempts_messages(
+    stack: Any, crew: Crew, browser: Browser
+) -> None:
+    """What the queue's panel showed of a task, its page shows: every attempt, how a failed
+    one ended, and the messages of the attempt a person picks (the latest's by default)."""
+    body = {
+        "taskType": "freeform",
+        "teamId": crew.team_id,
+        "diaryId": crew.diary_id,
+        "title": "Caulk the seams",
+        "input": {"brief": "Caulk the seams"},
+        "maxAttempts": 2,
+    }
+    status, task = await crew.owner.call("POST", "/tasks", json=body, team=crew.team_id)
+    assert status == 201, task
+    task_id = str(task["id"])
+    await claimed(crew, task_id, 1)
+    await say(crew, task_id, "first try")
+    error = {"code": "no-oakum", "message": "Ran out of oakum.", "retryable": True}
+    status, failed = await crew.executor.call(
+        "POST", f"/tasks/{task_id}/attempts/1/fail", json={"error": error}, team=crew.team_id
+    )
+    assert status == 200, failed
+    await claimed(crew, task_id, 2)
+    status, said = await crew.executor.call(
+        "POST",
+        f"/tasks/{task_id}/attempts/2/messages",
+        json={"kind": "log", "payload": "second try"},
+    )
+    assert status == 201, said
+
+    page = await opened(browser, stack.base_url, crew.member, tasks_of(crew))
+    await click_in_queue(page, "Caulk the seams")
+    rows = page.get_by_test_id("attempt-row")
+    await expect(rows).to_have_count(2)
+    await expect(page.get_by_test_id("attempt-ended").first).to_have_text(
+        "no-oakum Ran out of oakum."
+    )
+    messages = page.get_by_test_id("messages")
+    await expect(page.get_by_role("heading", name="Messages of attempt 2")).to_be_visible()
+    await expect(messages).to_contain_text("second try")
+    await expect(page.locator("[data-stream]")).to_have_attribute("data-live", "yes")
+    await audit(page, "tasks-task-attempts")
+    await page.get_by_role("link", name="Messages of attempt 1").click()
+    await expect(page.get_by_role("heading", name="Messages of attempt 1")).to_be_visible()
+    await expect(messages).to_contain_text("first try")
+    await expect(messages).not_to_contain_text("second try")
+    # an ended attempt gets no more messages: its view does not poll
+    await expect(page.locator("[data-stream]")).to_have_attribute("data-live", "no")
+    await expect(page.get_by_role("link", name="Messages of attempt 1")).to_have_attribute(
+        "aria-current", "true"
+    )
+    await page.context.close()
+
+
+async def claimed(crew: Crew, task_id: str, attempt_n: int) -> None:
+    """The executor claims the task (its attempt `attempt_n`) and starts it."""
+    status, claim = await crew.executor.call(
+        "POST", f"/tasks/{task_id}/claim", json={}, team=crew.team_id
+    )
+    assert status == 200 and claim["attemptN"] == attempt_n, claim
+    status, beat = await crew.executor.call(
+        "POST", f"/tasks/{task_id}/attempts/{attempt_n}/heartbeat", json={}, team=crew.team_id
+    )
+    assert status == 200, beat
 
 
 async def test_another_teams_task_is_not_found_under_this_team(

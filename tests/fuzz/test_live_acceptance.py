@@ -1,5 +1,6 @@
 """Acceptance (issue 23): schemathesis' own runner over the live `/openapi.json`, as an
-authenticated agent whose requests name real resources.
+authenticated agent whose requests name real resources, and over the console's own document
+(its pages, which left `/openapi.json` in issue 34; `api.openapi`), as a person of the team.
 
 A world is seeded through the API (a team, a diary with entries and a relation, a pack and its
 rendering, a task, a signing request, an agent key, a group, an invite, a project), and the
@@ -25,6 +26,8 @@ from typing import Any
 
 import pytest
 from actors import Actor, join_team
+
+from api.openapi import build_openapi
 
 LIVE = os.environ.get("CAIRN_FUZZ_LIVE")
 EXAMPLES = int(os.environ.get("CAIRN_FUZZ_LIVE_EXAMPLES", "25"))
@@ -146,11 +149,12 @@ async def seed(owner: Actor) -> dict[str, str]:
     }
 
 
-def config(ids: dict[str, str], auth: dict[str, str], person: dict[str, str]) -> str:
-    """schemathesis.toml: the agent's credential and team on every request, and real ids as
-    the values of path parameters (an `id` means what its path says). The console's pages are
-    asked as a person of the team (`person`: a human's session, no bearer), so their handlers
-    run on the real resources instead of sending an agent to the login page."""
+def config(ids: dict[str, str], auth: dict[str, str], person: dict[str, str], document: str) -> str:
+    """schemathesis.toml for one document: the agent's credential and team on every request,
+    and real ids as the values of path parameters (an `id` means what its path says). The
+    console's pages are asked as a person of the team (`person`: a human's session, no bearer),
+    so their handlers run on the real resources instead of sending an agent to the login
+    page."""
     by_operation = {
         "DELETE /teams/{id}": {"path.id": ids["spare_team"]},
         "DELETE /diaries/{diaryId}": {"path.diaryId": ids["spare_diary"]},
@@ -203,6 +207,8 @@ def config(ids: dict[str, str], auth: dict[str, str], person: dict[str, str]) ->
         "[parameters]",
         *(f'"path.{name}" = {json.dumps(value)}' for name, value in common.items()),
     ]
+    if document == "console":
+        return "\n".join(lines + console_pages(ids, person)) + "\n"
     for name, parameters in by_operation.items():
         values = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in parameters.items())
         lines += ["", "[[operations]]", f"include-name = {json.dumps(name)}"]
@@ -214,15 +220,21 @@ def config(ids: dict[str, str], auth: dict[str, str], person: dict[str, str]) ->
             f"include-path-regex = {json.dumps(prefix)}",
             f'parameters = {{ "path.id" = {json.dumps(value)} }}',
         ]
+    return "\n".join(lines) + "\n"
+
+
+def console_pages(ids: dict[str, str], person: dict[str, str]) -> list[str]:
+    """The console's pages, asked as the person, with the seeded id each `{id}` names."""
     headers = ", ".join(
         f"{json.dumps(k)} = {json.dumps(v)}" for k, v in {"Authorization": "", **person}.items()
     )
+    lines = []
     for prefix, value in CONSOLE_PAGES.items():
         lines += ["", "[[operations]]", f"include-path-regex = {json.dumps(prefix)}"]
         lines += [f"headers = {{ {headers} }}"]
         if value:
             lines += [f'parameters = {{ "path.id" = {json.dumps(ids[value])} }}']
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 # The console's pages by path: which seeded id an `{id}` names (one entry matches each page)
@@ -233,22 +245,33 @@ CONSOLE_PAGES = {
 }
 
 
+def location(stack: Any, document: str, folder: Path) -> list[str]:
+    """Where schemathesis reads the document: the API's as served, the console's from a file
+    (served nowhere), against the stack's URL."""
+    if document == "api":
+        return [f"{stack.base_url}/openapi.json"]
+    written = folder / "console-openapi.json"
+    written.write_text(json.dumps(build_openapi(stack.base_url, "console")))
+    return [str(written), "--url", stack.base_url]
+
+
+@pytest.mark.parametrize("document", ["api", "console"])
 async def test_schemathesis_finds_no_server_error_and_no_conformance_failure(
-    stack: Any, actors: Any, tmp_path: Path
+    stack: Any, actors: Any, tmp_path: Path, document: str
 ) -> None:
     owner = await actors.agent()
     ids = await seed(owner)
     person: Actor = await actors.human()
     await join_team(owner, ids["team"], person, "manager")
     config_file = tmp_path / "schemathesis.toml"
-    config_file.write_text(config(ids, owner.auth, person.auth))
+    config_file.write_text(config(ids, owner.auth, person.auth, document))
     report = tmp_path / "report"
     command = [
         str(Path(sys.executable).with_name("schemathesis")),
         "--config-file",
         str(config_file),
         "run",
-        f"{stack.base_url}/openapi.json",
+        *location(stack, document, tmp_path),
         "--phases",
         PHASES,
         "--max-examples",
@@ -278,6 +301,7 @@ async def test_schemathesis_finds_no_server_error_and_no_conformance_failure(
     )
     output, _ = await process.communicate()
     text = output.decode(errors="replace")
-    log = Path(os.environ.get("CAIRN_FUZZ_LIVE_LOG", tmp_path / "run.log"))
+    kept = os.environ.get("CAIRN_FUZZ_LIVE_LOG")  # one log per document
+    log = Path(f"{kept}.{document}") if kept else tmp_path / "run.log"
     await asyncio.to_thread(log.write_text, text)
     assert process.returncode == 0, text[-20000:]

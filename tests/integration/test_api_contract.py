@@ -1,7 +1,8 @@
 """The REST contract on the real stack (SPEC 7; STYLE "Errors", "The API"): every error is an
-RFC 9457 problem, the OpenAPI 3.1 document matches the routes the app serves, health and
-readiness, request ids, the read-only API pool, and per-identity rate limits with their headers
-(on a second app with limits enabled, sharing the module's database and Temporal)."""
+RFC 9457 problem, the OpenAPI 3.1 document matches the routes the app serves (the console's
+pages and forms in a document of their own: `api.openapi`), health and readiness, request ids,
+the read-only API pool, and per-identity rate limits with their headers (on a second app with
+limits enabled, sharing the module's database and Temporal)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from aiohttp import web
 from api import keys
 from api.app import create_app
 from api.endpoint import ENDPOINTS
+from api.openapi import build_openapi
+from api.spec import EndpointSpec
 from infra.db import create_pool
 from infra.devstack import free_port
 from workers.admin import issue_bootstrap_voucher
@@ -54,6 +57,18 @@ async def openapi(stack, http) -> dict[str, Any]:
     async with http.get("/openapi.json") as response:
         assert response.status == 200
         return dict(await response.json())
+
+
+@pytest.fixture(scope="module")
+def documents(stack, openapi) -> dict[str, dict[str, Any]]:
+    """Each route's document by `EndpointSpec.document`: the served API's, and the console's
+    (served nowhere; built as the app builds `/openapi.json`)."""
+    return {"api": openapi, "console": build_openapi(stack.base_url, "console")}
+
+
+def operation_of(documents: dict[str, dict[str, Any]], spec: EndpointSpec) -> dict[str, Any]:
+    operation: dict[str, Any] = documents[spec.document]["paths"][spec.path][spec.method.lower()]
+    return operation
 
 
 @pytest.fixture(scope="module")
@@ -249,6 +264,16 @@ def documented_operations(document: dict[str, Any]) -> set[tuple[str, str]]:
     return {(method, path) for path, ops in document["paths"].items() for method in ops}
 
 
+def operations(documents: dict[str, dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
+    """Every operation of the documents, as (method, path, operation)."""
+    return [
+        (method, path, operation)
+        for document in documents.values()
+        for path, ops in document["paths"].items()
+        for method, operation in ops.items()
+    ]
+
+
 def resolve(document: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     ref = schema.get("$ref")
     if ref is None:
@@ -257,14 +282,24 @@ def resolve(document: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     return dict(document["components"]["schemas"][name])
 
 
-async def test_openapi_is_3_1_and_lists_exactly_the_served_routes(stack, openapi) -> None:
+async def test_openapi_is_3_1_and_lists_exactly_the_served_routes(
+    stack, openapi, documents
+) -> None:
+    """The API's document and the console's, together, are every route the app serves; the
+    console's pages (HTML, under `/console/`) are none of the API's (issue 34 §6)."""
     assert openapi["openapi"].startswith("3.1")
     assert openapi["servers"] == [{"url": stack.base_url}]
     app = create_app(stack.settings)
-    assert documented_operations(openapi) == served_operations(app)
+    api, console = (documented_operations(documents[name]) for name in ("api", "console"))
+    assert api | console == served_operations(app)
+    assert api & console == set()
+    assert {path for _, path in console} == {
+        path for _, path in served_operations(app) if path.startswith("/console/")
+    }
+    assert len(console) >= 50
 
 
-async def test_every_operation_has_a_unique_id_and_its_success_responses(stack, openapi) -> None:
+async def test_every_operation_has_a_unique_id_and_its_success_responses(stack, documents) -> None:
     """One success status per operation, plus the others it declares (`also`: a founding team's
     202, an existing relation's or pack's 200)."""
     declared = {
@@ -274,63 +309,63 @@ async def test_every_operation_has_a_unique_id_and_its_success_responses(stack, 
         for spec in ENDPOINTS
     }
     ids = []
-    for path, ops in openapi["paths"].items():
-        for method, operation in ops.items():
-            ids.append(operation["operationId"])
-            successes = [s for s in operation["responses"] if s.startswith("2")]
-            assert successes == declared[(method, path)], (method, path)
+    for method, path, operation in operations(documents):
+        ids.append(operation["operationId"])
+        successes = [s for s in operation["responses"] if s.startswith("2")]
+        assert successes == declared[(method, path)], (method, path)
     assert len(ids) == len(set(ids))
+    openapi = documents["api"]
     assert openapi["paths"]["/teams"]["post"]["responses"].keys() >= {"201", "202"}
     relations = openapi["paths"]["/entries/{entryId}/relations"]["post"]["responses"]
     assert relations.keys() >= {"200", "201"}
     assert relations["200"]["content"] == relations["201"]["content"]
 
 
-async def test_every_error_response_carries_the_problem_schema(stack, openapi) -> None:
+async def test_every_error_response_carries_the_problem_schema(stack, documents) -> None:
     problem_ref = {"$ref": "#/components/schemas/Problem"}
-    assert set(openapi["components"]["schemas"]["Problem"]["required"]) >= {
-        "type",
-        "title",
-        "status",
-        "code",
-    }
-    for path, ops in openapi["paths"].items():
-        for method, operation in ops.items():
-            errors = {s: r for s, r in operation["responses"].items() if int(s) >= 400}
-            assert "500" in errors, (method, path)
-            # every route but the probes is rate limited (DECISIONS "Operations")
-            assert ("429" in errors) == (path not in PROBES), (method, path)
-            for status, response in errors.items():
-                content = dict(response["content"])
-                if path == "/oauth2/token" and status in ("400", "401"):
-                    # RFC 6749 errors: plain JSON (test_oauth.py checks the schema)
-                    assert content.pop("application/json"), status
-                    if not content:
-                        continue
-                if path == "/health/ready" and status == "503":
-                    # a degraded readiness answers its own body (and a problem when it cannot)
-                    assert content.pop("application/json") == {
-                        "schema": {"$ref": "#/components/schemas/Readiness"}
-                    }
-                responses = operation["responses"].values()
-                page = any("text/html" in r.get("content", {}) for r in responses)
-                if page and status not in ("414", "431"):
-                    # a console page's refusal is a page with the problem's title and detail
-                    # (tests/integration/test_console_http.py); what the server refuses before
-                    # routing (414, 431) is a problem document
-                    assert content == {"text/html": {"schema": {"type": "string"}}}, path
+    for document in documents.values():
+        assert set(document["components"]["schemas"]["Problem"]["required"]) >= {
+            "type",
+            "title",
+            "status",
+            "code",
+        }
+    for method, path, operation in operations(documents):
+        errors = {s: r for s, r in operation["responses"].items() if int(s) >= 400}
+        assert "500" in errors, (method, path)
+        # every route but the probes is rate limited (DECISIONS "Operations")
+        assert ("429" in errors) == (path not in PROBES), (method, path)
+        for status, response in errors.items():
+            content = dict(response["content"])
+            if path == "/oauth2/token" and status in ("400", "401"):
+                # RFC 6749 errors: plain JSON (test_oauth.py checks the schema)
+                assert content.pop("application/json"), status
+                if not content:
                     continue
-                assert content == {PROBLEM_JSON: {"schema": problem_ref}}, (method, path, status)
-                assert response["description"]
+            if path == "/health/ready" and status == "503":
+                # a degraded readiness answers its own body (and a problem when it cannot)
+                assert content.pop("application/json") == {
+                    "schema": {"$ref": "#/components/schemas/Readiness"}
+                }
+            responses = operation["responses"].values()
+            page = any("text/html" in r.get("content", {}) for r in responses)
+            if page and status not in ("414", "431"):
+                # a console page's refusal is a page with the problem's title and detail
+                # (tests/integration/test_console_http.py); what the server refuses before
+                # routing (414, 431) is a problem document
+                assert content == {"text/html": {"schema": {"type": "string"}}}, path
+                continue
+            assert content == {PROBLEM_JSON: {"schema": problem_ref}}, (method, path, status)
+            assert response["description"]
 
 
-async def test_a_declared_header_is_typed_and_its_400_documented(stack, openapi) -> None:
+async def test_a_declared_header_is_typed_and_its_400_documented(stack, documents) -> None:
     """Found by schemathesis: a malformed team header was an undocumented 400 (`GET /diaries`
     declares nothing else that can be invalid)."""
     for spec in ENDPOINTS:
         if not spec.headers:
             continue
-        operation = openapi["paths"][spec.path][spec.method.lower()]
+        operation = operation_of(documents, spec)
         assert "400" in operation["responses"], (spec.method, spec.path)
         for parameter in operation["parameters"]:
             if parameter["name"] == "x-service-team-id":
@@ -345,9 +380,9 @@ async def test_the_hooks_document_their_401(stack, openapi) -> None:
         assert "401" in openapi["paths"][path]["post"]["responses"], path
 
 
-async def test_declared_errors_and_auth_appear_in_the_responses(stack, openapi) -> None:
+async def test_declared_errors_and_auth_appear_in_the_responses(stack, documents) -> None:
     for spec in ENDPOINTS:
-        responses = openapi["paths"][spec.path][spec.method.lower()]["responses"]
+        responses = operation_of(documents, spec)["responses"]
         for error in spec.errors:
             assert str(error.status) in responses, (spec.path, error.__name__)
         if spec.auth == "required":
@@ -358,21 +393,20 @@ async def test_declared_errors_and_auth_appear_in_the_responses(stack, openapi) 
             assert "400" in responses, spec.path
 
 
-async def test_every_request_body_is_closed(stack, openapi) -> None:
+async def test_every_request_body_is_closed(stack, documents) -> None:
+    """The API's bodies and the console's forms alike."""
     bodies = 0
-    for path, ops in openapi["paths"].items():
-        for method, operation in ops.items():
-            body = operation.get("requestBody")
-            if body is None:
+    for spec in ENDPOINTS:
+        document, operation = documents[spec.document], operation_of(documents, spec)
+        path = spec.path
+        for media, content in operation.get("requestBody", {"content": {}})["content"].items():
+            schema = resolve(document, content["schema"])
+            bodies += 1
+            if path.startswith(OPEN_BODY_PATH_PREFIX) or path in PROTOCOL_ENVELOPE_PATHS:
                 continue
-            for media, content in body["content"].items():
-                schema = resolve(openapi, content["schema"])
-                bodies += 1
-                if path.startswith(OPEN_BODY_PATH_PREFIX) or path in PROTOCOL_ENVELOPE_PATHS:
-                    continue
-                if schema.get("format") == "binary":  # a file (a diary archive), not an object
-                    continue
-                assert schema.get("additionalProperties") is False, (method, path, media)
+            if schema.get("format") == "binary":  # a file (a diary archive), not an object
+                continue
+            assert schema.get("additionalProperties") is False, (spec.method, path, media)
     assert bodies >= 8
 
 

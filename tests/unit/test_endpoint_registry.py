@@ -12,6 +12,7 @@ from aiohttp import web
 import api.app  # noqa: F401  (registers every route)
 from api.auth import GLOBAL_ANON_BUCKET, GLOBAL_AUTH_BUCKET, GLOBAL_READ_BUCKET
 from api.endpoint import ENDPOINTS, Handler, Parsed, endpoint
+from api.openapi import build_openapi
 from schemas.limits import RATE_LIMITS_PER_MINUTE
 from schemas.memory import DiaryCreateRequest, DiaryPath, DiaryUpdateRequest, TagQuery
 from schemas.principals import AGENT_SCOPES
@@ -80,3 +81,15 @@ def test_a_handler_declares_the_models_its_endpoint_parses() -> None:
         _declare(_untyped, body=DiaryCreateRequest)
     with pytest.raises(TypeError):
         _declare(_typed, body=DiaryUpdateRequest, path_params=DiaryPath)
+
+
+def test_the_console_is_described_by_its_own_document_only() -> None:
+    """Issue 34 §6: `/openapi.json` is the API; the console's pages and forms (HTML, under
+    `/console/`) are in the console's document, and each route is in exactly one."""
+    documents = {name: build_openapi("http://cairn.test", name) for name in ("api", "console")}
+    for spec in ENDPOINTS:
+        console = spec.path.startswith("/console/")
+        assert spec.document == ("console" if console else "api"), spec.path
+        for name, document in documents.items():
+            listed = spec.method.lower() in document["paths"].get(spec.path, {})
+            assert listed == (name == spec.document), (name, spec.method, spec.path)

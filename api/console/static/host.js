@@ -73,7 +73,8 @@ const TOOLS = {
 
 // What the opener would have returned: the app needs the ids, and the diary's name.
 const OPENERS = {
-  tasks_app_open: async (a) => ({ app: "tasks", teamId: a.team_id, filters: {}, tasks: [] }),
+  // and, the console's own: where a task's page is, so a row of the queue opens it
+  tasks_app_open: async (a) => ({ app: "tasks", teamId: a.team_id, filters: {}, tasks: [], taskPage: config.taskPage }),
   entries_map_open: async (a) => ({ app: "entries_map", diary: await rest("GET", `/diaries/${a.diary_id}`) }),
 };
 
@@ -119,6 +120,14 @@ async function opened() {
   }
 }
 
+// A page of this console (a task's, from the queue) opens in place of the host page, as any
+// link of the console does; anything else (the Temporal UI) in a new tab.
+function openLink(target) {
+  const url = new URL(target, window.location.href);
+  if (url.origin === window.location.origin && url.pathname.startsWith("/console/")) window.location.assign(url.href);
+  else window.open(url.href, "_blank", "noopener,noreferrer");
+}
+
 window.addEventListener("message", async (event) => {
   if (event.source !== frame.contentWindow) return;
   const message = event.data;
@@ -136,7 +145,7 @@ window.addEventListener("message", async (event) => {
   } else if (method === "tools/call") {
     post({ id, result: await callTool(params.name, params.arguments) });
   } else if (method === "ui/open-link") {
-    window.open(params.url, "_blank", "noopener,noreferrer");
+    openLink(params.url);
     post({ id, result: {} });
   } else if (method === "ui/notifications/size-changed") {
     // the console gives the app the whole window
