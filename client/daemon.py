@@ -73,6 +73,10 @@ MESSAGE_FLUSH_SEC = 0.2
 # dropped, or no answer in time): an API restarting or a network blip, which must stop neither
 # the daemon's polling nor an attempt's heartbeats.
 UNREACHABLE = (aiohttp.ClientError, TimeoutError)
+# an API between replicas or restarting answers these; the report is sent again
+PASSING_STATUSES = frozenset({502, 503, 504})
+REPORT_RETRY_FIRST_SEC = 0.5
+REPORT_RETRY_MAX_SEC = 5.0
 
 
 class DaemonRefused(Exception):
@@ -352,17 +356,17 @@ class Attempt:
             return
         if self.abort_requested.is_set() and not work.done():
             await self.executor.stop()
-            await self._flush()
-            await self._post("abort", {"reason": "daemon shutdown"})
+            await self._flush(settling=True)
+            await self._report("abort", {"reason": "daemon shutdown"})
             return
         try:
             exit_code = work.result()
         except ExecutorFailure as failure:
             await self.executor.stop()
-            await self._flush()
+            await self._flush(settling=True)
             await self._fail(failure.as_error())
             return
-        await self._flush()
+        await self._flush(settling=True)
         if self._output is None:
             await self._fail(
                 {
@@ -412,11 +416,16 @@ class Attempt:
             await asyncio.sleep(MESSAGE_FLUSH_SEC)
             await self._flush()
 
-    async def _flush(self) -> None:
+    async def _flush(self, *, settling: bool = False) -> None:
+        """Send the batched messages; the last batch before the attempt's report is sent again
+        through an outage of the API, like the report (an attempt's end is not lost to it)."""
         if not self._messages:
             return
         batch, self._messages = self._messages, []
-        await self._post("messages", {"messages": batch})
+        if settling:
+            await self._report("messages", {"messages": batch})
+        else:
+            await self._post("messages", {"messages": batch})
 
     async def _upload(self, artifact: ExecutorArtifact) -> None:
         spec = artifact.spec
@@ -442,7 +451,8 @@ class Attempt:
             signature = self.daemon.signing_key.sign(output_cid.encode()).signature
             body["contentSignature"] = base64.b64encode(signature).decode()
         try:
-            await self._post("complete", body)
+            if not await self._report("complete", body):
+                return
         except ApiError as exc:
             if exc.status != 400:
                 raise
@@ -458,7 +468,35 @@ class Attempt:
         self.daemon.completed += 1
 
     async def _fail(self, error: dict[str, Any]) -> None:
-        await self._post("fail", {"error": error})
+        await self._report("fail", {"error": error})
+
+    async def _report(self, action: str, body: dict[str, Any]) -> bool:
+        """Settle the attempt (complete, fail, abort), sent again while the API is unreachable
+        or answers 502/503/504, for as long as the lease the heartbeats keep renewing could
+        last. Whether this send settled it: a 409 after an earlier send means that send
+        landed (or the attempt ended otherwise); either way there is nothing left to report."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.daemon.config.lease_ttl_sec
+        wait, sent_before = REPORT_RETRY_FIRST_SEC, False
+        while True:
+            try:
+                await self._post(action, body)
+                return True
+            except ApiError as exc:
+                if exc.status == 409 and sent_before:
+                    log.info("%s of %s: the attempt had already ended", action, self.task_id)
+                    return False
+                if exc.status not in PASSING_STATUSES or loop.time() + wait > deadline:
+                    raise
+                failure: Exception = exc
+            except UNREACHABLE as exc:
+                if loop.time() + wait > deadline:
+                    raise
+                failure = exc
+            sent_before = True
+            log.warning("%s of %s failed, sending again: %s", action, self.task_id, failure)
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, REPORT_RETRY_MAX_SEC)
 
     async def _post(self, action: str, body: dict[str, Any]) -> Any:
         return await self.daemon.api.request(

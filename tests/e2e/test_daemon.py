@@ -362,3 +362,22 @@ async def test_heartbeats_go_on_after_the_api_was_away(
     await until_status(team, task_id, "completed", limit_s=90)
     _, attempts = await team.owner.call("GET", f"/tasks/{task_id}/attempts", team=team.team_id)
     assert [a["status"] for a in attempts["items"]] == ["completed"]
+
+
+async def test_an_attempts_report_is_sent_again_once_the_api_is_back(
+    team: Team, daemons: Any, relay: Relay
+) -> None:
+    """The executor ends while the API is away: the daemon's report (its last messages, then
+    the completion) is sent again until the API answers, so the attempt completes, once, instead
+    of waiting out its lease and running again."""
+    task_id = await create_task(team, maxAttempts=2)
+    daemon = await daemons(api_url=f"http://{relay.address}", sleep=3, lease=30, artifact=False)
+    await daemon.executor_pid()
+    await relay.close()
+    await wait_until(lambda: "sending again" in daemon.log.read_text(), what="a report re-sent")
+    await relay.open()
+    await until_status(team, task_id, "completed", limit_s=60)
+    _, attempts = await team.owner.call("GET", f"/tasks/{task_id}/attempts", team=team.team_id)
+    assert [a["status"] for a in attempts["items"]] == ["completed"]
+    assert daemon.process.returncode is None, daemon.log.read_text()
+
