@@ -34,8 +34,11 @@ with workflow.unsafe.imports_passed_through():
     import pytest
     from processes import wait_until
     from pydantic import ValidationError
-    from temporalio.api.enums.v1 import EventType
-    from temporalio.api.workflowservice.v1 import DescribeWorkerDeploymentVersionRequest
+    from temporalio.api.enums.v1 import EventType, RoutingConfigUpdateState
+    from temporalio.api.workflowservice.v1 import (
+        DescribeWorkerDeploymentRequest,
+        DescribeWorkerDeploymentVersionRequest,
+    )
     from temporalio.client import Client, WorkflowHandle
     from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
     from temporalio.contrib.pydantic import pydantic_data_converter
@@ -161,6 +164,23 @@ async def operator_sets_current(
     )
     output, _ = await process.communicate()
     assert process.returncode == 0, output.decode()
+    # the server takes the new routing to the queue's partitions after it answers
+    await wait_until(lambda: routed_to(client, version), what=f"routing to {version}")
+
+
+async def routed_to(client: Client, version: WorkerDeploymentVersion) -> bool:
+    """Whether `version` is current and the routing has reached every task queue partition."""
+    described = await client.workflow_service.describe_worker_deployment(
+        DescribeWorkerDeploymentRequest(
+            namespace=client.namespace, deployment_name=version.deployment_name
+        )
+    )
+    info = described.worker_deployment_info
+    return (
+        info.routing_config.current_deployment_version.build_id == version.build_id
+        and info.routing_config_update_state
+        == RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED
+    )
 
 
 async def task_builds(handle: WorkflowHandle[Any, Any]) -> list[str]:
