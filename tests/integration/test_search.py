@@ -659,15 +659,10 @@ async def test_the_exact_statement_avoids_the_hnsw_index_and_the_other_uses_it(
         hnsw = await conn.fetch("EXPLAIN " + Q.search_vector_hnsw, query, *args, 20)
     exact_scans = [r[0].strip()[:80] for r in exact if "Scan" in r[0]]
     hnsw_scans = [r[0].strip()[:80] for r in hnsw if "Scan" in r[0]]
-    assert not any("diary_entries_embedding" in scan for scan in exact_scans)
-    # It reads the scope through a diary index: on a large table the covering one (an
-    # index-only scan, bench/memory.py records the plan); on this tiny one the planner may
-    # prefer the narrow one.
-    assert any(
-        index in scan
-        for scan in exact_scans
-        for index in ("diary_entries_scope_vectors", "diary_entries_by_diary")
-    ), exact_scans
+    assert not any("diary_entries_embedding" in scan for scan in exact_scans), exact_scans
+    # Which other index reads the scope is the planner's choice on a table this small (with
+    # sequential scans off it may walk any narrow index); on a large one it is the covering
+    # diary index, which bench/memory.py records in its plan.
     assert any("Index Scan using diary_entries_embedding" in scan for scan in hnsw_scans)
 
 
