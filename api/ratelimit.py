@@ -219,6 +219,10 @@ class RateLimiter:
     def enabled(self) -> bool:
         return self._pool is not None
 
+    @property
+    def pool(self) -> asyncpg.Pool | None:
+        return self._pool
+
     def rate_of(self, bucket: str) -> Rate:
         return self._rates[bucket]
 
