@@ -187,8 +187,8 @@ class PerTransactionConnection(CountingConnection):
     async def execute(self, query: str, *args: Any, **options: Any) -> str:
         if self._needs_own_transaction():
             async with self.transaction():
-                return await super().execute(query, *args, **options)  # type: ignore[no-any-return]
-        return await super().execute(query, *args, **options)  # type: ignore[no-any-return]
+                return await super().execute(query, *args, **options)
+        return await super().execute(query, *args, **options)
 
     async def _execute(self, *args: Any, **options: Any) -> Any:
         # fetch, fetchrow, fetchval and execute with arguments all come through here
