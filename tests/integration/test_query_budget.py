@@ -37,10 +37,12 @@ from aiohttp import web
 
 from api import keys
 from api.app import Deps, create_app
+from api.ratelimit import Quota, RateLimiter, Refusal
 from infra.db import StatementTally, create_pool
 from infra.devstack import free_port
 from infra.permissions import Closure, PostgresPermissionEngine, TupleRepository
 from infra.repos.search import SearchRepo
+from infra.settings import Rate
 from schemas.embedding import SearchFilters
 from schemas.errors import PermissionEvaluationFailed
 from schemas.kernel.permissions import (
@@ -51,6 +53,7 @@ from schemas.kernel.permissions import (
     check,
     lookup,
 )
+from schemas.limits import RATE_LEASE_TTL_SEC
 
 T = TypeVar("T")
 
@@ -305,3 +308,28 @@ async def test_a_check_reads_on_past_what_it_was_given(
     full = await decided(engine.permitted("Diary", diary, asked, member))
     assert got == full
     assert full == (PermissionEvaluationFailed if depth > 4 else {"read", "write"})
+
+
+# --- the rate count: one statement, whatever buckets a request falls in -------------------------
+
+
+async def test_a_request_is_counted_in_one_statement(database_url: str) -> None:
+    """A strict bucket's place and a leased bucket's new lease are asked together, rows made
+    or not: the count a request waits for is one statement."""
+    now = [1_000.0]
+    rates = {"strict": Rate(limit=5, period_sec=60), "leased": Rate(limit=6000, period_sec=60)}
+    pool = await create_pool(database_url, read_only=False, min_size=1, max_size=2)
+    limiter = RateLimiter(pool, rates, clock=lambda: now[0])
+    key = f"agent:{uuid.uuid4()}"
+    try:
+        for _ in range(3):  # no rows yet, then rows, then after the lease lapsed
+            before = pool.tally.sent
+            assert isinstance(await limiter.take(key, ["leased", "strict"]), Quota)
+            assert pool.tally.sent - before == 1
+            now[0] += 2 * RATE_LEASE_TTL_SEC
+        for _ in range(2):
+            await limiter.take(key, ["leased", "strict"])
+        refused = await limiter.take(key, ["leased", "strict"])
+        assert isinstance(refused, Refusal) and refused.bucket == "strict"
+    finally:
+        await pool.close()
