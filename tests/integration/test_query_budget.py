@@ -14,7 +14,8 @@ rate-limit count included:
 
 A diary is granted to a group nested `depth` levels deep, its team has members, and the caller
 is at the bottom of the nesting; every route is counted at two depths, for an OAuth2 token, an
-agent key and a human session, and must cost the same at both, within its budget. The rate
+agent key and a human session (and a team manager's team-bound key, confined to the team), and
+must cost the same at both, within its budget. The rate
 buckets are strict here (below the lease threshold), so each request asks the shared bucket
 once; a leased bucket asks less often, never more.
 """
@@ -32,7 +33,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 import pytest
-from actors import Actor, agent_key_secret, holding_key, join_team
+from actors import TEAM_HEADER, Actor, agent_key_secret, holding_key, join_team
 from aiohttp import web
 
 from api import keys
@@ -122,6 +123,8 @@ async def nested_grant(
     assert status == 201, diary
     for _ in range(2):
         await join_team(owner, team, await actors.agent(), "member")
+    manager = await actors.agent()
+    await join_team(owner, team, manager, "manager")
     agent, human = await actors.agent(), await actors.human()
     groups = [str(uuid.uuid4()) for _ in range(depth)]
     tuples = [RelationTuple.parse(f"Diary:{diary['id']}#writers@Group:{groups[0]}#members")]
@@ -135,7 +138,10 @@ async def nested_grant(
     entry = {"content": f"{WORD} at depth {depth}", "tags": ["budget"]}
     await ok(owner, "POST", f"/diaries/{diary['id']}/entries", json=entry, team=team)
     key = holding_key(agent, await agent_key_secret(agent, "identity", None))
-    callers = {"oauth2": agent, "agent_key": key, "session": human}
+    # a daemon's credential: a key bound to the team (confined to it), sent with its header
+    team_key = holding_key(manager, await agent_key_secret(manager, "team", team))
+    team_key.auth[TEAM_HEADER] = team
+    callers = {"oauth2": agent, "agent_key": key, "session": human, "team_key": team_key}
     return Graph(diary, {k: dataclasses.replace(c, http=http) for k, c in callers.items()})
 
 
