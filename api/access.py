@@ -48,14 +48,7 @@ async def allowed(
 ) -> bool:
     """Whether the authenticated caller holds `permission` on the object (503 on engine error).
     A team-bound agent key holds nothing on what another team owns (its confinement)."""
-    principal = require_principal(request)
-    return await request.app[keys.PERMISSIONS].check(
-        namespace,
-        object_id,
-        permission,
-        subject_of(principal),
-        within_team=principal.confined_team_id,
-    )
+    return permission in await permitted(request, namespace, object_id, (permission,))
 
 
 async def permitted(

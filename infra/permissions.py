@@ -365,8 +365,17 @@ async def _read_tuples(
 async def _read_memberships(
     pool: asyncpg.Pool, subject: Subject, max_depth: int
 ) -> dict[Userset, int]:
+    """The subject's memberships alone: subject_closure without arrows."""
     rows = await pool.fetch(
-        Q.subject_memberships, subject.ns, subject.id, subject.relation or "", max_depth + 1
+        Q.subject_closure,
+        subject.ns,
+        subject.id,
+        subject.relation or "",
+        max_depth + 1,
+        [],
+        [],
+        None,
+        0,
     )
     return {
         Userset(row["namespace"], row["object_id"], row["relation"]): row["hops"] for row in rows

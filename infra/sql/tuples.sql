@@ -44,25 +44,6 @@ WITH deleted AS (
 )
 SELECT count(*) FROM deleted
 
--- name: subject_memberships
--- every userset holding the subject, directly (0 hops) or through subject sets, with the
--- fewest hops; UNION plus the hop bound ($4) make cycles terminate
-WITH RECURSIVE held (namespace, object_id, relation, hops) AS (
-    SELECT t.namespace, t.object_id, t.relation, 0
-    FROM relation_tuples t
-    WHERE t.subject_ns = $1 AND t.subject_id = $2 AND t.subject_relation = $3
-  UNION
-    SELECT t.namespace, t.object_id, t.relation, h.hops + 1
-    FROM held h
-    JOIN relation_tuples t
-      ON t.subject_ns = h.namespace AND t.subject_id = h.object_id
-     AND t.subject_relation = h.relation
-    WHERE h.hops < $4
-)
-SELECT namespace, object_id, relation, min(hops) AS hops
-FROM held
-GROUP BY namespace, object_id, relation
-
 -- name: objects_related
 -- ids of objects whose relation holds one of the given whole objects (the arrows, reversed)
 SELECT DISTINCT object_id
@@ -119,8 +100,9 @@ JOIN teams tm ON tm.id = d.team_id
 WHERE d.id = $1::text::uuid
 
 -- name: subject_closure
--- What a lookup for the subject $1:$2#$3 reads, in one statement: each userset holding it
--- (subject_memberships, $4 the hop bound) as a `held` row, and the `related` tuples the
+-- What a lookup for the subject $1:$2#$3 reads, in one statement: each userset holding it,
+-- directly (0 hops) or through subject sets, with the fewest hops, as a `held` row (UNION and
+-- the hop bound $4 make cycles terminate), and the `related` tuples the
 -- lookup's arrows walk backwards: `X#via@Y` with (X's namespace, via) among $5/$6 and Y a
 -- whole object the subject holds a relation on, the team $7 (a team key's own, or NULL), or an
 -- X found before; `step` is how many arrows led to it, at most $8.
