@@ -6,7 +6,7 @@ cannot be enumerated); a resource the caller can see but not change answers 403.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -17,6 +17,7 @@ from api.auth import optional_principal, require_principal
 from api.headers import team_header
 from api.reads import reader
 from api.spec import EndpointSpec
+from infra.permissions import Closure
 from infra.repos import memory_reads, runtime_profiles, task_reads
 from schemas.errors import (
     DiaryNotFound,
@@ -47,13 +48,27 @@ async def allowed(
 ) -> bool:
     """Whether the authenticated caller holds `permission` on the object (503 on engine error).
     A team-bound agent key holds nothing on what another team owns (its confinement)."""
+    return permission in await permitted(request, namespace, object_id, (permission,))
+
+
+async def permitted(
+    request: web.Request,
+    namespace: str,
+    object_id: str | UUID,
+    permissions: Collection[str],
+    *,
+    closure: Closure | None = None,
+) -> set[str]:
+    """Which of `permissions` the authenticated caller holds on the object, as `allowed`
+    decides each, in one read (none with the `closure` read beside the object)."""
     principal = require_principal(request)
-    return await request.app[keys.PERMISSIONS].check(
+    return await request.app[keys.PERMISSIONS].permitted(
         namespace,
         object_id,
-        permission,
+        permissions,
         subject_of(principal),
         within_team=principal.confined_team_id,
+        closure=closure,
     )
 
 
@@ -114,22 +129,44 @@ async def can_read(request: web.Request, diary: Diary) -> bool:
     return diary.visibility == "moltnet" or await allowed(request, "Diary", diary.id, "read")
 
 
-async def readable_diary(request: web.Request, diary_id: UUID) -> Diary:
-    """The diary if the caller may read it: 401 for an anonymous read of a `moltnet` diary,
-    404 for a private one the caller may not read (or that does not exist)."""
-    diary = await load_diary(request, diary_id)
-    if diary.visibility == "moltnet" and optional_principal(request) is None:
-        raise Unauthorized("This diary is visible to authenticated principals only")
-    if not await can_read(request, diary):
+async def diary_access(
+    request: web.Request, diary_id: UUID, permissions: Collection[str] = ()
+) -> tuple[Diary, set[str]]:
+    """The diary if the caller may read it, and which of `permissions` (Diary changes) the
+    caller holds on it; 401 for an anonymous read of a `moltnet` diary, 404 for a private one
+    the caller may not read (or that does not exist). One statement: the diary is read with its
+    permission closure, from the primary like every permission read."""
+    engine = request.app[keys.PERMISSIONS]
+    read = await memory_reads.get_diary_with_closure(
+        request.app[keys.READ_POOL], diary_id, engine.closure_args
+    )
+    diary, closure = found(read, DiaryNotFound(NO_SUCH_DIARY))
+    principal = optional_principal(request)
+    if principal is None:
+        if diary.visibility == "moltnet":
+            raise Unauthorized("This diary is visible to authenticated principals only")
+        if diary.visibility != "public":
+            raise DiaryNotFound(NO_SUCH_DIARY)
+        return diary, set()
+    asked = set(permissions) if diary.visibility != "private" else {"read", *permissions}
+    granted = await permitted(request, "Diary", diary.id, asked, closure=closure)
+    if diary.visibility == "private" and "read" not in granted:
         raise DiaryNotFound(NO_SUCH_DIARY)
+    return diary, granted & set(permissions)
+
+
+async def readable_diary(request: web.Request, diary_id: UUID) -> Diary:
+    """The diary if the caller may read it (see `diary_access`)."""
+    diary, _ = await diary_access(request, diary_id)
     return diary
 
 
 async def changeable_diary(request: web.Request, diary_id: UUID, permission: str) -> Diary:
     """The diary if the caller holds `permission` (write, manage); 404 when the caller cannot
     even read it, 403 when they can read but not change it."""
-    diary = await readable_diary(request, diary_id)
-    await require(request, "Diary", diary_id, permission)
+    diary, granted = await diary_access(request, diary_id, (permission,))
+    if permission not in granted:
+        raise Forbidden(f"You lack '{permission}' on this Diary")
     return diary
 
 

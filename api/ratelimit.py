@@ -22,7 +22,8 @@ place and doubles while leases run out (`next_batch`), so a quiet key holds at m
 lease is asked per (key, bucket) at a time in a process; other requests wait for it. For these
 buckets `x-ratelimit-remaining` is approximate (the shared count as of this process's last
 lease, plus the places it still holds). Smaller (strict) buckets keep one statement per request,
-exact.
+exact. Whatever buckets a request falls in, its count is at most one statement (strict
+places and new leases are asked together).
 
 If Postgres cannot be reached the limiter admits the request (as the reference's store fails
 open) and logs it: a rate limit must not turn an outage of its store into one of the API.
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from infra.repos import ratelimit as store
-from infra.repos.ratelimit import BucketAsk, BucketState, LeaseAsk, LeaseGrant
+from infra.repos.ratelimit import BucketAsk, LeaseAsk, LeaseGrant
 from infra.settings import Rate
 from schemas.errors import RateLimited
 from schemas.limits import (
@@ -219,6 +220,10 @@ class RateLimiter:
     def enabled(self) -> bool:
         return self._pool is not None
 
+    @property
+    def pool(self) -> asyncpg.Pool | None:
+        return self._pool
+
     def rate_of(self, bucket: str) -> Rate:
         return self._rates[bucket]
 
@@ -312,42 +317,26 @@ class RateLimiter:
     async def _ask_store(
         self, key: str, strict: Sequence[str], reserving: Mapping[str, Lease], now_us: int
     ) -> dict[str, Quota | Refusal]:
-        """One place of each strict bucket and a lease of each batched one whose lease is
-        empty or lapsed, in one statement each (at once)."""
+        """One place of each strict bucket (a lease of one, used at once) and a lease of each
+        batched one whose lease is empty or lapsed: one statement for them all."""
         loop = asyncio.get_running_loop()
-        asks = []
+        asks = [self._lease_ask(key, bucket, 1, 0) for bucket in strict]
         for bucket, lease in reserving.items():
             lease.pending = loop.create_future()
             give, want = lease.ask(now_us, lease_cap(self._rates[bucket]))
             asks.append(self._lease_ask(key, bucket, want, give))
         try:
-            if not asks:  # the common strict case: one statement, no task
-                return await self._take_strict(key, strict, now_us)
-            if strict:
-                taken, granted = await asyncio.gather(
-                    self._take_strict(key, strict, now_us), self._reserve(asks, now_us)
-                )
-            else:
-                taken, granted = {}, await self._reserve(asks, now_us)
+            granted = await self._reserve(asks, now_us)
         finally:
             for lease in reserving.values():
                 if lease.pending is not None:
                     lease.pending.set_result(None)
                     lease.pending = None
-        outcomes = dict(taken)
+        outcomes = {bucket: self._decide(bucket, granted[bucket], now_us) for bucket in strict}
         for bucket, lease in reserving.items():
             rate = self._rates[bucket]
             outcomes[bucket] = lease.grant(bucket, rate, granted[bucket], now_us)
         return outcomes
-
-    async def _take_strict(
-        self, key: str, buckets: Sequence[str], now_us: int
-    ) -> dict[str, Quota | Refusal]:
-        if not buckets or self._pool is None:
-            return {}
-        asks = [self._ask(key, b) for b in buckets]
-        states = await store.take(self._pool, asks, now_us)
-        return {b: self._decide(b, states[b], now_us) for b in buckets}
 
     async def _reserve(self, asks: Sequence[LeaseAsk], now_us: int) -> dict[str, LeaseGrant]:
         if not asks or self._pool is None:
@@ -357,12 +346,13 @@ class RateLimiter:
     def _lease_ask(self, key: str, bucket: str, want: int, give: int) -> LeaseAsk:
         return LeaseAsk(**self._ask(key, bucket).model_dump(), want=want, give=give)
 
-    def _decide(self, bucket: str, state: BucketState, now_us: int) -> Quota | Refusal:
+    def _decide(self, bucket: str, grant: LeaseGrant, now_us: int) -> Quota | Refusal:
+        """A strict bucket's answer to its one place."""
         rate = self._rates[bucket]
-        if not state.admitted:
-            wait = retry_after_sec(rate, state.tat_us, now_us)
+        if grant.granted <= 0:
+            wait = retry_after_sec(rate, grant.tat_us, now_us)
             return Refusal(bucket=bucket, limit=rate.limit, retry_after=wait)
-        return quota_of(rate, state.tat_us, now_us)
+        return quota_of(rate, grant.tat_us, now_us)
 
     async def give_back(self, key: str, bucket: str) -> None:
         """Return the place a request took in a bucket that counts what requests create (it

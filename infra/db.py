@@ -89,6 +89,42 @@ async def _rollback_if_open(conn: asyncpg.Connection) -> None:
         await conn.execute("ROLLBACK")
 
 
+class StatementTally:
+    """How many statements the connections of one pool have sent, each `BEGIN`, `COMMIT` and
+    `set_config` included: a round trip is a round trip. Tests hold the hot paths to a number of
+    statements per request with it (tests/integration/test_query_budget.py): a new query on
+    one is then a visible choice. One integer addition a statement; nothing else reads it."""
+
+    __slots__ = ("sent",)
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+
+class CountingConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg is untyped
+    """A connection that adds each statement it sends to its pool's `StatementTally`."""
+
+    tally: StatementTally | None = None  # set by the pool's init
+
+    def _count(self) -> None:
+        if self.tally is not None:
+            self.tally.sent += 1
+
+    async def execute(self, query: str, *args: Any, **options: Any) -> str:
+        if not args:  # with arguments it goes through `_execute`, which counts
+            self._count()
+        return await super().execute(query, *args, **options)  # type: ignore[no-any-return]
+
+    async def _execute(self, *args: Any, **options: Any) -> Any:
+        # fetch, fetchrow, fetchval and execute with arguments all come through here
+        self._count()
+        return await super()._execute(*args, **options)
+
+    async def _executemany(self, *args: Any, **options: Any) -> Any:
+        self._count()
+        return await super()._executemany(*args, **options)
+
+
 class PoolExhausted(TimeoutError):
     """No pooled connection came free within the acquire timeout. The API answers 503 with
     Retry-After; in a worker it is an ordinary (retried) activity failure."""
@@ -102,9 +138,12 @@ class Pool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg is untyped
     `Connection._execute`, `_top_xact`, as of 0.32); tests/integration/test_db_pools.py walks
     every path they change."""
 
-    def __init__(self, *args: Any, acquire_timeout_s: float, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, acquire_timeout_s: float, tally: StatementTally, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._acquire_timeout_s = acquire_timeout_s
+        self.tally = tally
 
     async def _acquire(self, given_s: float | None) -> Any:
         # the one path of both `async with pool.acquire()` and the pool's fetch/execute helpers
@@ -124,7 +163,7 @@ class TransactionScope:
     settings: tuple[tuple[str, str], ...]
 
 
-class PerTransactionConnection(asyncpg.Connection):  # type: ignore[misc]
+class PerTransactionConnection(CountingConnection):
     """A connection whose session state lives in each transaction: behind pgbouncer in
     transaction mode the server connection changes between transactions, and a setting made
     once per session would leak to other clients or be missing. A statement outside any
@@ -148,8 +187,8 @@ class PerTransactionConnection(asyncpg.Connection):  # type: ignore[misc]
     async def execute(self, query: str, *args: Any, **options: Any) -> str:
         if self._needs_own_transaction():
             async with self.transaction():
-                return await super().execute(query, *args, **options)  # type: ignore[no-any-return]
-        return await super().execute(query, *args, **options)  # type: ignore[no-any-return]
+                return await super().execute(query, *args, **options)
+        return await super().execute(query, *args, **options)
 
     async def _execute(self, *args: Any, **options: Any) -> Any:
         # fetch, fetchrow, fetchval and execute with arguments all come through here
@@ -202,8 +241,9 @@ async def create_pool(
     application name, which pgbouncer keeps per client, goes in the startup packet."""
     default_name = "cairn-api" if read_only else "cairn-worker"
     server_settings = {"application_name": application_name or default_name}
-    init: Callable[[asyncpg.Connection], Awaitable[None]] = _init_connection
-    connection_class: type[asyncpg.Connection] = asyncpg.Connection
+    tally = StatementTally()
+    scope: TransactionScope | None = None
+    connection_class: type[CountingConnection] = CountingConnection
     connect_options: dict[str, Any] = {}
     if not transaction_pooler:
         server_settings |= dict(session or {})
@@ -214,7 +254,7 @@ async def create_pool(
         # trip of its execution, which any pgbouncer passes through
         connect_options["statement_cache_size"] = 0
         if read_only or session:
-            init = _scoped_init(TransactionScope(read_only, tuple((session or {}).items())))
+            scope = TransactionScope(read_only, tuple((session or {}).items()))
             connection_class = PerTransactionConnection
     pool = Pool(
         dsn,
@@ -226,7 +266,8 @@ async def create_pool(
         record_class=asyncpg.Record,
         connection_class=connection_class,
         acquire_timeout_s=acquire_timeout_s,
-        init=init,
+        tally=tally,
+        init=_counting_init(tally, scope),
         reset=_rollback_if_open,
         server_settings=server_settings,
         **connect_options,
@@ -235,9 +276,14 @@ async def create_pool(
     return pool
 
 
-def _scoped_init(scope: TransactionScope) -> Callable[[asyncpg.Connection], Awaitable[None]]:
-    async def init(conn: asyncpg.Connection) -> None:
-        conn.scope = scope
+def _counting_init(
+    tally: StatementTally, scope: TransactionScope | None
+) -> Callable[[CountingConnection], Awaitable[None]]:
+    async def init(conn: CountingConnection) -> None:
+        conn.tally = tally
+        if scope is not None:
+            assert isinstance(conn, PerTransactionConnection)
+            conn.scope = scope
         await _init_connection(conn)
 
     return init

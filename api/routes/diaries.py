@@ -20,7 +20,15 @@ from aiohttp import web
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed, allowed_ids, changeable_diary, load_diary, readable_diary, require
+from api.access import (
+    allowed,
+    allowed_ids,
+    changeable_diary,
+    diary_access,
+    load_diary,
+    readable_diary,
+    require,
+)
 from api.auth import optional_principal, require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
@@ -190,11 +198,11 @@ async def list_diaries(request: web.Request, parsed: Parsed) -> DiaryList:
 )
 async def get_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Diary:
     """One diary, by its visibility rule, with the changes the caller may make."""
-    diary = await readable_diary(request, parsed.path.diaryId)
+    changes: tuple[DiaryChange, ...] = get_args(DiaryChange)
+    diary, granted = await diary_access(request, parsed.path.diaryId, changes)
     if optional_principal(request) is None:
         return diary
-    changes: tuple[DiaryChange, ...] = get_args(DiaryChange)
-    may = [change for change in changes if await allowed(request, "Diary", diary.id, change)]
+    may = [change for change in changes if change in granted]
     return diary.model_copy(update={"yourPermissions": may})
 
 

@@ -14,6 +14,7 @@ from uuid import UUID
 import asyncpg
 
 from infra.db import Q
+from infra.permissions import Closure, ClosureArgs
 from infra.repos.rows import Db, GrantTuple, Row, fetch_all, fetch_one
 from schemas import limits
 from schemas.hygiene import HygieneReport
@@ -81,6 +82,17 @@ class EntryFilter(Row):
 async def get_diary(db: Db, diary_id: UUID) -> Diary | None:
     row = await db.fetchrow(Q.memory_get_diary, diary_id)
     return None if row is None else diary_from_row(row)
+
+
+async def get_diary_with_closure(
+    db: Db, diary_id: UUID, closure_args: ClosureArgs
+) -> tuple[Diary, Closure] | None:
+    """The diary and its permission closure (`PostgresPermissionEngine.closure_args`), in one
+    statement: what reading a diary and deciding on it costs."""
+    row = await db.fetchrow(Q.diary_with_closure, str(diary_id), *closure_args)
+    if row is None:
+        return None
+    return diary_from_row(row), Closure.of_rows(row["closure"])
 
 
 async def list_diaries(db: Db, diary_ids: Sequence[UUID], team_id: UUID | None) -> list[Diary]:

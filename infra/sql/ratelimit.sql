@@ -4,23 +4,6 @@
 -- (`emission`) and lets a caller run up to a whole period ahead (a burst of `limit`). Times are
 -- integer microseconds, so `limit` emissions never add up to more than the period.
 
--- name: rate_limit_take
--- $1 keys, $2 buckets, $3 emissions, $4 periods (one element per bucket, in lock order), $5 now.
--- An admitted request moves `tat_us` one emission on from max(tat_us, now); a refused one leaves
--- it. On a conflict, excluded.tat_us - $5 is the bucket's emission.
-INSERT INTO rate_limits AS r (key, bucket, tat_us, period_us, admitted)
-SELECT a.key, a.bucket, $5 + a.emission, a.period, true
-FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[]) AS a(key, bucket, emission, period)
-ON CONFLICT (key, bucket) DO UPDATE SET
-    tat_us = CASE
-        WHEN greatest(r.tat_us, $5) + excluded.tat_us - $5 - $5 <= excluded.period_us
-        THEN greatest(r.tat_us, $5) + excluded.tat_us - $5
-        ELSE r.tat_us
-    END,
-    period_us = excluded.period_us,
-    admitted = greatest(r.tat_us, $5) + excluded.tat_us - $5 - $5 <= excluded.period_us
-RETURNING bucket, tat_us, admitted
-
 -- name: rate_limit_give_back
 -- Return one place to a bucket ($3: its emission) for a request that created nothing; the
 -- bucket never gets more than full ($4: now).
@@ -40,15 +23,18 @@ WITH doomed AS (
 SELECT count(*) FROM deleted
 
 -- name: rate_limit_reserve
--- A lease of places for one API process to hand out itself (api/ratelimit.py `Lease`): per
+-- Places for one request or one API process's lease (api/ratelimit.py), in one statement: per
 -- (key, bucket), first return $6 places of a lapsed lease (the bucket never gets more than
 -- full), then take up to $5 places, as many as fit within the burst ($4 the period, $3 the
--- emission; 0 when none fits: refused, `tat_us` kept). $1 keys, $2 buckets, one element per
--- bucket; $7 now. Rows are locked in (key, bucket) order; a bucket without a row is not
--- returned (rate_limit_reserve_fresh makes it).
+-- emission; 0 when none fits: refused, `tat_us` kept). A request's own place in a strict bucket
+-- is a lease of one. $1 keys, $2 buckets, one element per bucket; $7 now. Rows are locked in
+-- (key, bucket) order. A bucket without a row starts with the places the API computed ($8 its
+-- `tat_us`: now + those places, at most a burst); one another process made meanwhile is left
+-- alone and not returned (ask again).
 WITH ask AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::int8[])
-        AS a(key, bucket, emission, period, want, give)
+    SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::int8[],
+                         $8::int8[])
+        AS a(key, bucket, emission, period, want, give, fresh_tat)
 ), held AS (
     SELECT r.key, r.bucket, greatest(r.tat_us - ask.give * ask.emission, $7) AS base,
         ask.emission, ask.period, ask.want
@@ -59,25 +45,27 @@ WITH ask AS (
     SELECT held.*, greatest(0, least(held.want, ($7 + held.period - held.base) / held.emission))
         AS granted
     FROM held
+), updated AS (
+    UPDATE rate_limits r
+    SET tat_us = d.base + d.granted * d.emission,
+        period_us = d.period,
+        admitted = d.granted > 0
+    FROM decided d
+    WHERE r.key = d.key AND r.bucket = d.bucket
+    RETURNING r.bucket, r.tat_us, d.granted
+), made AS (
+    INSERT INTO rate_limits (key, bucket, tat_us, period_us, admitted)
+    SELECT a.key, a.bucket, a.fresh_tat, a.period, true
+    FROM ask a
+    WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.key = a.key AND h.bucket = a.bucket)
+    ORDER BY a.key, a.bucket
+    ON CONFLICT (key, bucket) DO NOTHING
+    RETURNING key, bucket, tat_us
 )
-UPDATE rate_limits r
-SET tat_us = d.base + d.granted * d.emission,
-    period_us = d.period,
-    admitted = d.granted > 0
-FROM decided d
-WHERE r.key = d.key AND r.bucket = d.bucket
-RETURNING r.bucket, r.tat_us, d.granted
-
--- name: rate_limit_reserve_fresh
--- The buckets rate_limit_reserve found without a row: each starts with the places the API
--- computed (at most a burst; $4 its `tat_us`, now + those places). $1 keys, $2 buckets, $3
--- periods. A row another process made meanwhile is left alone and not returned (reserve again).
-INSERT INTO rate_limits (key, bucket, tat_us, period_us, admitted)
-SELECT a.key, a.bucket, a.tat, a.period, true
-FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[]) AS a(key, bucket, period, tat)
-ORDER BY a.key, a.bucket
-ON CONFLICT (key, bucket) DO NOTHING
-RETURNING bucket, tat_us
+SELECT bucket, tat_us, granted FROM updated
+UNION ALL
+SELECT m.bucket, m.tat_us, (m.tat_us - $7) / a.emission AS granted
+FROM made m JOIN ask a ON a.key = m.key AND a.bucket = m.bucket
 
 -- name: rate_limit_return
 -- The unused places of lapsed leases given back ($4 per bucket, $3 its emission; $1 keys, $2

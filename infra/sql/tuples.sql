@@ -44,9 +44,68 @@ WITH deleted AS (
 )
 SELECT count(*) FROM deleted
 
--- name: subject_memberships
--- every userset holding the subject, directly (0 hops) or through subject sets, with the
--- fewest hops; UNION plus the hop bound ($4) make cycles terminate
+-- name: objects_related
+-- ids of objects whose relation holds one of the given whole objects (the arrows, reversed)
+SELECT DISTINCT object_id
+FROM relation_tuples
+WHERE namespace = $1 AND relation = $2
+  AND subject_ns = $3 AND subject_id = ANY($4::text[]) AND subject_relation = ''
+
+-- One statement per evaluation (cairn/infra/permissions.py `Closure`): what a check or a lookup
+-- reads, fetched at once instead of one query per breadth-first level.
+
+-- name: object_closure
+-- Every object a check of $1:$2 may read the tuples of, with those tuples: the object, and
+-- recursively each object its tuples lead to, a subject set (`Group:g#members`) always, a whole
+-- object only through the relations of $3/$4 (the model's arrows and owner paths: a member's
+-- own tuples are never needed). $5 bounds the levels; UNION makes cycles end. An object
+-- without tuples comes back once, its relation NULL (it was reached: it has none).
+WITH RECURSIVE reached (namespace, object_id, depth) AS (
+    SELECT $1::text, $2::text, 0
+  UNION
+    SELECT t.subject_ns, t.subject_id, r.depth + 1
+    FROM reached r
+    JOIN relation_tuples t ON t.namespace = r.namespace AND t.object_id = r.object_id
+    WHERE r.depth < $5
+      AND (t.subject_relation <> ''
+           OR (t.namespace, t.relation) IN (SELECT * FROM unnest($3::text[], $4::text[])))
+)
+SELECT o.namespace, o.object_id, t.relation, t.subject_ns, t.subject_id, t.subject_relation
+FROM (SELECT DISTINCT namespace, object_id FROM reached) o
+LEFT JOIN relation_tuples t ON t.namespace = o.namespace AND t.object_id = o.object_id
+
+-- name: diary_with_closure
+-- A diary (memory_get_diary's columns) and, in `closure`, object_closure's rows for it as
+-- JSON arrays ($2..$4 as object_closure's $3..$5): reading a diary and deciding what its
+-- reader may do with it is one statement. No row when there is no such diary.
+WITH RECURSIVE reached (namespace, object_id, depth) AS (
+    SELECT 'Diary'::text, $1::text, 0
+  UNION
+    SELECT t.subject_ns, t.subject_id, r.depth + 1
+    FROM reached r
+    JOIN relation_tuples t ON t.namespace = r.namespace AND t.object_id = r.object_id
+    WHERE r.depth < $4
+      AND (t.subject_relation <> ''
+           OR (t.namespace, t.relation) IN (SELECT * FROM unnest($2::text[], $3::text[])))
+)
+SELECT d.id, d.created_by, d.team_id, d.name, d.visibility, d.signed, d.created_at,
+       d.updated_at, tm.status AS team_status,
+       (SELECT jsonb_agg(jsonb_build_array(o.namespace, o.object_id, t.relation, t.subject_ns,
+                                           t.subject_id, t.subject_relation))
+        FROM (SELECT DISTINCT namespace, object_id FROM reached) o
+        LEFT JOIN relation_tuples t
+          ON t.namespace = o.namespace AND t.object_id = o.object_id) AS closure
+FROM diaries d
+JOIN teams tm ON tm.id = d.team_id
+WHERE d.id = $1::text::uuid
+
+-- name: subject_closure
+-- What a lookup for the subject $1:$2#$3 reads, in one statement: each userset holding it,
+-- directly (0 hops) or through subject sets, with the fewest hops, as a `held` row (UNION and
+-- the hop bound $4 make cycles terminate), and the `related` tuples the
+-- lookup's arrows walk backwards: `X#via@Y` with (X's namespace, via) among $5/$6 and Y a
+-- whole object the subject holds a relation on, the team $7 (a team key's own, or NULL), or an
+-- X found before; `step` is how many arrows led to it, at most $8.
 WITH RECURSIVE held (namespace, object_id, relation, hops) AS (
     SELECT t.namespace, t.object_id, t.relation, 0
     FROM relation_tuples t
@@ -58,14 +117,34 @@ WITH RECURSIVE held (namespace, object_id, relation, hops) AS (
       ON t.subject_ns = h.namespace AND t.subject_id = h.object_id
      AND t.subject_relation = h.relation
     WHERE h.hops < $4
+), holding AS (
+    SELECT namespace, object_id, relation, min(hops) AS hops
+    FROM held
+    GROUP BY namespace, object_id, relation
+), arrows (namespace, relation) AS (
+    SELECT * FROM unnest($5::text[], $6::text[])
+), starts (namespace, object_id) AS (
+    SELECT namespace, object_id FROM holding
+    UNION
+    SELECT 'Team', $7::text WHERE $7::text IS NOT NULL
+), related (namespace, object_id, relation, subject_ns, subject_id, step) AS (
+    SELECT t.namespace, t.object_id, t.relation, t.subject_ns, t.subject_id, 1
+    FROM starts s
+    JOIN relation_tuples t
+      ON t.subject_ns = s.namespace AND t.subject_id = s.object_id AND t.subject_relation = ''
+    JOIN arrows a ON a.namespace = t.namespace AND a.relation = t.relation
+  UNION
+    SELECT t.namespace, t.object_id, t.relation, t.subject_ns, t.subject_id, r.step + 1
+    FROM related r
+    JOIN relation_tuples t
+      ON t.subject_ns = r.namespace AND t.subject_id = r.object_id AND t.subject_relation = ''
+    JOIN arrows a ON a.namespace = t.namespace AND a.relation = t.relation
+    WHERE r.step < $8
 )
-SELECT namespace, object_id, relation, min(hops) AS hops
-FROM held
-GROUP BY namespace, object_id, relation
-
--- name: objects_related
--- ids of objects whose relation holds one of the given whole objects (the arrows, reversed)
-SELECT DISTINCT object_id
-FROM relation_tuples
-WHERE namespace = $1 AND relation = $2
-  AND subject_ns = $3 AND subject_id = ANY($4::text[]) AND subject_relation = ''
+SELECT 'held' AS kind, namespace, object_id, relation, hops, NULL AS subject_ns,
+       NULL AS subject_id, NULL::int AS step
+FROM holding
+UNION ALL
+SELECT 'related', namespace, object_id, relation, NULL, subject_ns, subject_id, min(step)
+FROM related
+GROUP BY namespace, object_id, relation, subject_ns, subject_id

@@ -348,6 +348,52 @@ class PermissionModel(BaseModel):
         if at != Namespace.TEAM:
             raise ValueError(f"{ns.name}: owner path ends at {at}, not Team")
 
+    def followed_relations(self) -> set[tuple[str, str]]:
+        """`(namespace, relation)` of every relation an arrow or an owner path walks to a whole
+        object: past the object asked about, a check reads only these and subject sets."""
+        followed = {
+            (ns.name, term.via)
+            for ns in self.namespaces.values()
+            for terms in ns.permissions.values()
+            for term in terms
+            if isinstance(term, Arrow)
+        }
+        for ns in self.namespaces.values():
+            followed.update(self.owner_chain(ns.name) or ())
+        return followed
+
+    def follow_steps(self) -> int:
+        """The most followed relations one walk chains (DiaryEntry `parent`, then Diary
+        `team`: 2); a cycle of them counts each relation once."""
+        edges: dict[str, set[str]] = {}
+        for namespace, via in self.followed_relations():
+            edges.setdefault(namespace, set()).update(self.targets(namespace, via))
+
+        def longest(at: str, path: frozenset[str]) -> int:
+            ahead = [n for n in edges.get(at, ()) if n not in path]
+            return max((1 + longest(n, path | {n}) for n in ahead), default=0)
+
+        return max((longest(ns, frozenset({ns})) for ns in edges), default=0)
+
+    def arrows_of(self, namespace: str, permission: str) -> set[tuple[str, str]]:
+        """`(namespace, via)` of every arrow the rewrite of `permission` may take: the tuples a
+        lookup of it walks backwards."""
+        found: set[tuple[str, str]] = set()
+        pending = [(namespace, permission)]
+        seen: set[tuple[str, str]] = set()
+        while pending:
+            at, name = pending.pop()
+            if (at, name) in seen:
+                continue
+            seen.add((at, name))
+            for term in self.namespace(at).permissions.get(name, ()):
+                if isinstance(term, Rel):
+                    pending.append((at, term.name))
+                    continue
+                found.add((at, term.via))
+                pending += [(target, term.name) for target in self.targets(at, term.via)]
+        return found
+
     def owner_chain(self, namespace: str) -> list[tuple[str, str]] | None:
         """`(namespace, via)` for each step of the owner path of `namespace`, None if unowned."""
         path = self.namespace(namespace).owner
