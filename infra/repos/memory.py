@@ -196,8 +196,9 @@ class MemoryRepo:
         racing duplicates cannot both pass. It comes before the signature check: a signed
         diary's chain never holds the same content twice, and its signing request stays unused.
 
-        In a signed diary the CID also covers the predecessor (`"p"`), which is read here,
-        inside the transaction, and the signing request must name exactly that CID. Two writers
+        In a signed diary the CID also covers the predecessor (`"p"`), the diary's kept chain
+        head (one row, whatever the diary's length), read inside the transaction; the signing
+        request must name exactly that CID, and the insert moves the head on. Two writers
         racing for the same predecessor meet the unique (diary, prev_cid) index: one wins.
         """
         draft = inp.draft
@@ -249,6 +250,8 @@ class MemoryRepo:
                             "sign the entry again over the new predecessor",
                         )
                     ) from None
+                if draft.signed_diary:
+                    await conn.execute(Q.memory_advance_chain_head, draft.diary_id, cid)
                 await tuples.write_tuples(conn, [_entry_parent(draft.entry_id, draft.diary_id)])
                 return Inserted(cid)
         except _Refused as refused:
@@ -446,6 +449,8 @@ async def _write_import(
             Q.archive_insert_entry,
             [_entry_row(inp, entry_id, item) for entry_id, item in zip(ids, entries, strict=True)],
         )
+        if archive.signed:  # once per import: the archive's own chain, as written
+            await conn.execute(Q.memory_chain_head_from_entries, diary_id)
         await conn.executemany(
             Q.archive_insert_signature,
             [
