@@ -30,3 +30,39 @@ SET chain_head = coalesce((
     LIMIT 1
 ), '')
 WHERE d.signed;
+
+-- The consolidation sweep's work: the entries whose vector was stored or replaced since the
+-- sweep last looked at them, so that a sweep's cost follows what changed, not the diary's size.
+-- A row per entry; `seq` orders them (oldest change first) and tells a mark the sweep consumed
+-- from one made again meanwhile (the sweep deletes a row only at the seq it probed). One
+-- trigger marks, so that every writer of a vector (create, update, late embedding, import)
+-- keeps the rule; a set rather than a position in creation order, because an entry embedded
+-- late, or a transaction that commits after a later one, would fall behind a position.
+CREATE TABLE consolidation_pending (
+    entry_id uuid PRIMARY KEY REFERENCES diary_entries (id) ON DELETE CASCADE,
+    seq      bigserial NOT NULL
+);
+CREATE INDEX consolidation_pending_by_seq ON consolidation_pending (seq);
+
+CREATE FUNCTION consolidation_pending_mark() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO consolidation_pending (entry_id) VALUES (NEW.id)
+    ON CONFLICT (entry_id) DO UPDATE SET seq = excluded.seq;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER consolidation_pending_on_insert AFTER INSERT ON diary_entries
+    FOR EACH ROW WHEN (NEW.embedding IS NOT NULL)
+    EXECUTE FUNCTION consolidation_pending_mark();
+CREATE TRIGGER consolidation_pending_on_embedding AFTER UPDATE OF embedding ON diary_entries
+    FOR EACH ROW WHEN (NEW.embedding IS NOT NULL AND NEW.embedding IS DISTINCT FROM OLD.embedding)
+    EXECUTE FUNCTION consolidation_pending_mark();
+
+-- Before this change the sweep had no position kept between its daily runs: every entry with a
+-- vector waits for its first sweep, oldest first, as the old sweep took them.
+INSERT INTO consolidation_pending (entry_id)
+SELECT id FROM diary_entries WHERE embedding IS NOT NULL ORDER BY created_at, id;
+
+-- The old sweep's cursor index: nothing orders by it now, and `diary_entries_feed` (the same
+-- columns, descending) serves that order anyway; one index less for every entry write.
+DROP INDEX diary_entries_by_creation;

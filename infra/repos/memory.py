@@ -36,7 +36,6 @@ from schemas.hygiene import (
     ConsolidationPage,
     ConsolidationPageResult,
     NearDuplicateProbe,
-    SweepCursor,
 )
 from schemas.kernel.cids import entry_cid
 from schemas.kernel.crypto import fingerprint, parse_public_key
@@ -336,20 +335,19 @@ class MemoryRepo:
         return [relation_id for relation_id in proposed if relation_id is not None]
 
     async def consolidate_page(self, page: ConsolidationPage) -> ConsolidationPageResult:
-        """Probe each entry of the page after the cursor (each proposal its own statement: a
-        retried page re-proposes nothing, pairs already related are skipped)."""
+        """Probe each entry whose vector changed since the sweep last saw it (a page of
+        `consolidation_pending`), then clear their marks. Each proposal is its own statement: a
+        retried page re-proposes nothing, pairs already related are skipped."""
         async with self._pool.acquire() as conn:
-            rows = await conn.fetch(
-                Q.memory_entries_after, page.cursor.created_at, page.cursor.entry_id, page.limit
-            )
+            rows = await conn.fetch(Q.memory_pending_page, page.limit)
             proposed = 0
             for row in rows:
                 made = await _propose(conn, row["id"], page.min_similarity, page.workflow_id)
                 proposed += made is not None
-        cursor = page.cursor
-        if rows:
-            cursor = SweepCursor(created_at=rows[-1]["created_at"], entry_id=rows[-1]["id"])
-        return ConsolidationPageResult(scanned=len(rows), proposed=proposed, cursor=cursor)
+            await conn.execute(
+                Q.memory_pending_done, [row["id"] for row in rows], [row["seq"] for row in rows]
+            )
+        return ConsolidationPageResult(scanned=len(rows), proposed=proposed)
 
     async def record_retrievals(self, entry_ids: Sequence[uuid.UUID]) -> None:
         """Mark entries a search or pack returned (a batch of the API's): one update."""

@@ -151,15 +151,16 @@ WHERE n.similarity >= $2
 ON CONFLICT DO NOTHING
 RETURNING id
 
--- name: memory_entries_after
--- A page of the consolidation sweep: entries with a vector after the cursor ($1, $2), in
--- creation order.
-SELECT id, created_at
-FROM diary_entries
-WHERE embedding IS NOT NULL
-  AND ($1::timestamptz IS NULL OR (created_at, id) > ($1, $2::uuid))
-ORDER BY created_at, id
-LIMIT $3
+-- name: memory_pending_page
+-- A page of the consolidation sweep: the entries whose vector changed since the sweep last
+-- probed them (migration 0024), oldest change first.
+SELECT entry_id AS id, seq FROM consolidation_pending ORDER BY seq LIMIT $1
+
+-- name: memory_pending_done
+-- The page's marks, once probed; a mark made again meanwhile has a new seq and stays.
+DELETE FROM consolidation_pending p
+USING unnest($1::uuid[], $2::bigint[]) AS done (entry_id, seq)
+WHERE p.entry_id = done.entry_id AND p.seq = done.seq
 
 -- name: memory_record_retrievals
 -- A batch of entries searches and packs returned (api/hygiene.py), dated in their own table

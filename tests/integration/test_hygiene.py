@@ -226,7 +226,7 @@ async def test_the_sweep_cleans_a_diary_written_before_and_is_idempotent(
     await db_pool.execute("DELETE FROM entry_relations WHERE source_id = $1", uuid.UUID(new["id"]))
 
     async def sweep() -> Any:
-        # small pages, one per run: the sweep continues as new with its cursor, run after run
+        # small pages, one per run: the sweep continues as new, run after run
         return await stack.temporal.execute_workflow(
             ConsolidationSweepWorkflow.run,
             ConsolidationSweepInput(page=100, pages_per_run=1),
