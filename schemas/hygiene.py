@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from uuid import UUID
 
 from pydantic import Field
@@ -30,17 +29,12 @@ class ConsolidationInput(Payload):
     min_similarity: float = limits.NEAR_DUPLICATE_MIN_SIMILARITY
 
 
-class SweepCursor(Payload):
-    """Where a sweep stands: after this entry, in creation order (None: from the start)."""
-
-    created_at: datetime | None = None
-    entry_id: UUID | None = None
-
-
 class ConsolidationSweepInput(Payload):
-    """The sweep's input, and what it carries into its next run when it continues as new."""
+    """The sweep's input, and what it carries into its next run when it continues as new. Where
+    it stands is kept in the database (`consolidation_pending`, migration 0025), not here: a
+    run takes the entries whose vector changed since the sweep last probed them. (Runs started
+    before carried a `cursor`, which is ignored now.)"""
 
-    cursor: SweepCursor = Field(default_factory=SweepCursor)
     page: int = limits.CONSOLIDATION_PAGE
     pages_per_run: int = limits.CONSOLIDATION_PAGES_PER_RUN
     min_similarity: float = limits.NEAR_DUPLICATE_MIN_SIMILARITY
@@ -49,16 +43,14 @@ class ConsolidationSweepInput(Payload):
 
 
 class ConsolidationPage(Payload):
-    cursor: SweepCursor
     limit: int
     min_similarity: float
     workflow_id: str
 
 
 class ConsolidationPageResult(Payload):
-    scanned: int
+    scanned: int  # entries probed: one nearest-neighbour query each
     proposed: int
-    cursor: SweepCursor
 
 
 class ConsolidationSweepResult(Payload):

@@ -7,9 +7,12 @@
   when the newer content contains the older) when their cosine similarity reaches the
   threshold; the relation carries the workflow id and `similarity`.
 - `ConsolidationSweep` (`maintenance/consolidation`, on a daily Temporal Schedule the worker
-  makes) does the same for every entry with a vector, oldest first, a page per step; after
-  `pages_per_run` steps it continues as new with its cursor in the input, so a long backlog
-  (a diary written before this change) is cleaned in bounded histories and resumes where it
+  makes) does the same for the entries whose vector was stored or replaced since the sweep
+  last probed them (`consolidation_pending`, marked by a trigger: migration 0025), oldest
+  change first, a page per step, each page's marks cleared once probed: a run's cost follows
+  what changed since the last one, and a new entry is still probed against every older entry
+  of its diary. After `pages_per_run` steps it continues as new, so a long backlog (the
+  entries written before migration 0025) is cleaned in bounded histories and resumes where it
   stood.
 
 - `RetrievalsRecord` (`retrievals/<uuid>`) stores a batch of the entry ids searches and packs
@@ -77,12 +80,11 @@ class EntryConsolidationWorkflow:
 class ConsolidationSweepWorkflow:
     @workflow.run
     async def run(self, inp: ConsolidationSweepInput) -> ConsolidationSweepResult:
-        cursor, scanned, proposed = inp.cursor, inp.scanned, inp.proposed
+        scanned, proposed = inp.scanned, inp.proposed
         for _ in range(inp.pages_per_run):
             page = await run_activity(
                 MemoryActivities.consolidate_page,
                 ConsolidationPage(
-                    cursor=cursor,
                     limit=inp.page,
                     min_similarity=inp.min_similarity,
                     workflow_id=workflow.info().workflow_id,
@@ -91,17 +93,11 @@ class ConsolidationSweepWorkflow:
                 heartbeat=LONG_STEP_HEARTBEAT,
                 retry=STEP_RETRY,
             )
-            cursor, scanned, proposed = (
-                page.cursor,
-                scanned + page.scanned,
-                proposed + page.proposed,
-            )
+            scanned, proposed = scanned + page.scanned, proposed + page.proposed
             if page.scanned < inp.page:
                 return ConsolidationSweepResult(scanned=scanned, proposed=proposed)
-        # more to do: a fresh history that starts where this one stopped
-        workflow.continue_as_new(
-            inp.model_copy(update={"cursor": cursor, "scanned": scanned, "proposed": proposed})
-        )
+        # more to do: a fresh history; the next page is wherever the marks left stand
+        workflow.continue_as_new(inp.model_copy(update={"scanned": scanned, "proposed": proposed}))
 
 
 def retrievals_workflow_id(batch_id: UUID) -> str:

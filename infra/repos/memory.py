@@ -36,7 +36,6 @@ from schemas.hygiene import (
     ConsolidationPage,
     ConsolidationPageResult,
     NearDuplicateProbe,
-    SweepCursor,
 )
 from schemas.kernel.cids import entry_cid
 from schemas.kernel.crypto import fingerprint, parse_public_key
@@ -196,8 +195,9 @@ class MemoryRepo:
         racing duplicates cannot both pass. It comes before the signature check: a signed
         diary's chain never holds the same content twice, and its signing request stays unused.
 
-        In a signed diary the CID also covers the predecessor (`"p"`), which is read here,
-        inside the transaction, and the signing request must name exactly that CID. Two writers
+        In a signed diary the CID also covers the predecessor (`"p"`), the diary's kept chain
+        head (one row, whatever the diary's length), read inside the transaction; the signing
+        request must name exactly that CID, and the insert moves the head on. Two writers
         racing for the same predecessor meet the unique (diary, prev_cid) index: one wins.
         """
         draft = inp.draft
@@ -249,6 +249,8 @@ class MemoryRepo:
                             "sign the entry again over the new predecessor",
                         )
                     ) from None
+                if draft.signed_diary:
+                    await conn.execute(Q.memory_advance_chain_head, draft.diary_id, cid)
                 await tuples.write_tuples(conn, [_entry_parent(draft.entry_id, draft.diary_id)])
                 return Inserted(cid)
         except _Refused as refused:
@@ -333,20 +335,19 @@ class MemoryRepo:
         return [relation_id for relation_id in proposed if relation_id is not None]
 
     async def consolidate_page(self, page: ConsolidationPage) -> ConsolidationPageResult:
-        """Probe each entry of the page after the cursor (each proposal its own statement: a
-        retried page re-proposes nothing, pairs already related are skipped)."""
+        """Probe each entry whose vector changed since the sweep last saw it (a page of
+        `consolidation_pending`), then clear their marks. Each proposal is its own statement: a
+        retried page re-proposes nothing, pairs already related are skipped."""
         async with self._pool.acquire() as conn:
-            rows = await conn.fetch(
-                Q.memory_entries_after, page.cursor.created_at, page.cursor.entry_id, page.limit
-            )
+            rows = await conn.fetch(Q.memory_pending_page, page.limit)
             proposed = 0
             for row in rows:
                 made = await _propose(conn, row["id"], page.min_similarity, page.workflow_id)
                 proposed += made is not None
-        cursor = page.cursor
-        if rows:
-            cursor = SweepCursor(created_at=rows[-1]["created_at"], entry_id=rows[-1]["id"])
-        return ConsolidationPageResult(scanned=len(rows), proposed=proposed, cursor=cursor)
+            await conn.execute(
+                Q.memory_pending_done, [row["id"] for row in rows], [row["seq"] for row in rows]
+            )
+        return ConsolidationPageResult(scanned=len(rows), proposed=proposed)
 
     async def record_retrievals(self, entry_ids: Sequence[uuid.UUID]) -> None:
         """Mark entries a search or pack returned (a batch of the API's): one update."""
@@ -456,6 +457,8 @@ async def _write_import(
             stored = ids
         else:
             stored = await _insert_deduplicated(conn, inp, ids, entries)
+        if archive.signed:  # once per import: the archive's own chain, as written
+            await conn.execute(Q.memory_chain_head_from_entries, diary_id)
         await conn.executemany(
             Q.archive_insert_signature,
             [

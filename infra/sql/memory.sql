@@ -60,16 +60,30 @@ WHERE rt.namespace = 'Diary' AND rt.object_id = $1 AND rt.relation IN ('writers'
 ORDER BY rt.created_at, rt.subject_id
 
 -- name: memory_chain_head
--- The CID a new entry of a signed diary chains to: the entry no other entry names as its
--- predecessor ('' when the diary is empty). Signed entries are never changed or deleted.
-SELECT coalesce((
+-- The CID a new entry of a signed diary chains to ('' when the diary is empty), kept on the
+-- diary row (migration 0025) so that an append reads one row whatever the diary's length.
+SELECT chain_head FROM diaries WHERE id = $1
+
+-- name: memory_advance_chain_head
+-- In the append's transaction, after its insert: two appends racing for one head meet the
+-- unique (diary_id, prev_cid) index first, so only the winner gets here.
+UPDATE diaries SET chain_head = $2 WHERE id = $1
+
+-- name: memory_chain_head_from_entries
+-- The head found from the entries themselves, for a diary written without its head kept (an
+-- import): the entry no other entry names as its predecessor ('' when the diary is empty).
+-- Signed entries are never changed or deleted. The same expression fills the existing diaries
+-- in migration 0025.
+UPDATE diaries d
+SET chain_head = coalesce((
     SELECT e.cid
     FROM diary_entries e
-    WHERE e.diary_id = $1
+    WHERE e.diary_id = d.id
       AND NOT EXISTS (
           SELECT 1 FROM diary_entries n WHERE n.diary_id = e.diary_id AND n.prev_cid = e.cid)
     LIMIT 1
 ), '')
+WHERE d.id = $1
 
 -- name: memory_insert_entry
 INSERT INTO diary_entries (
@@ -137,20 +151,24 @@ WHERE n.similarity >= $2
 ON CONFLICT DO NOTHING
 RETURNING id
 
--- name: memory_entries_after
--- A page of the consolidation sweep: entries with a vector after the cursor ($1, $2), in
--- creation order.
-SELECT id, created_at
-FROM diary_entries
-WHERE embedding IS NOT NULL
-  AND ($1::timestamptz IS NULL OR (created_at, id) > ($1, $2::uuid))
-ORDER BY created_at, id
-LIMIT $3
+-- name: memory_pending_page
+-- A page of the consolidation sweep: the entries whose vector changed since the sweep last
+-- probed them (migration 0025), oldest change first.
+SELECT entry_id AS id, seq FROM consolidation_pending ORDER BY seq LIMIT $1
+
+-- name: memory_pending_done
+-- The page's marks, once probed; a mark made again meanwhile has a new seq and stays.
+DELETE FROM consolidation_pending p
+USING unnest($1::uuid[], $2::bigint[]) AS done (entry_id, seq)
+WHERE p.entry_id = done.entry_id AND p.seq = done.seq
 
 -- name: memory_record_retrievals
--- A batch of entries searches and packs returned (api/hygiene.py), dated. The sorted ids keep
--- concurrent batches from deadlocking on each other's rows.
-UPDATE diary_entries SET last_retrieved_at = now() WHERE id = ANY($1::uuid[])
+-- A batch of entries searches and packs returned (api/hygiene.py), dated in their own table
+-- (migration 0025): the entries' rows are not written. Entries deleted meanwhile are skipped;
+-- the sorted ids keep concurrent batches from deadlocking on each other's rows.
+INSERT INTO entry_retrievals (entry_id, last_retrieved_at)
+SELECT id, now() FROM diary_entries WHERE id = ANY($1::uuid[]) ORDER BY id
+ON CONFLICT (entry_id) DO UPDATE SET last_retrieved_at = excluded.last_retrieved_at
 
 -- name: memory_entry_signing_request_used
 SELECT id FROM diary_entries WHERE signing_request_id = $1
@@ -320,10 +338,11 @@ SELECT count(*) AS entries,
        (SELECT count(*) FROM entry_duplicates_refused WHERE diary_id = $1) AS duplicates_refused,
        (SELECT count(*) FROM entry_relations r JOIN diary_entries s ON s.id = r.source_id
         WHERE s.diary_id = $1 AND r.status = 'proposed') AS open_proposals,
-       count(*) FILTER (WHERE superseded_by IS NOT NULL) AS superseded,
-       count(*) FILTER (WHERE injection_risk) AS injection_flagged,
-       count(*) FILTER (WHERE last_retrieved_at IS NULL
-                              OR last_retrieved_at < now() - make_interval(secs => $2))
+       count(*) FILTER (WHERE e.superseded_by IS NOT NULL) AS superseded,
+       count(*) FILTER (WHERE e.injection_risk) AS injection_flagged,
+       count(*) FILTER (WHERE ret.last_retrieved_at IS NULL
+                              OR ret.last_retrieved_at < now() - make_interval(secs => $2))
            AS unretrieved
-FROM diary_entries
-WHERE diary_id = $1
+FROM diary_entries e
+LEFT JOIN entry_retrievals ret ON ret.entry_id = e.id
+WHERE e.diary_id = $1

@@ -197,6 +197,14 @@ async def test_a_signed_diary_keeps_its_chain_and_signatures(owner: Actor, impor
         "PATCH", f"/entries/{listed['items'][0]['id']}", json={"importance": 2}
     )
     assert status == 409, problem  # imported signed entries stay immutable
+    # the imported diary's chain head is its last entry: the importer's append chains on to it
+    cid = entry_cid("signed three", None, [], "semantic", prev)
+    status, third = await importer.call(
+        "POST",
+        f"/diaries/{imported['id']}/entries",
+        json={"content": "signed three", "signingRequestId": await signed_request(importer, cid)},
+    )
+    assert status == 201 and third["prevCid"] == prev and third["cid"] == cid, third
 
 
 # --- refusals -----------------------------------------------------------------------------

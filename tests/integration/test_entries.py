@@ -416,6 +416,54 @@ async def test_a_signed_diary_chains_its_entries_and_verifies_them(owner) -> Non
     assert status == 409 and problem["code"] == "diary-has-signed-entries"
 
 
+async def chain_head(db_pool, diary_id: str) -> str:
+    return str(
+        await db_pool.fetchval("SELECT chain_head FROM diaries WHERE id = $1", uuid.UUID(diary_id))
+    )
+
+
+async def signed_entry(owner: Actor, diary_id: str, content: str, prev: str) -> dict[str, Any]:
+    cid = entry_cid(content, None, [], "semantic", prev)
+    return await new_entry(
+        owner, diary_id, content=content, signingRequestId=await _signed_request(owner, cid)
+    )
+
+
+async def test_a_signed_diary_keeps_its_chain_head(owner, db_pool) -> None:
+    diary = await new_diary(owner, "private", signed=True)
+    assert await chain_head(db_pool, diary["id"]) == ""
+    first = await signed_entry(owner, diary["id"], "head one", "")
+    assert await chain_head(db_pool, diary["id"]) == first["cid"]
+    second = await signed_entry(owner, diary["id"], "head two", first["cid"])
+    assert second["prevCid"] == first["cid"]
+    assert await chain_head(db_pool, diary["id"]) == second["cid"]
+
+    # neither a refused delete nor a supersession moves the chain: the next entry chains on
+    status, _ = await owner.call("DELETE", f"/entries/{second['id']}")
+    assert status == 409
+    body = {"targetId": first["id"], "relation": "supersedes"}
+    status, relation = await owner.call("POST", f"/entries/{second['id']}/relations", json=body)
+    assert status in (200, 201), relation
+    status, accepted = await owner.call(
+        "PATCH", f"/relations/{relation['id']}", json={"status": "accepted"}
+    )
+    assert status == 200, accepted
+    assert await chain_head(db_pool, diary["id"]) == second["cid"]
+    third = await signed_entry(owner, diary["id"], "head three", second["cid"])
+    assert third["prevCid"] == second["cid"]
+    assert await chain_head(db_pool, diary["id"]) == third["cid"]
+
+    # a refused append (signed over a stale head) leaves the head where it was
+    stale = await _signed_request(owner, entry_cid("head four", None, [], "semantic", first["cid"]))
+    status, problem = await owner.call(
+        "POST",
+        f"/diaries/{diary['id']}/entries",
+        json={"content": "head four", "signingRequestId": stale},
+    )
+    assert status == 400 and problem["code"] == "signature-cid-mismatch"
+    assert await chain_head(db_pool, diary["id"]) == third["cid"]
+
+
 async def test_a_signing_request_signs_one_entry_only(owner) -> None:
     diary = await new_diary(owner)
     cid = entry_cid("once", None, [], "semantic")

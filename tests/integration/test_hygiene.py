@@ -226,7 +226,7 @@ async def test_the_sweep_cleans_a_diary_written_before_and_is_idempotent(
     await db_pool.execute("DELETE FROM entry_relations WHERE source_id = $1", uuid.UUID(new["id"]))
 
     async def sweep() -> Any:
-        # small pages, one per run: the sweep continues as new with its cursor, run after run
+        # small pages, one per run: the sweep continues as new, run after run
         return await stack.temporal.execute_workflow(
             ConsolidationSweepWorkflow.run,
             ConsolidationSweepInput(page=100, pages_per_run=1),
@@ -247,7 +247,16 @@ async def test_the_sweep_cleans_a_diary_written_before_and_is_idempotent(
 # --- the report -------------------------------------------------------------------------
 
 
-async def test_the_report_counts_flags_and_retrievals(owner: Actor) -> None:
+async def row_versions(db_pool: Any, diary_id: str) -> dict[uuid.UUID, tuple[str, str]]:
+    """Each entry's (xmin, ctid): any update of its row gives it a new version."""
+    rows = await db_pool.fetch(
+        "SELECT id, xmin::text, ctid::text FROM diary_entries WHERE diary_id = $1",
+        uuid.UUID(diary_id),
+    )
+    return {row["id"]: (row["xmin"], row["ctid"]) for row in rows}
+
+
+async def test_the_report_counts_flags_and_retrievals(owner: Actor, db_pool: Any) -> None:
     diary = await new_diary(owner)
     await create(owner, diary["id"], content="Rotate the TLS certificates every quarter.")
     await create(
@@ -256,6 +265,17 @@ async def test_the_report_counts_flags_and_retrievals(owner: Actor) -> None:
     report = await hygiene(owner, diary["id"])
     assert report["entries"] == 2 and report["injectionFlagged"] == 1
     assert report["unretrieved"] == 2 and report["unretrievedDays"] == 30
+
+    async def embedded() -> bool:  # the entries' own late writes are done
+        return bool(
+            await db_pool.fetchval(
+                "SELECT bool_and(embedding IS NOT NULL) FROM diary_entries WHERE diary_id = $1",
+                uuid.UUID(diary["id"]),
+            )
+        )
+
+    await wait_until(embedded, what="the entries' vectors")
+    before = await row_versions(db_pool, diary["id"])
     status, found = await owner.call(
         "POST",
         "/diary/search",
@@ -267,6 +287,12 @@ async def test_the_report_counts_flags_and_retrievals(owner: Actor) -> None:
         return bool((await hygiene(owner, diary["id"]))["unretrieved"] == 1)
 
     await wait_until(counted, what="the search's retrieval recorded")
+    # recorded beside the entry (migration 0025): the vector-indexed rows were not rewritten
+    assert await row_versions(db_pool, diary["id"]) == before
+    [found_id] = [uuid.UUID(r["id"]) for r in found["results"]]
+    assert await db_pool.fetchval(
+        "SELECT last_retrieved_at IS NOT NULL FROM entry_retrievals WHERE entry_id = $1", found_id
+    )
 
 
 async def test_the_report_needs_read_access(actors: Any, owner: Actor) -> None:

@@ -1,7 +1,8 @@
 """The ConsolidationSweep workflow on the time-skipping server with the real activities
 (Postgres): a diary written before consolidation existed gets one `proposed` relation for its
-near-duplicate pair and none for the rest, page by page across runs (continue-as-new carries
-the cursor), and a second sweep proposes nothing twice."""
+near-duplicate pair and none for the rest, page by page across runs (continue-as-new), and a
+later sweep probes only what changed since: nothing when nothing did, each new or re-embedded
+entry once (a nearest-neighbour query each), against every older entry of its diary."""
 
 from __future__ import annotations
 
@@ -128,5 +129,43 @@ async def test_the_sweep_proposes_once_across_runs(sweep_env: Env) -> None:
     assert abs(row["metadata"]["similarity"] - 0.95) < 1e-3
 
     again = await sweep(e)
-    assert again == ConsolidationSweepResult(scanned=3, proposed=0)
+    assert again == ConsolidationSweepResult(scanned=0, proposed=0)  # no kNN: nothing changed
     assert await e.pool.fetchval("SELECT count(*) FROM entry_relations") == 1
+
+
+async def test_a_later_sweep_probes_only_what_changed_since(sweep_env: Env) -> None:
+    e = sweep_env
+    await sweep(e)  # whatever an earlier test left
+    diary_id = await e.pool.fetchval(
+        "SELECT diary_id FROM diary_entries WHERE id = $1", e.entry_ids[0]
+    )
+    # two new entries: one restates the oldest (among all, not only the new ones), one not
+    restated, other = uuid.uuid4(), uuid.uuid4()
+    for entry_id, vector in (
+        (restated, _vector(0.96, math.sqrt(1 - 0.96**2))),
+        (other, _vector(0.0, 0.0, 0.0, 1.0)),
+    ):
+        content = f"New {entry_id}."
+        await e.pool.execute(
+            "INSERT INTO diary_entries (id, diary_id, content, cid, created_by, embedding)"
+            " VALUES ($1, $2, $3, $4, $5, $6)",
+            entry_id,
+            diary_id,
+            content,
+            entry_cid(content, None, [], "semantic"),
+            uuid.uuid4(),
+            vector,
+        )
+    assert await sweep(e) == ConsolidationSweepResult(scanned=2, proposed=1)
+    target = await e.pool.fetchval(
+        "SELECT target_id FROM entry_relations WHERE source_id = $1", restated
+    )
+    assert target in (e.entry_ids[0], e.entry_ids[1])
+    assert await sweep(e) == ConsolidationSweepResult(scanned=0, proposed=0)
+
+    # a re-embedded entry is probed again; an update that leaves the vector is not
+    await e.pool.execute(
+        "UPDATE diary_entries SET embedding = $2 WHERE id = $1", other, _vector(0.0, 1.0)
+    )
+    await e.pool.execute("UPDATE diary_entries SET importance = 7 WHERE id = $1", e.entry_ids[2])
+    assert (await sweep(e)).scanned == 1
