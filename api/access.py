@@ -19,13 +19,13 @@ from api.reads import reader
 from api.spec import EndpointSpec
 from infra.repos import memory_reads, runtime_profiles, task_reads
 from schemas.errors import (
+    AuthenticationRequired,
     DiaryNotFound,
     DomainError,
-    Forbidden,
     NotFound,
+    PermissionDenied,
     RuntimeProfileNotFound,
     TaskNotFound,
-    Unauthorized,
 )
 from schemas.kernel.permissions import Subject
 from schemas.kernel.runtime_profiles import scopes_denied
@@ -77,16 +77,7 @@ async def require(
 ) -> None:
     """Raise `denied` (default 403) unless the caller holds `permission` on the object."""
     if not await allowed(request, namespace, object_id, permission):
-        raise denied or Forbidden(f"You lack '{permission}' on this {namespace}")
-
-
-async def require_visible(
-    request: web.Request, namespace: str, object_id: str | UUID, permission: str
-) -> None:
-    """Like `require`, but a denial is the 404 of a resource the caller cannot know about."""
-    await require(
-        request, namespace, object_id, permission, denied=NotFound(f"No such {namespace}")
-    )
+        raise denied or PermissionDenied(f"You lack '{permission}' on this {namespace}")
 
 
 # --- diaries: the visibility rule of SPEC 5, for every route that touches a diary ------------
@@ -119,7 +110,7 @@ async def readable_diary(request: web.Request, diary_id: UUID) -> Diary:
     404 for a private one the caller may not read (or that does not exist)."""
     diary = await load_diary(request, diary_id)
     if diary.visibility == "moltnet" and optional_principal(request) is None:
-        raise Unauthorized("This diary is visible to authenticated principals only")
+        raise AuthenticationRequired("This diary is visible to authenticated principals only")
     if not await can_read(request, diary):
         raise DiaryNotFound(NO_SUCH_DIARY)
     return diary

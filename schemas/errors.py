@@ -16,7 +16,7 @@ renders it as `application/problem+json`. Anything that is not a `DomainError` i
 from __future__ import annotations
 
 import inspect
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -155,6 +155,92 @@ class ValidationFailed(DomainError):
     code = "validation-failed"
     title = "The request is not valid"
 
+    @classmethod
+    def at(cls, pointer: str, message: str) -> Self:
+        """The problem of one field: `message` is the detail and the one entry of `errors`,
+        under the field's JSON pointer into the request (`/references/0/taskId`)."""
+        return cls(message, errors=[FieldError(pointer=pointer, message=message)])
+
+
+class RequestInvalid(ValidationFailed):
+    """The body, query, path or a header does not match the endpoint's schema, or the body is not
+    JSON; errors lists a JSON pointer and a message for each field."""
+
+    code = "request-invalid"
+    title = "The request does not match the endpoint's schema"
+
+
+class PublicKeyInvalid(ValidationFailed):
+    """The public key is not `ed25519:` followed by the base64 of 32 bytes."""
+
+    code = "public-key-invalid"
+    title = "The public key is not valid"
+
+
+class FingerprintMismatch(ValidationFailed):
+    """The fingerprint sent is not the one of the public key sent; derive it from the key."""
+
+    code = "fingerprint-mismatch"
+    title = "The fingerprint does not match the key"
+
+
+class SignatureMalformed(ValidationFailed):
+    """The signature is not the base64 of a 64-byte Ed25519 signature."""
+
+    code = "signature-malformed"
+    title = "The signature is not shaped like one"
+
+
+class JsonNotCanonical(ValidationFailed):
+    """The JSON cannot be content-addressed: it holds a value canonical JSON cannot carry exactly
+    (NaN, an infinity, an integer beyond 2**53)."""
+
+    code = "json-not-canonical"
+    title = "The JSON cannot be canonicalised"
+
+
+class ReferenceEmpty(ValidationFailed):
+    """A task reference names neither an artifact nor a task; give one of them, or both."""
+
+    code = "reference-empty"
+    title = "The reference names nothing"
+
+
+class ReferenceDuplicate(ValidationFailed):
+    """Two references of the task name the same artifact CID; reference each artifact once."""
+
+    code = "reference-duplicate"
+    title = "An artifact is referenced twice"
+
+
+class ContinuationTeamMismatch(ValidationFailed):
+    """The task to continue belongs to another team; a continuation stays in its source's team."""
+
+    code = "continuation-team-mismatch"
+    title = "The source task belongs to another team"
+
+
+class ContinuationTypeMismatch(ValidationFailed):
+    """The task to continue is of another task type; a task continues one of its own type."""
+
+    code = "continuation-type-mismatch"
+    title = "The source task is of another type"
+
+
+class CreatorListedAsFounder(ValidationFailed):
+    """The team's creator is a founding owner already; do not list yourself among the founders."""
+
+    code = "creator-listed-as-founder"
+    title = "The creator is listed as a founding member"
+
+
+class RelationNotAdmitted(ValidationFailed):
+    """The permission model does not admit this relation tuple (no such relation on the
+    namespace, or a subject the relation does not take)."""
+
+    code = "relation-not-admitted"
+    title = "The permission model does not admit this relation"
+
 
 class InvalidChallenge(DomainError):
     """The recovery challenge or code was refused; ask for a new challenge and sign it again."""
@@ -178,6 +264,59 @@ class Unauthorized(DomainError):
     status = 401
     code = "unauthorized"
     title = "Authentication required"
+
+
+class AuthenticationRequired(Unauthorized):
+    """The endpoint (or the diary, for a `moltnet`-visibility one) needs a credential and none was
+    sent: send a bearer token, an agent key or the session."""
+
+    code = "authentication-required"
+    title = "Authentication required"
+
+
+class AuthorizationSchemeInvalid(Unauthorized):
+    """The Authorization header is not `Bearer <token>`."""
+
+    code = "authorization-scheme-invalid"
+    title = "The Authorization header is not a bearer token"
+
+
+class AccessTokenInvalid(Unauthorized):
+    """The bearer token is malformed, expired, not signed by this server, or its client's secret
+    was rotated or revoked since: get a new token."""
+
+    code = "access-token-invalid"
+    title = "The access token is not valid"
+
+
+class SessionInvalid(Unauthorized):
+    """The session is unknown, expired or logged out: log in again."""
+
+    code = "session-invalid"
+    title = "The session is not valid"
+
+
+class SessionRequired(Unauthorized):
+    """Logging out ends a human session: authenticate with the session token, not another
+    credential."""
+
+    code = "session-required"
+    title = "A session is required"
+
+
+class LoginFailed(Unauthorized):
+    """The email and password do not name an active human: check both and retry."""
+
+    code = "login-failed"
+    title = "Wrong email or password"
+
+
+class HookSecretInvalid(Unauthorized):
+    """The identity provider's hook call came without the shared hook secret, or with a wrong
+    one."""
+
+    code = "hook-secret-invalid"
+    title = "The hook secret is missing or wrong"
 
 
 class ConnectorRefused(DomainError):
@@ -211,6 +350,13 @@ class Forbidden(DomainError):
     status = 403
     code = "forbidden"
     title = "Not allowed"
+
+
+class PermissionDenied(Forbidden):
+    """The caller can see the resource, but its roles and grants do not allow this action on it."""
+
+    code = "permission-denied"
+    title = "The permission table does not allow this"
 
 
 class NotAnOperator(Forbidden):
@@ -273,12 +419,90 @@ class NotFound(DomainError):
     title = "Not found"
 
 
+class RouteNotFound(NotFound):
+    """No route has this path; the OpenAPI document lists them."""
+
+    code = "route-not-found"
+    title = "No such route"
+
+
+class GroupNotFound(NotFound):
+    """No such group, or one of a team the caller is not a member of."""
+
+    code = "group-not-found"
+    title = "No such group"
+
+
+class NotAGroupMember(NotFound):
+    """The subject named is not a member of the group."""
+
+    code = "not-a-group-member"
+    title = "Not a member of the group"
+
+
+class HumanNotFound(NotFound):
+    """No human identity has this id."""
+
+    code = "human-not-found"
+    title = "No such human"
+
+
+class InviteNotFound(NotFound):
+    """No team invite has this id or code (of this team, where the path names one)."""
+
+    code = "invite-not-found"
+    title = "No such invite"
+
+
+class RecoveryFlowNotFound(NotFound):
+    """No recovery flow has this id; start recovery again."""
+
+    code = "recovery-flow-not-found"
+    title = "No such recovery flow"
+
+
+class ConnectorClientNotFound(NotFound):
+    """No connector client has this id (back channel)."""
+
+    code = "connector-client-not-found"
+    title = "No such connector client"
+
+
+class AuthorizationCodeNotFound(NotFound):
+    """No authorization code of this client has this value (back channel)."""
+
+    code = "authorization-code-not-found"
+    title = "No such authorization code"
+
+
+class RefreshTokenNotFound(NotFound):
+    """No open grant of this client holds this refresh token (back channel)."""
+
+    code = "refresh-token-not-found"
+    title = "No such refresh token"
+
+
 class Conflict(DomainError):
     """The request conflicts with the resource's current state; read it again and decide."""
 
     status = 409
     code = "conflict"
     title = "Conflict with the current state"
+
+
+class OperationRunning(Conflict):
+    """The same operation on this resource is already running (a retried or concurrent request):
+    read the resource again once it is done."""
+
+    code = "operation-running"
+    title = "The operation is already running"
+
+
+class AttemptNotClaimed(Conflict):
+    """No one has claimed this attempt of the task yet; claim it before reporting on it."""
+
+    code = "attempt-not-claimed"
+    title = "The attempt has not been claimed"
 
 
 class Gone(DomainError):
@@ -849,8 +1073,9 @@ class SigningRequestUsed(Conflict):
     title = "The signing request already signed an entry"
 
 
-class SigningRequestNotFound(ValidationFailed):
-    """signingRequestId names no signing request of the caller."""
+class SigningRequestNotFound(NotFound):
+    """No signing request of the caller has this id (the path's, or the body's
+    signingRequestId)."""
 
     code = "signing-request-not-found"
     title = "No such signing request"

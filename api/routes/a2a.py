@@ -49,6 +49,7 @@ from schemas.errors import (
     FieldError,
     Forbidden,
     MissingScope,
+    RequestInvalid,
     UnsupportedMediaType,
     ValidationFailed,
 )
@@ -176,11 +177,11 @@ def _require_json_object(body: bytes) -> None:
     try:
         value = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValidationFailed(
+        raise RequestInvalid(
             f"The body is not valid JSON: {exc}", errors=[FieldError(pointer="", message=str(exc))]
         ) from None
     if not isinstance(value, dict):
-        raise ValidationFailed(
+        raise RequestInvalid(
             "The body must be a JSON-RPC request object",
             errors=[FieldError(pointer="", message="Expected a JSON object")],
         )

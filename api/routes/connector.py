@@ -65,14 +65,18 @@ from schemas.connector import (
     read_authorize_request,
 )
 from schemas.errors import (
+    AuthorizationCodeNotFound,
     Conflict,
     ConnectorClientExists,
+    ConnectorClientNotFound,
     ConnectorCsrf,
     ConnectorGrantInvalid,
     ConnectorRefused,
     ConnectorRequestInvalid,
     ConnectorTokenInvalid,
     NotFound,
+    OperationRunning,
+    RefreshTokenNotFound,
     Unauthorized,
     ValidationFailed,
 )
@@ -154,7 +158,7 @@ async def connector_register_client(
             metadata=body.metadata,
         ),
         workflow_id=client_register_workflow_id(body.clientId),
-        on_duplicate=Conflict("This client is already being registered"),
+        on_duplicate=OperationRunning("This client is already being registered"),
     )
     row = await reads.get_client(request.app[keys.READ_POOL], body.clientId)
     if row is None or row.secret_hash != body.secretHash:
@@ -178,7 +182,7 @@ async def connector_get_client(
     """A registered client (its secret only as the keyed hash); back channel only."""
     row = await reads.get_client(request.app[keys.READ_POOL], parsed.path.clientId)
     if row is None:
-        raise NotFound("No such client")
+        raise ConnectorClientNotFound("No such client")
     return _client_view(row)
 
 
@@ -196,7 +200,7 @@ async def connector_lookup_code(request: web.Request, parsed: Parsed[CodeLookup]
     """An authorization code's binding, for the SDK's token checks; back channel only."""
     row = await reads.get_code(request.app[keys.READ_POOL], _hash(request, parsed.body.code))
     if row is None or row.client_id != parsed.body.clientId:
-        raise NotFound("No such authorization code")
+        raise AuthorizationCodeNotFound("No such authorization code")
     return CodeView(
         clientId=row.client_id,
         redirectUri=row.redirect_uri,
@@ -289,7 +293,7 @@ async def connector_lookup_refresh(
     pool = request.app[keys.READ_POOL]
     grant = await reads.grant_by_refresh(pool, _hashes(request, parsed.body.refreshToken))
     if grant is None or grant.client_id != parsed.body.clientId:
-        raise NotFound("No such refresh token")
+        raise RefreshTokenNotFound("No such refresh token")
     assert grant.refresh_expires_at is not None
     return RefreshView(
         grantId=grant.id,
@@ -397,7 +401,7 @@ async def connector_revoke_grant(request: web.Request, parsed: Parsed[GrantRevok
         ConnectorGrantRevokeWorkflow.run,
         GrantRef(grant_id=grant_id),
         workflow_id=grant_revoke_workflow_id(grant_id),
-        on_duplicate=Conflict("This grant is already being revoked"),
+        on_duplicate=OperationRunning("This grant is already being revoked"),
     )
     return Done()
 
@@ -556,7 +560,7 @@ async def consent_decision(request: web.Request, parsed: Parsed[ConsentForm]) ->
             expires_at=datetime.now(UTC) + timedelta(seconds=limits.CONNECTOR_CODE_TTL_SEC),
         ),
         workflow_id=code_issue_workflow_id(code_hash),
-        on_duplicate=Conflict("This code is already being issued"),
+        on_duplicate=OperationRunning("This code is already being issued"),
     )
     return _back_to_client(auth, code=code)
 

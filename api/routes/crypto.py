@@ -34,9 +34,11 @@ from schemas.errors import (
     Conflict,
     Forbidden,
     NotFound,
+    OperationRunning,
     RateLimited,
     ServiceUnavailable,
     SigningRequestExpired,
+    SigningRequestNotFound,
 )
 from schemas.kernel.crypto import normalize_fingerprint, parse_public_key, verify_signature
 from schemas.principals import Principal
@@ -113,7 +115,7 @@ async def create_signing_request(
         workflow_id=signing_workflow_id(request_id),
         update=ENVELOPE_UPDATE,
         result_type=SigningEnvelope,
-        on_duplicate=Conflict("This signing request is being created"),
+        on_duplicate=OperationRunning("This signing request is being created"),
         search=[SearchAttributePair(AGENT_ID, str(principal.agent_id))],
     )
     if envelope is not None:
@@ -130,7 +132,7 @@ async def _public_key_of(request: web.Request, principal: Principal) -> str:
         request.app[keys.READ_POOL], principal.identity_id
     )
     if agent is None:
-        raise NotFound("The calling agent is unknown")
+        raise AgentNotFound("The calling agent is unknown")
     return agent.public_key
 
 
@@ -244,7 +246,7 @@ async def submit_signature(
 async def _owned(pool: asyncpg.Pool, agent_id: UUID, request_id: UUID) -> SigningRequestRecord:
     record = await get_signing_request(pool, request_id)
     if record is None or record.agent_id != agent_id:
-        raise NotFound("No such signing request")
+        raise SigningRequestNotFound("No such signing request")
     return record
 
 

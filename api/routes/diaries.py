@@ -35,7 +35,9 @@ from schemas.errors import (
     Conflict,
     EntryNotFound,
     Forbidden,
+    GrantInProgress,
     NotFound,
+    OperationRunning,
     PayloadTooLarge,
     SubjectNotFound,
     TeamNotActive,
@@ -124,7 +126,7 @@ async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest])
             created_by_ns=principal.subject_ns,
         ),
         workflow_id=diary_create_workflow_id(diary_id),
-        on_duplicate=Conflict("This diary is being created"),
+        on_duplicate=OperationRunning("This diary is being created"),
         search=_diary_search(diary_id, team_id),
         team=team_id,
     )
@@ -231,7 +233,7 @@ async def update_diary(
         DiaryUpdateWorkflow.run,
         DiaryUpdateInput(diary_id=diary_id, name=body.name, visibility=body.visibility),
         workflow_id=diary_update_workflow_id(diary_id),
-        on_duplicate=Conflict("This diary is being updated"),
+        on_duplicate=OperationRunning("This diary is being updated"),
     )
     return await load_diary(request, diary_id)
 
@@ -258,7 +260,7 @@ async def delete_diary(request: web.Request, parsed: Parsed[None, None, DiaryPat
         DiaryDeleteWorkflow.run,
         DiaryRef(diary_id=diary_id),
         workflow_id=diary_delete_workflow_id(diary_id),
-        on_duplicate=Conflict("This diary is being deleted"),
+        on_duplicate=OperationRunning("This diary is being deleted"),
     )
     return Done()
 
@@ -302,7 +304,7 @@ async def create_grant(
         DiaryGrantWriteWorkflow.run,
         change,
         workflow_id=keyed_workflow_id(request, "diary-grant", diary_grant_workflow_id(change)),
-        on_duplicate=Conflict("This grant is being written"),
+        on_duplicate=GrantInProgress("This grant is being written"),
     )
     return Grant(
         diaryId=diary_id, subjectId=body.subjectId, subjectNs=body.subjectNs, role=body.role
@@ -347,7 +349,7 @@ async def revoke_grant(request: web.Request, parsed: Parsed[GrantRequest, None, 
         DiaryGrantRevokeWorkflow.run,
         change,
         workflow_id=diary_grant_workflow_id(change),
-        on_duplicate=Conflict("This grant is being revoked"),
+        on_duplicate=GrantInProgress("This grant is being revoked"),
     )
     return Done()
 
@@ -529,7 +531,7 @@ async def import_diary(request: web.Request, parsed: Parsed[None, DiaryImportQue
             archive_key=key,
         ),
         workflow_id=diary_import_workflow_id(diary_id),
-        on_duplicate=Conflict("This diary is being imported"),
+        on_duplicate=OperationRunning("This diary is being imported"),
         search=_diary_search(diary_id, team_id),
         team=team_id,
     )

@@ -32,6 +32,7 @@ from schemas.errors import (
     EntryNotFound,
     Forbidden,
     NotFound,
+    OperationRunning,
     RelationNotFound,
     SelfRelation,
     SignatureRequired,
@@ -171,7 +172,7 @@ async def create_entry(
             embed_locally=True,  # started on the embedding queue, beside the model
         ),
         workflow_id=entry_create_workflow_id(entry_id),
-        on_duplicate=Conflict("This entry is being created"),
+        on_duplicate=EntryBusy("This entry is being created"),
         search=[SearchAttributePair(DIARY_ID, str(diary_id))],
         task_queue=request.app[keys.SETTINGS].embedding_task_queue,
         team=diary.teamId,
@@ -351,7 +352,7 @@ async def _delete(request: web.Request, entry_ids: list[UUID]) -> list[UUID]:
         EntryDeleteWorkflow.run,
         EntryRefs(entry_ids=entry_ids),
         workflow_id=entries_delete_workflow_id(entry_ids),
-        on_duplicate=Conflict("These entries are being deleted"),
+        on_duplicate=EntryBusy("These entries are being deleted"),
     )
     return result.deleted
 
@@ -400,7 +401,7 @@ async def create_relation(
             workflow_id=workflow_id,
         ),
         workflow_id=workflow_id,
-        on_duplicate=Conflict("This relation is being created"),
+        on_duplicate=OperationRunning("This relation is being created"),
     )
     located = await _load_relation(request, written.relation_id)
     if not written.created:
@@ -475,7 +476,7 @@ async def update_relation(
         RelationUpdateWorkflow.run,
         RelationStatusChange(relation_id=relation_id, status=parsed.body.status),
         workflow_id=relation_update_workflow_id(relation_id),
-        on_duplicate=Conflict("This relation is being updated"),
+        on_duplicate=OperationRunning("This relation is being updated"),
     )
     return (await _load_relation(request, relation_id)).relation
 
@@ -501,6 +502,6 @@ async def delete_relation(
         RelationDeleteWorkflow.run,
         RelationRef(relation_id=relation_id),
         workflow_id=relation_delete_workflow_id(relation_id),
-        on_duplicate=Conflict("This relation is being deleted"),
+        on_duplicate=OperationRunning("This relation is being deleted"),
     )
     return web.Response(status=204)

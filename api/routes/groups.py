@@ -22,7 +22,13 @@ from api.endpoint import Parsed, endpoint
 from api.idempotency import keyed_workflow_id, new_id
 from api.team_access import read_pool, require_membership, require_team, run_team_write
 from infra.repos import team_reads
-from schemas.errors import Conflict, Forbidden, NotFound
+from schemas.errors import (
+    Conflict,
+    Forbidden,
+    GroupNotFound,
+    NotFound,
+    PermissionDenied,
+)
 from schemas.teams import (
     AddGroupMemberRequest,
     CreateGroupRequest,
@@ -57,13 +63,13 @@ async def _group_row(request: web.Request, group_id: uuid.UUID) -> Group:
     """The group, visible to members of its team only (404 otherwise)."""
     group = await team_reads.get_group(read_pool(request), group_id)
     if group is None or not await allowed(request, "Team", group.teamId, "verify_claim"):
-        raise NotFound("No such group")
+        raise GroupNotFound("No such group")
     return group
 
 
 async def _require_group_manager(request: web.Request, group: Group) -> None:
     if not await allowed(request, "Group", group.id, "manage"):
-        raise Forbidden("Managing groups needs an owner or manager of the team")
+        raise PermissionDenied("Managing groups needs an owner or manager of the team")
 
 
 async def _group_members(request: web.Request, group_id: uuid.UUID) -> list[GroupMember]:

@@ -43,13 +43,14 @@ from schemas.errors import (
     ExpiryInPast,
     ExpiryInvalid,
     ExpiryRequired,
-    FieldError,
     Forbidden,
+    JsonNotCanonical,
     NotFound,
     PackBusy,
     PackDiffCrossDiary,
     PackNotFound,
     PackSupersedesNotFound,
+    PermissionDenied,
     PinInvalid,
     PinnedExpiry,
     RenderBusy,
@@ -122,7 +123,7 @@ def _request_cid(body: Any) -> str:
     try:
         return json_cid(body.model_dump(mode="json", exclude_unset=True))
     except ValueError as exc:
-        raise ValidationFailed(f"The body cannot be canonicalised: {exc}") from None
+        raise JsonNotCanonical(f"The body cannot be canonicalised: {exc}") from None
 
 
 # --- who may see and change a pack ---------------------------------------------------------
@@ -156,7 +157,7 @@ async def _writable_diary(request: web.Request, diary_id: UUID) -> None:
     if await allowed(request, "Diary", diary_id, "write"):
         return
     await readable_diary(request, diary_id)  # 404 (or 401) for who cannot read it
-    raise Forbidden("You lack 'write' on this Diary")
+    raise PermissionDenied("You lack 'write' on this Diary")
 
 
 async def _writable_pack(request: web.Request, pack_id: UUID) -> ContextPack:
@@ -181,12 +182,6 @@ async def _readable_rendered(request: web.Request, rendered_id: UUID) -> Rendere
     return rendered
 
 
-def _invalid(pointer: str, message: str, code: str) -> ValidationFailed:
-    return ValidationFailed(
-        message, code=code, errors=[FieldError(pointer=pointer, message=message)]
-    )
-
-
 # --- packs ---------------------------------------------------------------------------------
 
 
@@ -195,9 +190,7 @@ async def _check_supersedes(request: web.Request, diary_id: UUID, pack_id: UUID 
         return
     previous = await repo.get_pack(_pool(request), pack_id)
     if previous is None or previous.diaryId != diary_id:
-        raise _invalid(
-            "/supersedesPackId", "Must name a pack of the same diary", PackSupersedesNotFound.code
-        )
+        raise PackSupersedesNotFound.at("/supersedesPackId", "Must name a pack of the same diary")
 
 
 @endpoint(
@@ -374,9 +367,9 @@ async def list_team_packs(request: web.Request, parsed: Parsed[None, PackCatalog
 
 def _future(moment: datetime, pointer: str) -> datetime:
     if moment.tzinfo is None:
-        raise _invalid(pointer, "Give a time zone (e.g. a trailing Z)", ExpiryInvalid.code)
+        raise ExpiryInvalid.at(pointer, "Give a time zone (e.g. a trailing Z)")
     if moment <= datetime.now(UTC):
-        raise _invalid(pointer, "Must be in the future", ExpiryInPast.code)
+        raise ExpiryInPast.at(pointer, "Must be in the future")
     return moment
 
 
@@ -386,20 +379,16 @@ def pin_change(
     """(pinned, expiresAt) after a change of either; None when neither changes. Pinning
     clears the expiry; an unpinned pack always has a future one."""
     if "pinned" in fields and pinned is None:
-        raise _invalid("/pinned", "Must be true or false", PinInvalid.code)
+        raise PinInvalid.at("/pinned", "Must be true or false")
     if pinned is True:
         if expires_at is not None:
-            raise _invalid("/expiresAt", "A pinned pack does not expire", PinnedExpiry.code)
+            raise PinnedExpiry.at("/expiresAt", "A pinned pack does not expire")
         return True, None
     if pinned is False or "expiresAt" in fields:
         if expires_at is None:
-            raise _invalid(
-                "/expiresAt", "An unpinned pack needs a future expiresAt", ExpiryRequired.code
-            )
+            raise ExpiryRequired.at("/expiresAt", "An unpinned pack needs a future expiresAt")
         if pinned is None and pinned_now:
-            raise _invalid(
-                "/expiresAt", "A pinned pack does not expire; unpin it with it", PinnedExpiry.code
-            )
+            raise PinnedExpiry.at("/expiresAt", "A pinned pack does not expire; unpin it with it")
         return False, _future(expires_at, "/expiresAt")
     return None
 
@@ -669,12 +658,11 @@ async def _check_verification(request: web.Request, rendered: RenderedPack, task
         or task.status != "completed"
         or rendered.packCid not in repo.judged_cids(task)
     ):
-        raise _invalid(
+        raise VerificationTaskInvalid.at(
             "/verifiedTaskId",
             "Must name a completed task of a verifying type "
             f"({', '.join(VERIFYING_TYPE_NAMES)}) whose judged_work reference carries "
             f"this rendered pack's CID ({rendered.packCid})",
-            VerificationTaskInvalid.code,
         )
 
 
@@ -704,9 +692,7 @@ async def update_rendered_pack(
     if body.verifiedTaskId is not None:
         await _check_verification(request, rendered, body.verifiedTaskId)
     elif "verifiedTaskId" in fields:
-        raise _invalid(
-            "/verifiedTaskId", "A verification cannot be removed", VerificationFixed.code
-        )
+        raise VerificationFixed.at("/verifiedTaskId", "A verification cannot be removed")
     await execute(
         request,
         RenderedPackUpdateWorkflow.run,

@@ -22,7 +22,13 @@ from api.idempotency import keyed_workflow_id, new_id
 from api.team_access import read_pool, require_team, run_team_write
 from infra.repos import team_reads
 from schemas import limits
-from schemas.errors import Conflict, Forbidden, Gone, NotFound
+from schemas.errors import (
+    Conflict,
+    Forbidden,
+    Gone,
+    InviteNotFound,
+    NotFound,
+)
 from schemas.teams import (
     INVITE_CODE_PREFIX,
     CreateInviteRequest,
@@ -141,7 +147,7 @@ async def join_team(request: web.Request, parsed: Parsed[JoinRequest]) -> Joined
     principal = require_principal(request)
     team_id = await team_reads.invite_team(read_pool(request), body.code)
     if team_id is None:
-        raise NotFound("No such invite")
+        raise InviteNotFound("No such invite")
     join = TeamJoin(
         code=body.code, subject_id=principal.subject_id, subject_ns=principal.subject_ns
     )

@@ -24,7 +24,12 @@ from api.team_access import (
     run_team_write,
     visible_team,
 )
-from schemas.errors import Conflict, Forbidden, NotFound
+from schemas.errors import (
+    Conflict,
+    Forbidden,
+    NotATeamMember,
+    NotFound,
+)
 from schemas.teams import (
     Deleted,
     MemberList,
@@ -92,7 +97,7 @@ async def update_team_member(
     for member in await members_of(request, path.id):
         if member.subjectId == path.subjectId:
             return member
-    raise NotFound("The subject is not a member of this team")
+    raise NotATeamMember("The subject is not a member of this team")
 
 
 @endpoint(

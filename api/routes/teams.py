@@ -37,12 +37,13 @@ from infra.repos import team_reads
 from infra.repos.team_reads import MembershipRow, TeamRow
 from schemas.errors import (
     Conflict,
+    CreatorListedAsFounder,
     DomainError,
     FieldError,
     Forbidden,
     NotFound,
+    TeamNotFound,
     TeamNotFounding,
-    ValidationFailed,
 )
 from schemas.principals import Principal
 from schemas.teams import (
@@ -178,7 +179,7 @@ async def create_team(
     founders = body.foundingMembers or []
     for index, member in enumerate(founders):
         if member.subjectId == principal.subject_id:
-            raise ValidationFailed(
+            raise CreatorListedAsFounder(
                 "The creator is a founding owner already; do not list yourself",
                 errors=[
                     FieldError(pointer=f"/foundingMembers/{index}/subjectId", message="Is you")
@@ -282,7 +283,7 @@ async def accept_founding(
     team = await team_row(request, path.id)
     seat = await team_reads.founding_seat(read_pool(request), path.id, principal.subject_id)
     if seat is None:
-        raise NotFound("No such team")
+        raise TeamNotFound("No such team")
     if seat.status == "accepted":
         return FoundingAccepted(accepted=True, teamStatus=team.status)
     if team.status != "founding" or team.workflow_id is None:

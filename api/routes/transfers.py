@@ -53,6 +53,7 @@ from schemas.errors import (
     NotDestinationOwner,
     NotFound,
     NotTeamOwner,
+    PermissionDenied,
     ValidationFailed,
 )
 from schemas.transfers import (
@@ -291,7 +292,7 @@ async def list_diary_transfers(
         await allowed(request, "Team", diary.teamId, "access")
         or await allowed(request, "Diary", diary_id, "manage")
     ):
-        raise Forbidden("Only the diary's team sees its transfers")
+        raise PermissionDenied("Only the diary's team sees its transfers")
     now = datetime.now(UTC)
     records = await transfers_of_diary(reader(request), diary_id)
     return TransferList(items=[_current(record, now) for record in records])

@@ -362,12 +362,14 @@ def flip_a_payload_char(token: str) -> str:
     return ".".join([header, payload[:middle] + flipped + payload[middle + 1 :], signature])
 
 
-async def assert_401_problem(http: aiohttp.ClientSession, headers: dict[str, str]) -> None:
+async def assert_401_problem(
+    http: aiohttp.ClientSession, headers: dict[str, str], code: str = "access-token-invalid"
+) -> None:
     status, response_headers, problem = await whoami(http, headers)
     assert status == 401, problem
     assert response_headers["Content-Type"].startswith("application/problem+json")
     assert problem["status"] == 401
-    assert problem["code"] == "unauthorized"
+    assert problem["code"] == code
     assert response_headers["WWW-Authenticate"].startswith("Bearer")
 
 
@@ -532,7 +534,7 @@ async def test_wrong_authorization_header_is_401(stack, http, agent, authorizati
 
 
 async def test_missing_auth_is_401_problem_with_www_authenticate(stack, http) -> None:
-    await assert_401_problem(http, {})
+    await assert_401_problem(http, {}, "authentication-required")
 
 
 # --- the token-exchange hook --------------------------------------------------------------
@@ -578,7 +580,7 @@ async def test_token_exchange_hook_without_the_secret_is_401(
 ) -> None:
     status, problem = await hook_call(http, {"client_id": agent.client_id}, secret)
     assert status == 401, problem
-    assert problem["code"] == "unauthorized"
+    assert problem["code"] == "hook-secret-invalid"
     assert "identity_id" not in json.dumps(problem)
 
 

@@ -226,7 +226,7 @@ async def test_a_request_that_creates_nothing_takes_no_place(actors, tuned) -> N
     agent = await agent_on(actors, tuned)
     for _ in range(4):
         status, problem, _ = await create_signing_request(agent, "")  # 400: message too short
-        assert status == 400 and problem["code"] == "validation-failed", problem
+        assert status == 400 and problem["code"] == "request-invalid", problem
     status, problem, _ = await call(agent, "POST", "/crypto/signing-requests", json={"x": 1})
     assert status == 400, problem
     for remaining in (1, 0):

@@ -118,7 +118,7 @@ async def test_challenge_for_an_unknown_key_is_still_issued(stack, http) -> None
 
 async def test_challenge_for_a_malformed_key_is_400(stack, http) -> None:
     status, problem = await post(http, "/recovery/challenge", {"publicKey": "ed25519:AAAA"})
-    assert_problem(status, problem, 400, "validation-failed")
+    assert_problem(status, problem, 400, "public-key-invalid")
 
 
 # --- every refusal of /recovery/verify ----------------------------------------------------
@@ -236,7 +236,7 @@ async def test_out_of_bounds_fields_are_400_validation(
         field: value,
     }
     status, problem = await post(http, "/recovery/verify", body)
-    assert_problem(status, problem, 400, "validation-failed")
+    assert_problem(status, problem, 400, "request-invalid")
     assert [e["pointer"] for e in problem["errors"]] == [f"/{field}"]
 
 
@@ -449,7 +449,7 @@ async def test_expired_flow_is_gone(stack, http, db_pool) -> None:
 
 async def test_unknown_flow_is_404(stack, http) -> None:
     status, problem = await redeem(http, f"/self-service/recovery?flow={uuid.uuid4()}", "code")
-    assert_problem(status, problem, 404, "not-found")
+    assert_problem(status, problem, 404, "recovery-flow-not-found")
 
 
 @pytest.mark.parametrize(
@@ -464,7 +464,7 @@ async def test_unknown_flow_is_404(stack, http) -> None:
 )
 async def test_malformed_redeem_is_400(stack, http, path: str, body: dict[str, str]) -> None:
     status, problem = await post(http, path, body)
-    assert_problem(status, problem, 400, "validation-failed")
+    assert_problem(status, problem, 400, "request-invalid")
 
 
 async def test_new_secret_works_and_the_old_secret_and_its_token_die(stack, http) -> None:

@@ -202,7 +202,7 @@ async def test_malformed_voucher_is_400_pointing_at_it(stack, http, voucher_code
         http, public_key=new_public_key(), voucher_code=voucher_code
     )
     assert status == 400, problem
-    assert problem["code"] == "validation-failed"
+    assert problem["code"] == "request-invalid"
     assert pointers(problem) == ["/voucher_code"]
 
 
@@ -226,7 +226,7 @@ async def test_malformed_public_key_is_400_pointing_at_it(stack, http, db_pool, 
         http, public_key=public_key, voucher_code=await new_voucher(stack)
     )
     assert status == 400, problem
-    assert problem["code"] == "validation-failed"
+    assert problem["code"] == "request-invalid"
     assert pointers(problem) == ["/public_key"]
     assert await identities_for_key(db_pool, public_key) == 0
 
@@ -256,7 +256,7 @@ async def test_non_json_or_non_object_body_is_400(stack, http, raw: bytes) -> No
     ) as response:
         assert response.status == 400
         assert response.content_type == "application/problem+json"
-        assert (await response.json(content_type=None))["code"] == "validation-failed"
+        assert (await response.json(content_type=None))["code"] == "request-invalid"
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])
@@ -398,7 +398,7 @@ async def test_concurrent_registrations_with_one_voucher_one_wins(stack, http, d
     assert statuses[0] == 200 and statuses[1] in (403, 409), results
     winner = next(key for key, (status, _) in zip(keys, results, strict=True) if status == 200)
     loser_problem = next(body for status, body in results if status != 200)
-    assert loser_problem["code"] in ("voucher-rejected", "conflict")
+    assert loser_problem["code"] in ("voucher-rejected", "operation-running")
 
     bound = await db_pool.fetch(
         "SELECT id, public_key FROM agents WHERE public_key = ANY($1) AND identity_id IS NOT NULL",

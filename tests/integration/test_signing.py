@@ -187,7 +187,7 @@ async def test_a_malformed_signature_is_400_and_nothing_is_recorded(
 
     status, problem = await sign(agent, created["request_id"], signature)
 
-    assert status == 400 and problem["code"] == "validation-failed", problem
+    assert status == 400 and problem["code"] == "request-invalid", problem
     stored = await row(db_pool, created["request_id"])
     assert stored is not None
     assert stored["status"] == "pending" and stored["signature"] is None
@@ -215,7 +215,7 @@ async def test_a_bad_create_body_is_400_and_no_row(actors, db_pool, body: dict[s
 
     status, problem = await agent.call("POST", PATH, json=body)
 
-    assert status == 400 and problem["code"] == "validation-failed", problem
+    assert status == 400 and problem["code"] == "request-invalid", problem
     assert await rows_of(db_pool, agent) == 0
 
 
@@ -262,7 +262,7 @@ async def test_another_agent_cannot_see_or_sign_a_request(actors, db_pool) -> No
     request_id = created["request_id"]
 
     status, problem = await stranger.call("GET", f"{PATH}/{request_id}")
-    assert status == 404 and problem["code"] == "not-found"
+    assert status == 404 and problem["code"] == "signing-request-not-found"
     status, problem = await sign(stranger, request_id, stranger.sign(created["signing_payload"]))
     assert status == 404
     status, listed = await stranger.call("GET", PATH)
@@ -312,7 +312,7 @@ async def test_a_token_without_crypto_sign_gets_403(actors, db_pool) -> None:
 
 async def test_signing_routes_need_a_credential(api_http) -> None:
     status, problem = await anonymous(api_http, "POST", PATH, json={"message": "hi"})
-    assert status == 401 and problem["code"] == "unauthorized"
+    assert status == 401 and problem["code"] == "authentication-required"
     status, _ = await anonymous(api_http, "GET", PATH)
     assert status == 401
 
@@ -366,7 +366,7 @@ async def test_an_offset_beyond_a_postgres_integer_is_400(actors, offset: int) -
 async def test_bad_list_queries_are_400(actors, params: dict[str, str]) -> None:
     agent = await actors.agent()
     status, problem = await agent.call("GET", PATH, params=params)
-    assert status == 400 and problem["code"] == "validation-failed"
+    assert status == 400 and problem["code"] == "request-invalid"
 
 
 # --- public verification ----------------------------------------------------------------------

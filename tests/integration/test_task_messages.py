@@ -249,7 +249,7 @@ async def test_an_attempt_number_beyond_a_postgres_integer_is_400_not_500(
         ("POST", f"/tasks/{task_id}/attempts/{n}/fail", {"error": {"message": "x", "code": "x"}}),
     ]:
         status, problem = await crew.executor.call(method, path, json=body)
-        assert status == 400 and problem["code"] == "validation-failed", (method, problem)
+        assert status == 400 and problem["code"] == "request-invalid", (method, problem)
         assert "/path/n" in {e["pointer"] for e in problem["errors"]}, (method, problem)
     status, problem = await crew.owner.call(
         "GET", f"/tasks/{task_id}/attempts/1/messages", params={"afterSeq": str(n)}

@@ -421,7 +421,7 @@ async def test_continuation_source_rules(world: World, db_pool: Any) -> None:
         (continuation(world, uuid.uuid4()), "continuation-source-not-found"),
         (continuation(world, foreign), "continuation-source-not-found"),
         (continuation(world, queued), "continuation-source-not-completed"),
-        (continuation(world, judged), "validation-failed"),
+        (continuation(world, judged), "continuation-type-mismatch"),
         (continuation(world, done, attemptN=1), "continuation-source-not-completed"),
         (continuation(world, done, attemptN=7), "continuation-source-not-completed"),
     ]

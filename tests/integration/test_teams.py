@@ -193,7 +193,7 @@ async def test_bad_team_bodies_are_400_and_write_nothing(actors, db_pool, body) 
     before = await teams_created_by(db_pool, owner)
     status, problem = await owner.call("POST", "/teams", json=body)
     assert status == 400, problem
-    assert problem["code"] == "validation-failed" and problem["errors"]
+    assert problem["code"] == "request-invalid" and problem["errors"]
     assert await teams_created_by(db_pool, owner) == before
 
 

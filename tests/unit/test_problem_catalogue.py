@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from api.routes.identity import CHALLENGE_REFUSED
 from client.rest import ApiError
 from schemas.errors import (
     DomainError,
@@ -49,11 +50,10 @@ def test_the_type_uri_is_where_the_catalogue_describes_the_code() -> None:
 
 
 def test_every_recovery_refusal_is_a_catalogued_invalid_challenge() -> None:
-    """The recovery route answers `InvalidChallenge(code=reason.value)`: each reason has its
-    entry, with the status of the class that carries it."""
-    for reason in RecoveryFailure:
-        problem = problem_type(reason.value)
-        assert problem is not None and issubclass(problem, InvalidChallenge), reason
+    """The recovery route answers each reason with its own `InvalidChallenge`, one code each."""
+    answered = [CHALLENGE_REFUSED[reason] for reason in RecoveryFailure]
+    assert all(issubclass(problem, InvalidChallenge) for problem in answered)
+    assert len({problem.code for problem in answered}) == len(RecoveryFailure)
 
 
 @pytest.mark.parametrize("problem", problem_types(), ids=lambda p: p.code)
