@@ -33,6 +33,7 @@ from infra.repos.agent_keys import get_key_for_auth
 from schemas.agent_keys import InvalidKeyMetadata, agent_key_id, binding_of, is_agent_key
 from schemas.connector import CONNECTOR_HEADER, connector_secret
 from schemas.errors import (
+    AccessTokenInvalid,
     AgentKeyBindingInvalid,
     AgentKeyExpired,
     AgentKeyInvalid,
@@ -41,7 +42,9 @@ from schemas.errors import (
     AuthenticationRequired,
     AuthorizationSchemeInvalid,
     ConnectorRefused,
+    ConnectorTokenInvalid,
     CrossOriginRefused,
+    DomainError,
     KeyTeamHeaderRequired,
     KeyTeamMismatch,
     KeyTeamNotAuthorized,
@@ -57,6 +60,21 @@ from workflows.credentials import CredentialRehashWorkflow, credential_rehash_wo
 SESSION_COOKIE = "cairn_session"
 SESSION_LIFETIME = timedelta(hours=24)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# What authenticating a request can answer, one code per cause (the OpenAPI document lists them
+# on every route that authenticates)
+AUTHENTICATION_REFUSALS: tuple[type[DomainError], ...] = (
+    AuthenticationRequired,
+    AuthorizationSchemeInvalid,
+    AccessTokenInvalid,
+    ConnectorTokenInvalid,
+    SessionInvalid,
+    AgentKeyMalformed,
+    AgentKeyInvalid,
+    AgentKeyExpired,
+    AgentKeyRevoked,
+    AccessTokenInvalid,
+    AgentKeyBindingInvalid,
+)
 GLOBAL_AUTH_BUCKET = "global_auth"
 GLOBAL_ANON_BUCKET = "global_anon"
 GLOBAL_READ_BUCKET = "global_read"

@@ -7,26 +7,25 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from api.auth import SAFE_METHODS
+from api.auth import AUTHENTICATION_REFUSALS, SAFE_METHODS
 from api.endpoint import ENDPOINTS, array_parameters
 from api.headers import IDEMPOTENCY_HEADER, TEAM_HEADER
 from api.spec import HTML, EndpointSpec
 from schemas import limits
 from schemas.errors import (
-    Conflict,
     CrossOriginRefused,
     DomainError,
     HeaderFieldsTooLarge,
+    IdempotencyKeyReused,
     InternalError,
     MissingScope,
     PayloadTooLarge,
     Problem,
     RateLimited,
+    RequestInvalid,
     ServiceUnavailable,
-    Unauthorized,
     UnsupportedMediaType,
     UriTooLong,
-    ValidationFailed,
 )
 from schemas.version import VERSION
 
@@ -84,13 +83,13 @@ def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
         implied.append(RateLimited)
     # a malformed declared header (the team header must be a uuid) is a 400 too
     if spec.body or spec.query or spec.path_params or _headers(spec):
-        implied.append(ValidationFailed)
+        implied.append(RequestInvalid)
     if spec.body is not None and not spec.manual_body:
         implied += [UnsupportedMediaType, PayloadTooLarge]
     if spec.idempotent:
-        implied.append(Conflict)  # idempotency-key-reused
+        implied.append(IdempotencyKeyReused)
     if spec.auth != "none":
-        implied.append(Unauthorized)
+        implied += AUTHENTICATION_REFUSALS
         implied.append(ServiceUnavailable)
     if spec.auth in ("required", "optional", "browser") and spec.method not in SAFE_METHODS:
         implied.append(CrossOriginRefused)  # a session cookie sent by another origin's page

@@ -172,7 +172,7 @@ async def list_own_signing_requests(
     path_params=SigningRequestPath,
     response=SigningRequestView,
     scopes=SIGN_SCOPE,
-    errors=(Forbidden, NotFound),
+    errors=(Forbidden, SigningRequestNotFound),
 )
 async def get_own_signing_request(
     request: web.Request, parsed: Parsed[None, None, SigningRequestPath]
@@ -195,7 +195,7 @@ async def get_own_signing_request(
     response=SignOutcome,
     scopes=SIGN_SCOPE,
     # the signing bucket counts the requests created, not the signatures sent to them
-    errors=(Forbidden, NotFound, Conflict, ServiceUnavailable),
+    errors=(Forbidden, SigningRequestNotFound, Conflict, ServiceUnavailable),
 )
 async def sign_signing_request(
     request: web.Request, parsed: Parsed[SignatureSubmit, None, SigningRequestPath]

@@ -33,6 +33,7 @@ from schemas.diary_archive import DiaryImportInput, DiaryImportQuery, staged_arc
 from schemas.errors import (
     ArchiveInvalid,
     Conflict,
+    DiaryNotFound,
     EntryNotFound,
     Forbidden,
     GrantInProgress,
@@ -178,7 +179,7 @@ async def list_diaries(request: web.Request, parsed: Parsed) -> DiaryList:
     response=Diary,
     auth="optional",
     scopes=("diary:read",),
-    errors=(NotFound, Unauthorized),
+    errors=(DiaryNotFound, Unauthorized),
 )
 async def get_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Diary:
     """One diary, by its visibility rule, with the changes the caller may make."""
@@ -198,7 +199,7 @@ async def get_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath])
     path_params=DiaryPath,
     response=HygieneReport,
     scopes=("diary:read",),
-    errors=(NotFound,),
+    errors=(DiaryNotFound,),
 )
 async def diary_hygiene(
     request: web.Request, parsed: Parsed[None, None, DiaryPath]
@@ -219,7 +220,7 @@ async def diary_hygiene(
     body=DiaryUpdateRequest,
     response=Diary,
     scopes=("diary:write",),
-    errors=(NotFound, Forbidden),
+    errors=(DiaryNotFound, Forbidden),
 )
 async def update_diary(
     request: web.Request, parsed: Parsed[DiaryUpdateRequest, None, DiaryPath]
@@ -247,7 +248,7 @@ async def update_diary(
     path_params=DiaryPath,
     response=Done,
     scopes=("diary:delete",),
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(DiaryNotFound, Forbidden, Conflict),
 )
 async def delete_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Done:
     """Delete a diary, its entries and every permission tuple naming them (needs `manage`);
@@ -284,7 +285,7 @@ def _grant_change(diary_id: UUID, body: GrantRequest) -> GrantChange:
     body=GrantRequest,
     response=Grant,
     scopes=("diary:share",),
-    errors=(NotFound, Forbidden),
+    errors=(DiaryNotFound, Forbidden),
     idempotent=True,
 )
 async def create_grant(
@@ -319,7 +320,7 @@ async def create_grant(
     path_params=GrantPath,
     response=GrantList,
     scopes=("diary:read",),
-    errors=(NotFound, Forbidden),
+    errors=(DiaryNotFound, Forbidden),
 )
 async def list_grants(request: web.Request, parsed: Parsed[None, None, GrantPath]) -> GrantList:
     """Who holds writer or manager grants on the diary (needs Diary `manage`)."""
@@ -337,7 +338,7 @@ async def list_grants(request: web.Request, parsed: Parsed[None, None, GrantPath
     body=GrantRequest,
     response=Done,
     scopes=("diary:share",),
-    errors=(NotFound, Forbidden),
+    errors=(DiaryNotFound, Forbidden),
 )
 async def revoke_grant(request: web.Request, parsed: Parsed[GrantRequest, None, GrantPath]) -> Done:
     """Remove one grant; revoking a grant that does not exist is a no-op."""
@@ -367,7 +368,7 @@ async def revoke_grant(request: web.Request, parsed: Parsed[GrantRequest, None, 
     response=TagHistogram,
     auth="optional",
     scopes=("diary:read",),
-    errors=(NotFound, Unauthorized),
+    errors=(DiaryNotFound, Unauthorized),
 )
 async def tag_histogram(
     request: web.Request, parsed: Parsed[None, TagQuery, DiaryPath]
@@ -391,7 +392,7 @@ async def tag_histogram(
     response=EntryVerification,
     auth="optional",
     scopes=("diary:read",),
-    errors=(NotFound, Unauthorized),
+    errors=(DiaryNotFound, EntryNotFound, Unauthorized),
 )
 async def verify_entry(
     request: web.Request, parsed: Parsed[None, None, DiaryEntryPath]
@@ -463,7 +464,7 @@ async def _links_to_chain(pool: asyncpg.Pool, entry: Entry) -> bool:
     auth="optional",
     scopes=("diary:read",),
     raw_response=CAR_MEDIA_TYPE,
-    errors=(NotFound, Unauthorized),
+    errors=(DiaryNotFound, Unauthorized),
 )
 async def export_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> web.Response:
     """The diary as a CARv1 file: manifest, entries with their CIDs, relations, signatures."""

@@ -27,6 +27,7 @@ from schemas.errors import (
     AgentsOnly,
     Conflict,
     CrossDiaryRelation,
+    DiaryNotFound,
     EntryBusy,
     EntryImmutable,
     EntryNotFound,
@@ -133,7 +134,7 @@ def _split(value: str | None) -> list[str] | None:
     body=EntryCreateRequest,
     response=Entry,
     scopes=("diary:write",),
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(DiaryNotFound, Forbidden, Conflict),
     idempotent=True,
 )
 async def create_entry(
@@ -196,7 +197,7 @@ async def create_entry(
     response=EntryList,
     auth="optional",
     scopes=("diary:read",),
-    errors=(NotFound, Unauthorized),
+    errors=(DiaryNotFound, Unauthorized),
 )
 async def list_entries(
     request: web.Request, parsed: Parsed[None, EntryListQuery, DiaryPath]
@@ -232,7 +233,7 @@ async def list_entries(
     response=Entry,
     auth="optional",
     scopes=("diary:read",),
-    errors=(NotFound, Unauthorized),
+    errors=(EntryNotFound, Unauthorized),
 )
 async def get_entry(request: web.Request, parsed: Parsed[None, None, EntryPath]) -> Entry:
     """One entry, by its diary's visibility rule."""
@@ -249,7 +250,7 @@ async def get_entry(request: web.Request, parsed: Parsed[None, None, EntryPath])
     body=EntryUpdateRequest,
     response=Entry,
     scopes=("diary:write",),
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(EntryNotFound, Forbidden, Conflict),
 )
 async def update_entry(
     request: web.Request, parsed: Parsed[EntryUpdateRequest, None, EntryPath]
@@ -311,7 +312,7 @@ def _update_input(entry: Entry, body: EntryUpdateRequest) -> EntryUpdateInput:
     path_params=EntryPath,
     response=Done,
     scopes=("diary:delete",),
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(EntryNotFound, Forbidden, Conflict),
 )
 async def delete_entry(request: web.Request, parsed: Parsed[None, None, EntryPath]) -> Done:
     """Delete an unsigned entry and its parent tuple."""
@@ -371,7 +372,7 @@ async def _delete(request: web.Request, entry_ids: list[UUID]) -> list[UUID]:
     body=RelationCreateRequest,
     response=Relation,
     scopes=("diary:write",),
-    errors=(NotFound, Forbidden, ValidationFailed),
+    errors=(EntryNotFound, Forbidden, ValidationFailed),
     idempotent=True,
 )
 async def create_relation(
@@ -434,7 +435,7 @@ async def _writable_relation(request: web.Request, relation_id: UUID) -> Located
     response=RelationList,
     auth="optional",
     scopes=("diary:read",),
-    errors=(NotFound, Unauthorized),
+    errors=(EntryNotFound, Unauthorized),
 )
 async def list_relations(
     request: web.Request, parsed: Parsed[None, RelationListQuery, EntryPath]

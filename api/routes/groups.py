@@ -28,6 +28,7 @@ from schemas.errors import (
     GroupNotFound,
     NotFound,
     PermissionDenied,
+    TeamNotFound,
 )
 from schemas.teams import (
     AddGroupMemberRequest,
@@ -85,7 +86,7 @@ async def _group_members(request: web.Request, group_id: uuid.UUID) -> list[Grou
     path_params=TeamPath,
     body=CreateGroupRequest,
     response=Group,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, Forbidden, Conflict),
     idempotent=True,
 )
 async def create_group(
@@ -109,7 +110,7 @@ async def create_group(
     tag=TAG,
     path_params=TeamPath,
     response=GroupList,
-    errors=(NotFound,),
+    errors=(TeamNotFound,),
 )
 async def list_groups(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> GroupList:
     """The team's groups."""

@@ -40,6 +40,7 @@ from api.reads import reader
 from infra.repos import packs as repo
 from schemas.errors import (
     Conflict,
+    DiaryNotFound,
     ExpiryInPast,
     ExpiryInvalid,
     ExpiryRequired,
@@ -202,7 +203,7 @@ async def _check_supersedes(request: web.Request, diary_id: UUID, pack_id: UUID 
     body=PackCreateRequest,
     response=PackCompiled,
     scopes=WRITE,
-    errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    errors=(ValidationFailed, DiaryNotFound, Forbidden, Conflict),
 )
 async def preview_pack(
     request: web.Request, parsed: Parsed[PackCreateRequest, None, DiaryPath]
@@ -239,7 +240,7 @@ async def preview_pack(
     body=PackCreateRequest,
     response=PackCompiled,
     scopes=WRITE,
-    errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    errors=(ValidationFailed, DiaryNotFound, Forbidden, Conflict),
     idempotent=True,
 )
 async def create_pack(
@@ -319,7 +320,7 @@ async def get_pack(
     query=PackListQuery,
     response=PackList,
     scopes=READ,
-    errors=(NotFound,),
+    errors=(DiaryNotFound,),
 )
 async def list_diary_packs(
     request: web.Request, parsed: Parsed[None, PackListQuery, DiaryPath]
@@ -634,7 +635,7 @@ async def latest_rendered_pack(
     query=RenderedListQuery,
     response=RenderedPackList,
     scopes=READ,
-    errors=(NotFound,),
+    errors=(DiaryNotFound,),
 )
 async def list_rendered_packs(
     request: web.Request, parsed: Parsed[None, RenderedListQuery, DiaryPath]

@@ -163,7 +163,7 @@ async def get_public_entry(
     query=PublicEntryQuery,
     response=PublicEntry,
     auth="none",
-    errors=(NotFound,),
+    errors=(EntryNotFound,),
 )
 async def get_public_entry_plural(
     request: web.Request, parsed: Parsed[None, PublicEntryQuery, PublicEntryPath]

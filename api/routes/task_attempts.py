@@ -115,7 +115,7 @@ CLAIM_SCOPES = ("task:claim",)
 EXECUTE_SCOPES = ("task:execute",)
 MANAGE_SCOPES = ("task:manage",)
 TRACEPARENT_HEADER = "traceparent"
-REPORT_ERRORS = (ValidationFailed, NotFound, Forbidden, Conflict)
+REPORT_ERRORS = (ValidationFailed, TaskNotFound, AttemptNotFound, Forbidden, Conflict)
 
 ResultT = TypeVar("ResultT", bound=Payload)
 
@@ -199,7 +199,7 @@ async def _task_view(request: web.Request, task_id: UUID) -> Task:
     body=ClaimRequest,
     response=ClaimResponse,
     scopes=CLAIM_SCOPES,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TaskNotFound, Forbidden, Conflict),
     idempotent=True,
 )
 async def claim_task(
@@ -299,7 +299,7 @@ async def _claim_profile(
     body=HeartbeatRequest,
     response=HeartbeatResponse,
     scopes=EXECUTE_SCOPES,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TaskNotFound, AttemptNotFound, Forbidden, Conflict),
 )
 async def heartbeat_attempt(
     request: web.Request, parsed: Parsed[HeartbeatRequest, None, AttemptPath]
@@ -535,7 +535,7 @@ async def _report(request: web.Request, path: AttemptPath, update: str, command:
     body=CancelRequest,
     response=Task,
     scopes=MANAGE_SCOPES,
-    errors=REPORT_ERRORS,
+    errors=(ValidationFailed, TaskNotFound, Forbidden, Conflict),
     idempotent=True,  # a decision: repeated, it answers the cancelled task
 )
 async def cancel_task(request: web.Request, parsed: Parsed[CancelRequest, None, TaskPath]) -> Task:

@@ -104,6 +104,7 @@ from schemas.errors import (
     SubjectNotFound,
     TaskInputInvalid,
     TaskManageForbidden,
+    TaskNotFound,
     TaskProposeForbidden,
     TeamMismatch,
     TeamNotFound,
@@ -564,7 +565,7 @@ def _position(position: dict[str, Any]) -> tuple[datetime, UUID]:
     response=Task,
     scopes=("task:read",),
     headers=TEAM_HEADER_DOC,
-    errors=(NotFound,),
+    errors=(TaskNotFound,),
 )
 async def get_task(request: web.Request, parsed: Parsed[None, None, TaskPath]) -> Task:
     """One task (owning-team members and explicit grantees; 404 for anyone else)."""
@@ -580,7 +581,7 @@ async def get_task(request: web.Request, parsed: Parsed[None, None, TaskPath]) -
     response=TaskAttemptList,
     scopes=("task:read",),
     headers=TEAM_HEADER_DOC,
-    errors=(NotFound,),
+    errors=(TaskNotFound,),
 )
 async def list_task_attempts(
     request: web.Request, parsed: Parsed[None, None, TaskPath]
@@ -626,7 +627,7 @@ def _grant_tuple(task_id: UUID, grant: TaskGrantRequest) -> RelationTuple:
     response=TaskGrant,
     scopes=("task:manage",),
     headers=TEAM_HEADER_DOC,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TaskNotFound, Forbidden, Conflict),
     idempotent=True,
 )
 async def create_task_grant(
@@ -666,7 +667,7 @@ async def create_task_grant(
     response=TaskGrantList,
     scopes=("task:read",),
     headers=TEAM_HEADER_DOC,
-    errors=(NotFound, Forbidden),
+    errors=(TaskNotFound, Forbidden),
 )
 async def list_task_grants(
     request: web.Request, parsed: Parsed[None, None, TaskPath]
@@ -687,7 +688,7 @@ async def list_task_grants(
     response=TaskGrantRevoked,
     scopes=("task:manage",),
     headers=TEAM_HEADER_DOC,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TaskNotFound, Forbidden, Conflict),
 )
 async def revoke_task_grant(
     request: web.Request, parsed: Parsed[TaskGrantRequest, None, TaskPath]
@@ -729,7 +730,7 @@ def _search(task: Task) -> list[SearchAttributePair[Any]]:
     response=MessagesAppended,
     scopes=("task:execute",),
     headers=TEAM_HEADER_DOC,
-    errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    errors=(ValidationFailed, TaskNotFound, AttemptNotFound, Forbidden, Conflict),
 )
 async def append_task_messages(
     request: web.Request, parsed: Parsed[AppendMessagesRequest, None, AttemptPath]
@@ -778,7 +779,7 @@ async def _append_refusal(
     response=TaskMessageList,
     scopes=("task:read",),
     headers=TEAM_HEADER_DOC,
-    errors=(NotFound,),
+    errors=(TaskNotFound, AttemptNotFound),
 )
 async def list_task_messages(
     request: web.Request, parsed: Parsed[None, MessagesQuery, AttemptPath]

@@ -28,6 +28,7 @@ from schemas.errors import (
     Gone,
     InviteNotFound,
     NotFound,
+    TeamNotFound,
 )
 from schemas.teams import (
     INVITE_CODE_PREFIX,
@@ -65,7 +66,7 @@ TAG = "teams"
     path_params=TeamPath,
     body=CreateInviteRequest,
     response=Invite,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, Forbidden, Conflict),
     idempotent=True,
 )
 async def create_team_invite(
@@ -98,7 +99,7 @@ async def create_team_invite(
     tag=TAG,
     path_params=TeamPath,
     response=InviteList,
-    errors=(NotFound, Forbidden),
+    errors=(TeamNotFound, Forbidden),
 )
 async def list_team_invites(
     request: web.Request, parsed: Parsed[None, None, TeamPath]
@@ -116,7 +117,7 @@ async def list_team_invites(
     tag=TAG,
     path_params=InvitePath,
     response=Deleted,
-    errors=(NotFound, Forbidden),
+    errors=(TeamNotFound, InviteNotFound, Forbidden),
 )
 async def delete_team_invite(
     request: web.Request, parsed: Parsed[None, None, InvitePath]

@@ -28,7 +28,7 @@ from schemas.errors import (
     Conflict,
     Forbidden,
     NotATeamMember,
-    NotFound,
+    TeamNotFound,
 )
 from schemas.teams import (
     Deleted,
@@ -57,7 +57,7 @@ TAG = "teams"
     tag=TAG,
     path_params=TeamPath,
     response=MemberList,
-    errors=(NotFound,),
+    errors=(TeamNotFound,),
 )
 async def list_team_members(
     request: web.Request, parsed: Parsed[None, None, TeamPath]
@@ -76,7 +76,7 @@ async def list_team_members(
     path_params=MemberPath,
     body=UpdateMemberRequest,
     response=TeamMember,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, NotATeamMember, Forbidden, Conflict),
 )
 async def update_team_member(
     request: web.Request, parsed: Parsed[UpdateMemberRequest, None, MemberPath]
@@ -107,7 +107,7 @@ async def update_team_member(
     tag=TAG,
     path_params=MemberPath,
     response=Deleted,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, NotATeamMember, Forbidden, Conflict),
 )
 async def remove_team_member(
     request: web.Request, parsed: Parsed[None, None, MemberPath]

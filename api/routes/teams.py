@@ -41,7 +41,6 @@ from schemas.errors import (
     DomainError,
     FieldError,
     Forbidden,
-    NotFound,
     TeamNotFound,
     TeamNotFounding,
 )
@@ -231,7 +230,7 @@ async def _start_founding(
     tag=TAG,
     path_params=TeamPath,
     response=Team,
-    errors=(NotFound,),
+    errors=(TeamNotFound,),
 )
 async def get_team(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> Team:
     """A team with its members (and, before it is active, its founding acceptances)."""
@@ -250,7 +249,7 @@ async def get_team(request: web.Request, parsed: Parsed[None, None, TeamPath]) -
     tag=TAG,
     path_params=TeamPath,
     response=Deleted,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, Forbidden, Conflict),
 )
 async def delete_team(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> Deleted:
     """Delete a team (owners only). Personal teams stay; a team that owns diaries is a 409."""
@@ -270,7 +269,7 @@ async def delete_team(request: web.Request, parsed: Parsed[None, None, TeamPath]
     tag=TAG,
     path_params=TeamPath,
     response=FoundingAccepted,
-    errors=(NotFound, Conflict),
+    errors=(TeamNotFound, Conflict),
     idempotent=True,  # a decision: repeated, it answers the acceptance already recorded
 )
 async def accept_founding(

@@ -47,6 +47,7 @@ from infra.repos.transfers import (
 )
 from schemas.errors import (
     Conflict,
+    DiaryNotFound,
     DiaryTransferNotFound,
     DiaryTransferPending,
     Forbidden,
@@ -77,7 +78,7 @@ routes = web.RouteTableDef()
 TAG = "transfers"
 CHANGE_SCOPES = ("diary:share",)
 READ_SCOPES = ("diary:read",)
-DECIDE_ERRORS = (NotFound, Forbidden, Conflict)
+DECIDE_ERRORS = (DiaryNotFound, DiaryTransferNotFound, Forbidden, Conflict)
 
 
 # --- propose -----------------------------------------------------------------------------------
@@ -93,7 +94,7 @@ DECIDE_ERRORS = (NotFound, Forbidden, Conflict)
     body=TransferCreateRequest,
     response=Transfer,
     scopes=CHANGE_SCOPES,
-    errors=(NotFound, Forbidden, ValidationFailed, Conflict),
+    errors=(DiaryNotFound, Forbidden, ValidationFailed, Conflict),
     idempotent=True,
 )
 async def create_transfer(
@@ -280,7 +281,7 @@ async def list_pending_transfers(
     path_params=DiaryTransfersPath,
     response=TransferList,
     scopes=READ_SCOPES,
-    errors=(NotFound, Forbidden),
+    errors=(DiaryNotFound, Forbidden),
 )
 async def list_diary_transfers(
     request: web.Request, parsed: Parsed[None, None, DiaryTransfersPath]
@@ -306,7 +307,7 @@ async def list_diary_transfers(
     path_params=TransferPath,
     response=Transfer,
     scopes=READ_SCOPES,
-    errors=(NotFound,),
+    errors=(DiaryNotFound, DiaryTransferNotFound),
 )
 async def get_diary_transfer(
     request: web.Request, parsed: Parsed[None, None, TransferPath]
