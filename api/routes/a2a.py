@@ -47,11 +47,10 @@ from api.headers import TEAM_HEADER
 from schemas.errors import (
     DomainError,
     FieldError,
-    Forbidden,
     MissingScope,
+    PermissionDenied,
     RequestInvalid,
     UnsupportedMediaType,
-    ValidationFailed,
 )
 from schemas.kernel.task_types import DEFAULT_TASK_TYPE, TASK_TYPES
 
@@ -146,7 +145,7 @@ async def get_agent_card(request: web.Request, parsed: Any) -> web.StreamRespons
     raw_body="application/json",
     raw_response="application/json",
     headers=(TEAM_HEADER,),
-    errors=(Forbidden, MissingScope, UnsupportedMediaType, ValidationFailed),
+    errors=(PermissionDenied, MissingScope, UnsupportedMediaType, RequestInvalid),
 )
 async def a2a_rpc(request: web.Request, parsed: Any) -> web.StreamResponse:
     """A2A v1.0 JSON-RPC (SendMessage, GetTask, ListTasks, CancelTask and the streams).

@@ -17,11 +17,11 @@ from api.headers import require_team_header
 from infra.repos import app_reads
 from schemas.apps import EntryMap, TaskCounts, TaskCountsQuery
 from schemas.errors import (
+    AuthenticationRequired,
     DiaryNotFound,
     NotFound,
+    RequestInvalid,
     TeamNotFound,
-    Unauthorized,
-    ValidationFailed,
 )
 from schemas.memory import DiaryPath
 from schemas.task_api import NO_PROJECT
@@ -39,7 +39,7 @@ TAG = "apps"
     response=EntryMap,
     auth="optional",
     scopes=("diary:read",),
-    errors=(DiaryNotFound, Unauthorized),
+    errors=(DiaryNotFound, AuthenticationRequired),
 )
 async def diary_map(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> web.Response:
     """The diary's newest 10 000 entries laid out in 2D from their embeddings (PCA), with
@@ -89,7 +89,7 @@ def _ms(seconds: float) -> str:
     query=TaskCountsQuery,
     response=TaskCounts,
     scopes=("task:read",),
-    errors=(ValidationFailed, NotFound),
+    errors=(RequestInvalid, NotFound),
 )
 async def task_counts(request: web.Request, parsed: Parsed[None, TaskCountsQuery]) -> TaskCounts:
     """The team's tasks (`x-service-team-id`) counted by status, filtered by type and project."""

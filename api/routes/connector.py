@@ -65,6 +65,7 @@ from schemas.connector import (
     read_authorize_request,
 )
 from schemas.errors import (
+    AuthenticationRequired,
     AuthorizationCodeNotFound,
     Conflict,
     ConnectorClientExists,
@@ -74,11 +75,10 @@ from schemas.errors import (
     ConnectorRefused,
     ConnectorRequestInvalid,
     ConnectorTokenInvalid,
-    NotFound,
     OperationRunning,
     RefreshTokenNotFound,
+    RequestInvalid,
     Unauthorized,
-    ValidationFailed,
 )
 from schemas.identity import Done
 from schemas.kernel.crypto import new_secret
@@ -174,7 +174,7 @@ async def connector_register_client(
     path_params=ClientPath,
     response=ConnectorClient,
     auth="connector",
-    errors=(ConnectorRefused, NotFound),
+    errors=(ConnectorRefused, ConnectorClientNotFound),
 )
 async def connector_get_client(
     request: web.Request, parsed: Parsed[None, None, ClientPath]
@@ -194,7 +194,7 @@ async def connector_get_client(
     body=CodeLookup,
     response=CodeView,
     auth="connector",
-    errors=(ConnectorRefused, NotFound),
+    errors=(ConnectorRefused, AuthorizationCodeNotFound),
 )
 async def connector_lookup_code(request: web.Request, parsed: Parsed[CodeLookup]) -> CodeView:
     """An authorization code's binding, for the SDK's token checks; back channel only."""
@@ -284,7 +284,7 @@ async def connector_redeem_code(
     body=RefreshLookup,
     response=RefreshView,
     auth="connector",
-    errors=(ConnectorRefused, NotFound),
+    errors=(ConnectorRefused, RefreshTokenNotFound),
 )
 async def connector_lookup_refresh(
     request: web.Request, parsed: Parsed[RefreshLookup]
@@ -472,7 +472,7 @@ def _back_to_client(auth: AuthorizeRequest, **params: str) -> web.Response:
     query=ConsentQuery,
     auth="none",
     raw_response="text/html",
-    errors=(ValidationFailed,),
+    errors=(RequestInvalid,),
 )
 async def consent_page(request: web.Request, parsed: Parsed[None, ConsentQuery]) -> web.Response:
     """The human approves or denies an MCP host's access (after login; anonymous visitors are
@@ -527,7 +527,7 @@ def _consent_policy(redirect_uri: str) -> str:
     body=ConsentForm,
     body_form=True,
     auth="none",
-    errors=(ValidationFailed, Unauthorized),
+    errors=(RequestInvalid, AuthenticationRequired),
 )
 async def consent_decision(request: web.Request, parsed: Parsed[ConsentForm]) -> web.Response:
     """Approve (an authorization code to the client's redirect URI) or deny

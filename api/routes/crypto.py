@@ -32,9 +32,9 @@ from schemas.errors import (
     AgentNotFound,
     AgentsOnly,
     Conflict,
-    Forbidden,
     NotFound,
     OperationRunning,
+    PermissionDenied,
     RateLimited,
     ServiceUnavailable,
     SigningRequestExpired,
@@ -90,7 +90,7 @@ def require_agent(request: web.Request) -> Principal:
     response=SigningRequestView,
     scopes=SIGN_SCOPE,
     rate_bucket="signing",
-    errors=(Forbidden, RateLimited),
+    errors=(PermissionDenied, RateLimited),
     idempotent=True,
 )
 async def create_signing_request(
@@ -144,7 +144,7 @@ async def _public_key_of(request: web.Request, principal: Principal) -> str:
     query=SigningRequestListQuery,
     response=SigningRequestList,
     scopes=SIGN_SCOPE,
-    errors=(Forbidden,),
+    errors=(PermissionDenied,),
 )
 async def list_own_signing_requests(
     request: web.Request, parsed: Parsed[None, SigningRequestListQuery]
@@ -172,7 +172,7 @@ async def list_own_signing_requests(
     path_params=SigningRequestPath,
     response=SigningRequestView,
     scopes=SIGN_SCOPE,
-    errors=(Forbidden, SigningRequestNotFound),
+    errors=(PermissionDenied, SigningRequestNotFound),
 )
 async def get_own_signing_request(
     request: web.Request, parsed: Parsed[None, None, SigningRequestPath]
@@ -195,7 +195,7 @@ async def get_own_signing_request(
     response=SignOutcome,
     scopes=SIGN_SCOPE,
     # the signing bucket counts the requests created, not the signatures sent to them
-    errors=(Forbidden, SigningRequestNotFound, Conflict, ServiceUnavailable),
+    errors=(PermissionDenied, SigningRequestNotFound, Conflict, ServiceUnavailable),
 )
 async def sign_signing_request(
     request: web.Request, parsed: Parsed[SignatureSubmit, None, SigningRequestPath]

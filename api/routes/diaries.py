@@ -32,6 +32,7 @@ from schemas import limits
 from schemas.diary_archive import DiaryImportInput, DiaryImportQuery, staged_archive_key
 from schemas.errors import (
     ArchiveInvalid,
+    AuthenticationRequired,
     Conflict,
     DiaryNotFound,
     EntryNotFound,
@@ -40,10 +41,10 @@ from schemas.errors import (
     NotFound,
     OperationRunning,
     PayloadTooLarge,
+    PermissionDenied,
     SubjectNotFound,
     TeamNotActive,
     TeamNotFound,
-    Unauthorized,
     UnsupportedMediaType,
     ValidationFailed,
 )
@@ -105,7 +106,7 @@ TAG = "diaries"
     response=Diary,
     scopes=("diary:write",),
     headers=("x-service-team-id",),
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(NotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest]) -> Diary:
@@ -179,7 +180,7 @@ async def list_diaries(request: web.Request, parsed: Parsed) -> DiaryList:
     response=Diary,
     auth="optional",
     scopes=("diary:read",),
-    errors=(DiaryNotFound, Unauthorized),
+    errors=(DiaryNotFound, AuthenticationRequired),
 )
 async def get_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Diary:
     """One diary, by its visibility rule, with the changes the caller may make."""
@@ -220,7 +221,7 @@ async def diary_hygiene(
     body=DiaryUpdateRequest,
     response=Diary,
     scopes=("diary:write",),
-    errors=(DiaryNotFound, Forbidden),
+    errors=(DiaryNotFound, PermissionDenied),
 )
 async def update_diary(
     request: web.Request, parsed: Parsed[DiaryUpdateRequest, None, DiaryPath]
@@ -248,7 +249,7 @@ async def update_diary(
     path_params=DiaryPath,
     response=Done,
     scopes=("diary:delete",),
-    errors=(DiaryNotFound, Forbidden, Conflict),
+    errors=(DiaryNotFound, PermissionDenied, Conflict),
 )
 async def delete_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Done:
     """Delete a diary, its entries and every permission tuple naming them (needs `manage`);
@@ -285,7 +286,7 @@ def _grant_change(diary_id: UUID, body: GrantRequest) -> GrantChange:
     body=GrantRequest,
     response=Grant,
     scopes=("diary:share",),
-    errors=(DiaryNotFound, Forbidden),
+    errors=(DiaryNotFound, PermissionDenied),
     idempotent=True,
 )
 async def create_grant(
@@ -320,7 +321,7 @@ async def create_grant(
     path_params=GrantPath,
     response=GrantList,
     scopes=("diary:read",),
-    errors=(DiaryNotFound, Forbidden),
+    errors=(DiaryNotFound, PermissionDenied),
 )
 async def list_grants(request: web.Request, parsed: Parsed[None, None, GrantPath]) -> GrantList:
     """Who holds writer or manager grants on the diary (needs Diary `manage`)."""
@@ -338,7 +339,7 @@ async def list_grants(request: web.Request, parsed: Parsed[None, None, GrantPath
     body=GrantRequest,
     response=Done,
     scopes=("diary:share",),
-    errors=(DiaryNotFound, Forbidden),
+    errors=(DiaryNotFound, PermissionDenied),
 )
 async def revoke_grant(request: web.Request, parsed: Parsed[GrantRequest, None, GrantPath]) -> Done:
     """Remove one grant; revoking a grant that does not exist is a no-op."""
@@ -368,7 +369,7 @@ async def revoke_grant(request: web.Request, parsed: Parsed[GrantRequest, None, 
     response=TagHistogram,
     auth="optional",
     scopes=("diary:read",),
-    errors=(DiaryNotFound, Unauthorized),
+    errors=(DiaryNotFound, AuthenticationRequired),
 )
 async def tag_histogram(
     request: web.Request, parsed: Parsed[None, TagQuery, DiaryPath]
@@ -392,7 +393,7 @@ async def tag_histogram(
     response=EntryVerification,
     auth="optional",
     scopes=("diary:read",),
-    errors=(DiaryNotFound, EntryNotFound, Unauthorized),
+    errors=(DiaryNotFound, EntryNotFound, AuthenticationRequired),
 )
 async def verify_entry(
     request: web.Request, parsed: Parsed[None, None, DiaryEntryPath]
@@ -464,7 +465,7 @@ async def _links_to_chain(pool: asyncpg.Pool, entry: Entry) -> bool:
     auth="optional",
     scopes=("diary:read",),
     raw_response=CAR_MEDIA_TYPE,
-    errors=(DiaryNotFound, Unauthorized),
+    errors=(DiaryNotFound, AuthenticationRequired),
 )
 async def export_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> web.Response:
     """The diary as a CARv1 file: manifest, entries with their CIDs, relations, signatures."""

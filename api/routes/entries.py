@@ -25,20 +25,20 @@ from infra.repos import memory_reads
 from infra.repos.memory_reads import LocatedRelation
 from schemas.errors import (
     AgentsOnly,
+    AuthenticationRequired,
     Conflict,
     CrossDiaryRelation,
     DiaryNotFound,
     EntryBusy,
     EntryImmutable,
     EntryNotFound,
-    Forbidden,
     NotFound,
     OperationRunning,
+    PermissionDenied,
     RelationNotFound,
+    RequestInvalid,
     SelfRelation,
     SignatureRequired,
-    Unauthorized,
-    ValidationFailed,
 )
 from schemas.identity import Done
 from schemas.memory import (
@@ -134,7 +134,7 @@ def _split(value: str | None) -> list[str] | None:
     body=EntryCreateRequest,
     response=Entry,
     scopes=("diary:write",),
-    errors=(DiaryNotFound, Forbidden, Conflict),
+    errors=(DiaryNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_entry(
@@ -197,7 +197,7 @@ async def create_entry(
     response=EntryList,
     auth="optional",
     scopes=("diary:read",),
-    errors=(DiaryNotFound, Unauthorized),
+    errors=(DiaryNotFound, AuthenticationRequired),
 )
 async def list_entries(
     request: web.Request, parsed: Parsed[None, EntryListQuery, DiaryPath]
@@ -233,7 +233,7 @@ async def list_entries(
     response=Entry,
     auth="optional",
     scopes=("diary:read",),
-    errors=(EntryNotFound, Unauthorized),
+    errors=(EntryNotFound, AuthenticationRequired),
 )
 async def get_entry(request: web.Request, parsed: Parsed[None, None, EntryPath]) -> Entry:
     """One entry, by its diary's visibility rule."""
@@ -250,7 +250,7 @@ async def get_entry(request: web.Request, parsed: Parsed[None, None, EntryPath])
     body=EntryUpdateRequest,
     response=Entry,
     scopes=("diary:write",),
-    errors=(EntryNotFound, Forbidden, Conflict),
+    errors=(EntryNotFound, PermissionDenied, Conflict),
 )
 async def update_entry(
     request: web.Request, parsed: Parsed[EntryUpdateRequest, None, EntryPath]
@@ -312,7 +312,7 @@ def _update_input(entry: Entry, body: EntryUpdateRequest) -> EntryUpdateInput:
     path_params=EntryPath,
     response=Done,
     scopes=("diary:delete",),
-    errors=(EntryNotFound, Forbidden, Conflict),
+    errors=(EntryNotFound, PermissionDenied, Conflict),
 )
 async def delete_entry(request: web.Request, parsed: Parsed[None, None, EntryPath]) -> Done:
     """Delete an unsigned entry and its parent tuple."""
@@ -372,7 +372,7 @@ async def _delete(request: web.Request, entry_ids: list[UUID]) -> list[UUID]:
     body=RelationCreateRequest,
     response=Relation,
     scopes=("diary:write",),
-    errors=(EntryNotFound, Forbidden, ValidationFailed),
+    errors=(EntryNotFound, PermissionDenied, RequestInvalid),
     idempotent=True,
 )
 async def create_relation(
@@ -435,7 +435,7 @@ async def _writable_relation(request: web.Request, relation_id: UUID) -> Located
     response=RelationList,
     auth="optional",
     scopes=("diary:read",),
-    errors=(EntryNotFound, Unauthorized),
+    errors=(EntryNotFound, AuthenticationRequired),
 )
 async def list_relations(
     request: web.Request, parsed: Parsed[None, RelationListQuery, EntryPath]
@@ -464,7 +464,7 @@ async def list_relations(
     body=RelationUpdateRequest,
     response=Relation,
     scopes=("diary:write",),
-    errors=(NotFound, Forbidden),
+    errors=(RelationNotFound, PermissionDenied),
 )
 async def update_relation(
     request: web.Request, parsed: Parsed[RelationUpdateRequest, None, RelationPath]
@@ -490,7 +490,7 @@ async def update_relation(
     status=204,
     path_params=RelationPath,
     scopes=("diary:write",),
-    errors=(NotFound, Forbidden),
+    errors=(RelationNotFound, PermissionDenied),
 )
 async def delete_relation(
     request: web.Request, parsed: Parsed[None, None, RelationPath]

@@ -24,9 +24,8 @@ from api.team_access import read_pool, require_membership, require_team, run_tea
 from infra.repos import team_reads
 from schemas.errors import (
     Conflict,
-    Forbidden,
     GroupNotFound,
-    NotFound,
+    NotAGroupMember,
     PermissionDenied,
     TeamNotFound,
 )
@@ -86,7 +85,7 @@ async def _group_members(request: web.Request, group_id: uuid.UUID) -> list[Grou
     path_params=TeamPath,
     body=CreateGroupRequest,
     response=Group,
-    errors=(TeamNotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_group(
@@ -126,7 +125,7 @@ async def list_groups(request: web.Request, parsed: Parsed[None, None, TeamPath]
     tag=TAG,
     path_params=GroupPath,
     response=Group,
-    errors=(NotFound,),
+    errors=(GroupNotFound,),
 )
 async def get_group(request: web.Request, parsed: Parsed[None, None, GroupPath]) -> Group:
     """A group with its members."""
@@ -142,7 +141,7 @@ async def get_group(request: web.Request, parsed: Parsed[None, None, GroupPath])
     tag=TAG,
     path_params=GroupPath,
     response=Deleted,
-    errors=(NotFound, Forbidden),
+    errors=(GroupNotFound, PermissionDenied),
 )
 async def delete_group(request: web.Request, parsed: Parsed[None, None, GroupPath]) -> Deleted:
     """Delete a group and every grant made to it."""
@@ -165,7 +164,7 @@ async def delete_group(request: web.Request, parsed: Parsed[None, None, GroupPat
     path_params=GroupPath,
     body=AddGroupMemberRequest,
     response=GroupMember,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(GroupNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def add_group_member(
@@ -196,7 +195,7 @@ async def add_group_member(
     tag=TAG,
     path_params=GroupPath,
     response=GroupMemberList,
-    errors=(NotFound,),
+    errors=(GroupNotFound,),
 )
 async def list_group_members(
     request: web.Request, parsed: Parsed[None, None, GroupPath]
@@ -214,7 +213,7 @@ async def list_group_members(
     tag=TAG,
     path_params=GroupMemberPath,
     response=Deleted,
-    errors=(NotFound, Forbidden),
+    errors=(GroupNotFound, NotAGroupMember, PermissionDenied),
 )
 async def remove_group_member(
     request: web.Request, parsed: Parsed[None, None, GroupMemberPath]

@@ -33,7 +33,6 @@ from schemas.errors import (
     LoginFailed,
     OperationRunning,
     SessionRequired,
-    Unauthorized,
 )
 from schemas.identity import (
     Done,
@@ -121,7 +120,7 @@ async def register_human(
     response=HumanSession,
     auth="none",
     rate_bucket="recovery",
-    errors=(Unauthorized,),
+    errors=(LoginFailed,),
 )
 async def login(request: web.Request, parsed: Parsed[HumanLoginRequest]) -> web.StreamResponse:
     """Open a session: the token comes back once, and as an HttpOnly cookie."""
@@ -161,7 +160,7 @@ async def login(request: web.Request, parsed: Parsed[HumanLoginRequest]) -> web.
     return response
 
 
-@endpoint(routes, "POST", "/self-service/logout", tag=TAG, response=Done)
+@endpoint(routes, "POST", "/self-service/logout", tag=TAG, response=Done, errors=(SessionRequired,))
 async def logout(request: web.Request, parsed: Parsed) -> web.StreamResponse:
     """Close the caller's session."""
     principal = require_principal(request)

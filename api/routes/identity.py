@@ -26,13 +26,13 @@ from schemas.errors import (
     ChallengeKeyMismatch,
     ChallengeMalformed,
     Conflict,
-    Forbidden,
     Gone,
     InvalidChallenge,
     InvalidSignature,
-    NotFound,
     OperationRunning,
+    PermissionDenied,
     PublicKeyInvalid,
+    RecoveryFlowNotFound,
     TooManyVouchers,
     VoucherRejected,
 )
@@ -120,7 +120,7 @@ async def issue_voucher(request: web.Request, issuer_id: uuid.UUID | None) -> Vo
     status=201,
     response=Voucher,
     rate_bucket="vouch",
-    errors=(TooManyVouchers, Forbidden),
+    errors=(TooManyVouchers, PermissionDenied),
     idempotent=True,
 )
 async def create_voucher(request: web.Request, parsed: Parsed) -> Voucher:
@@ -201,6 +201,7 @@ async def register(request: web.Request, parsed: Parsed[RegisterRequest]) -> Reg
     response=RecoveryChallenge,
     auth="none",
     rate_bucket="recovery",
+    errors=(PublicKeyInvalid,),
 )
 async def recovery_challenge(
     request: web.Request, parsed: Parsed[RecoveryChallengeRequest]
@@ -290,7 +291,7 @@ async def recovery_verify(
     response=RecoveryCompleted,
     auth="none",
     rate_bucket="recovery",
-    errors=(InvalidChallenge, NotFound, Gone),
+    errors=(InvalidChallenge, RecoveryFlowNotFound, Gone),
 )
 async def recovery_complete(
     request: web.Request, parsed: Parsed[RecoveryCodeRequest, RecoveryFlowQuery]
@@ -354,7 +355,7 @@ async def whoami(request: web.Request, parsed: Parsed) -> Whoami:
     path_params=FingerprintPath,
     response=AgentProfile,
     auth="none",
-    errors=(NotFound,),
+    errors=(AgentNotFound,),
 )
 async def agent_profile(
     request: web.Request, parsed: Parsed[None, None, FingerprintPath]

@@ -19,12 +19,10 @@ from api.endpoint import Parsed, endpoint
 from infra.repos import identity_reads
 from schemas.base import RequestBody
 from schemas.errors import (
-    Forbidden,
     HookSecretInvalid,
     PublicKeyImmutable,
     PublicKeyInvalid,
     RequestInvalid,
-    Unauthorized,
     UnknownClient,
     VoucherRejected,
 )
@@ -154,7 +152,7 @@ class TokenExchangeHook(RequestBody):
     tag="hooks",
     body=TokenExchangeHook,
     auth="none",
-    errors=(Forbidden, Unauthorized),
+    errors=(HookSecretInvalid, UnknownClient),
 )
 async def token_exchange_hook(
     request: web.Request, parsed: Parsed[TokenExchangeHook]
@@ -194,7 +192,7 @@ def _hook_traits(body: IdentityHook) -> dict[str, Any]:
     tag="hooks",
     body=IdentityHook,
     auth="none",
-    errors=(Forbidden, Unauthorized),
+    errors=(HookSecretInvalid, PublicKeyInvalid, VoucherRejected),
 )
 async def after_registration_hook(
     request: web.Request, parsed: Parsed[IdentityHook]
@@ -222,7 +220,7 @@ async def after_registration_hook(
     tag="hooks",
     body=IdentityHook,
     auth="none",
-    errors=(Forbidden, Unauthorized),
+    errors=(HookSecretInvalid, RequestInvalid, PublicKeyImmutable),
 )
 async def after_settings_hook(request: web.Request, parsed: Parsed[IdentityHook]) -> dict[str, Any]:
     """An agent's public key is its identity: a settings change may not replace it."""

@@ -44,7 +44,6 @@ from schemas.errors import (
     ExpiryInPast,
     ExpiryInvalid,
     ExpiryRequired,
-    Forbidden,
     JsonNotCanonical,
     NotFound,
     PackBusy,
@@ -57,8 +56,8 @@ from schemas.errors import (
     RenderBusy,
     RenderedPackBusy,
     RenderedPackNotFound,
+    RequestInvalid,
     TeamNotFound,
-    ValidationFailed,
     VerificationFixed,
     VerificationTaskInvalid,
 )
@@ -203,7 +202,7 @@ async def _check_supersedes(request: web.Request, diary_id: UUID, pack_id: UUID 
     body=PackCreateRequest,
     response=PackCompiled,
     scopes=WRITE,
-    errors=(ValidationFailed, DiaryNotFound, Forbidden, Conflict),
+    errors=(RequestInvalid, DiaryNotFound, PermissionDenied, Conflict),
 )
 async def preview_pack(
     request: web.Request, parsed: Parsed[PackCreateRequest, None, DiaryPath]
@@ -240,7 +239,7 @@ async def preview_pack(
     body=PackCreateRequest,
     response=PackCompiled,
     scopes=WRITE,
-    errors=(ValidationFailed, DiaryNotFound, Forbidden, Conflict),
+    errors=(RequestInvalid, DiaryNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_pack(
@@ -301,7 +300,7 @@ async def create_pack(
     query=PackGetQuery,
     response=ContextPack,
     scopes=READ,
-    errors=(NotFound,),
+    errors=(PackNotFound,),
 )
 async def get_pack(
     request: web.Request, parsed: Parsed[None, PackGetQuery, PackPath]
@@ -344,7 +343,7 @@ async def list_diary_packs(
     response=PackList,
     scopes=READ,
     headers=("x-service-team-id",),
-    errors=(ValidationFailed, NotFound),
+    errors=(RequestInvalid, NotFound),
 )
 async def list_team_packs(request: web.Request, parsed: Parsed[None, PackCatalogQuery]) -> PackList:
     """The team catalogue: packs of every diary of the team of `x-service-team-id` (needs
@@ -403,7 +402,7 @@ def pin_change(
     body=PackUpdateRequest,
     response=ContextPack,
     scopes=WRITE,
-    errors=(ValidationFailed, NotFound, Forbidden),
+    errors=(RequestInvalid, PackNotFound, PermissionDenied),
 )
 async def update_pack(
     request: web.Request, parsed: Parsed[PackUpdateRequest, None, PackPath]
@@ -441,7 +440,7 @@ async def _provenance(request: web.Request, root: ContextPack, depth: int) -> Pr
     query=ProvenanceQuery,
     response=ProvenanceGraph,
     scopes=READ,
-    errors=(NotFound,),
+    errors=(PackNotFound,),
 )
 async def pack_provenance(
     request: web.Request, parsed: Parsed[None, ProvenanceQuery, PackPath]
@@ -461,7 +460,7 @@ async def pack_provenance(
     query=ProvenanceQuery,
     response=ProvenanceGraph,
     scopes=READ,
-    errors=(NotFound,),
+    errors=(PackNotFound,),
 )
 async def pack_provenance_by_cid(
     request: web.Request, parsed: Parsed[None, ProvenanceQuery, PackCidPath]
@@ -485,7 +484,7 @@ def _diff(base: ContextPack, other: ContextPack) -> PackDiff:
     path_params=PackDiffPath,
     response=PackDiff,
     scopes=READ,
-    errors=(ValidationFailed, NotFound),
+    errors=(RequestInvalid, PackNotFound),
 )
 async def diff_pack(request: web.Request, parsed: Parsed[None, None, PackDiffPath]) -> PackDiff:
     """What changed from this pack to the other: added, removed, reordered and
@@ -503,7 +502,7 @@ async def diff_pack(request: web.Request, parsed: Parsed[None, None, PackDiffPat
     path_params=PackCidDiffPath,
     response=PackDiff,
     scopes=READ,
-    errors=(ValidationFailed, NotFound),
+    errors=(RequestInvalid, PackNotFound),
 )
 async def diff_pack_by_cid(
     request: web.Request, parsed: Parsed[None, None, PackCidDiffPath]
@@ -526,7 +525,7 @@ async def diff_pack_by_cid(
     body=RenderRequest,
     response=RenderedPack,
     scopes=WRITE,
-    errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    errors=(RequestInvalid, PackNotFound, PermissionDenied, Conflict),
 )
 async def preview_render(
     request: web.Request, parsed: Parsed[RenderRequest, None, PackPath]
@@ -549,7 +548,7 @@ async def preview_render(
     body=RenderRequest,
     response=RenderedPack,
     scopes=WRITE,
-    errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    errors=(RequestInvalid, PackNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def render_pack(
@@ -596,7 +595,7 @@ async def render_pack(
     path_params=PackPath,
     response=RenderedPack,
     scopes=READ,
-    errors=(NotFound,),
+    errors=(RenderedPackNotFound,),
 )
 async def get_rendered_pack(
     request: web.Request, parsed: Parsed[None, None, PackPath]
@@ -613,7 +612,7 @@ async def get_rendered_pack(
     path_params=PackPath,
     response=RenderedPack,
     scopes=READ,
-    errors=(NotFound,),
+    errors=(PackNotFound,),
 )
 async def latest_rendered_pack(
     request: web.Request, parsed: Parsed[None, None, PackPath]
@@ -676,7 +675,7 @@ async def _check_verification(request: web.Request, rendered: RenderedPack, task
     body=RenderedPackUpdateRequest,
     response=RenderedPack,
     scopes=WRITE,
-    errors=(ValidationFailed, NotFound, Forbidden),
+    errors=(RequestInvalid, RenderedPackNotFound, PermissionDenied),
 )
 async def update_rendered_pack(
     request: web.Request, parsed: Parsed[RenderedPackUpdateRequest, None, PackPath]

@@ -20,7 +20,7 @@ from api.team_access import read_pool, require_membership, require_team, run_tea
 from infra.repos import team_reads
 from schemas.errors import (
     Conflict,
-    Forbidden,
+    PermissionDenied,
     TeamNotFound,
 )
 from schemas.teams import CreateProjectRequest, Project, ProjectCreate, ProjectList, TeamPath
@@ -39,7 +39,7 @@ TAG = "teams"
     path_params=TeamPath,
     body=CreateProjectRequest,
     response=Project,
-    errors=(TeamNotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_project(

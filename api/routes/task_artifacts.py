@@ -96,12 +96,13 @@ from schemas.errors import (
     InvalidCursor,
     NotFound,
     PayloadTooLarge,
+    PermissionDenied,
+    RequestInvalid,
     TaskNotFound,
     TaskProposeForbidden,
     TeamNotActive,
     TeamNotFound,
     UnsupportedMediaType,
-    ValidationFailed,
 )
 from schemas.kernel.attempts import is_claimant
 from schemas.kernel.cids import BytesCidHasher
@@ -247,7 +248,7 @@ async def _proposing_team(request: web.Request, team_id: UUID) -> None:
     scopes=("task:write",),
     headers=(TEAM_HEADER,),
     rate_bucket=UPLOAD_BUCKET,
-    errors=(NotFound, Forbidden, Conflict, PayloadTooLarge, UnsupportedMediaType),
+    errors=(NotFound, PermissionDenied, Conflict, PayloadTooLarge, UnsupportedMediaType),
 )
 async def stage_task_artifact(
     request: web.Request, parsed: Parsed[None, StageQuery]
@@ -353,7 +354,7 @@ async def upload_task_artifact(
     response=TaskArtifactList,
     scopes=("task:read",),
     headers=(TEAM_HEADER,),
-    errors=(TaskNotFound, ValidationFailed),
+    errors=(TaskNotFound, RequestInvalid),
 )
 async def list_task_artifacts(
     request: web.Request, parsed: Parsed[None, ArtifactListQuery, TaskArtifactsPath]

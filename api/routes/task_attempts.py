@@ -63,10 +63,10 @@ from schemas.errors import (
     NotFound,
     OutputCidMismatch,
     PermissionDenied,
+    RequestInvalid,
     TaskNotFound,
     TaskNotQueued,
     TaskOutputInvalid,
-    ValidationFailed,
 )
 from schemas.kernel.attempts import is_claimant, state_refusal
 from schemas.kernel.cids import json_cid
@@ -115,7 +115,7 @@ CLAIM_SCOPES = ("task:claim",)
 EXECUTE_SCOPES = ("task:execute",)
 MANAGE_SCOPES = ("task:manage",)
 TRACEPARENT_HEADER = "traceparent"
-REPORT_ERRORS = (ValidationFailed, TaskNotFound, AttemptNotFound, Forbidden, Conflict)
+REPORT_ERRORS = (RequestInvalid, TaskNotFound, AttemptNotFound, PermissionDenied, Conflict)
 
 ResultT = TypeVar("ResultT", bound=Payload)
 
@@ -199,7 +199,7 @@ async def _task_view(request: web.Request, task_id: UUID) -> Task:
     body=ClaimRequest,
     response=ClaimResponse,
     scopes=CLAIM_SCOPES,
-    errors=(TaskNotFound, Forbidden, Conflict),
+    errors=(TaskNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def claim_task(
@@ -299,7 +299,7 @@ async def _claim_profile(
     body=HeartbeatRequest,
     response=HeartbeatResponse,
     scopes=EXECUTE_SCOPES,
-    errors=(TaskNotFound, AttemptNotFound, Forbidden, Conflict),
+    errors=(TaskNotFound, AttemptNotFound, PermissionDenied, Conflict),
 )
 async def heartbeat_attempt(
     request: web.Request, parsed: Parsed[HeartbeatRequest, None, AttemptPath]
@@ -535,7 +535,7 @@ async def _report(request: web.Request, path: AttemptPath, update: str, command:
     body=CancelRequest,
     response=Task,
     scopes=MANAGE_SCOPES,
-    errors=(ValidationFailed, TaskNotFound, Forbidden, Conflict),
+    errors=(RequestInvalid, TaskNotFound, PermissionDenied, Conflict),
     idempotent=True,  # a decision: repeated, it answers the cancelled task
 )
 async def cancel_task(request: web.Request, parsed: Parsed[CancelRequest, None, TaskPath]) -> Task:

@@ -89,18 +89,19 @@ from schemas.errors import (
     ContinuationTypeMismatch,
     DomainError,
     FieldError,
-    Forbidden,
     GrantInProgress,
     IdempotencyKeyFailed,
     InternalError,
     InvalidCursor,
     NotFound,
+    PermissionDenied,
     ProjectNotFound,
     ProvenanceDiaryUnreadable,
     ReferenceDuplicate,
     ReferenceEmpty,
     ReferenceNotFound,
     ReferencesRequired,
+    RequestInvalid,
     SubjectNotFound,
     TaskInputInvalid,
     TaskManageForbidden,
@@ -108,7 +109,6 @@ from schemas.errors import (
     TaskProposeForbidden,
     TeamMismatch,
     TeamNotFound,
-    ValidationFailed,
 )
 from schemas.kernel.cids import json_cid
 from schemas.kernel.cursors import decode_cursor, encode_cursor
@@ -205,7 +205,7 @@ async def list_task_schemas(request: web.Request, parsed: Parsed) -> TaskSchemaL
     response=Task,
     scopes=("task:write",),
     headers=TEAM_HEADER_DOC,
-    errors=(ValidationFailed, Forbidden, NotFound, Conflict),
+    errors=(RequestInvalid, PermissionDenied, NotFound, Conflict),
     # SPEC 4.5's own rule (a key names a task row: 201 with it again), not `api.flows`'
     idempotent=True,
 )
@@ -476,7 +476,7 @@ def _traceparent() -> str | None:
     response=TaskList,
     scopes=("task:read",),
     headers=TEAM_HEADER_DOC,
-    errors=(ValidationFailed, NotFound),
+    errors=(RequestInvalid, NotFound),
 )
 async def list_tasks(
     request: web.Request, parsed: Parsed[None, TaskListQuery]
@@ -627,7 +627,7 @@ def _grant_tuple(task_id: UUID, grant: TaskGrantRequest) -> RelationTuple:
     response=TaskGrant,
     scopes=("task:manage",),
     headers=TEAM_HEADER_DOC,
-    errors=(TaskNotFound, Forbidden, Conflict),
+    errors=(TaskNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_task_grant(
@@ -667,7 +667,7 @@ async def create_task_grant(
     response=TaskGrantList,
     scopes=("task:read",),
     headers=TEAM_HEADER_DOC,
-    errors=(TaskNotFound, Forbidden),
+    errors=(TaskNotFound, PermissionDenied),
 )
 async def list_task_grants(
     request: web.Request, parsed: Parsed[None, None, TaskPath]
@@ -688,7 +688,7 @@ async def list_task_grants(
     response=TaskGrantRevoked,
     scopes=("task:manage",),
     headers=TEAM_HEADER_DOC,
-    errors=(TaskNotFound, Forbidden, Conflict),
+    errors=(TaskNotFound, PermissionDenied, Conflict),
 )
 async def revoke_task_grant(
     request: web.Request, parsed: Parsed[TaskGrantRequest, None, TaskPath]
@@ -730,7 +730,7 @@ def _search(task: Task) -> list[SearchAttributePair[Any]]:
     response=MessagesAppended,
     scopes=("task:execute",),
     headers=TEAM_HEADER_DOC,
-    errors=(ValidationFailed, TaskNotFound, AttemptNotFound, Forbidden, Conflict),
+    errors=(RequestInvalid, TaskNotFound, AttemptNotFound, PermissionDenied, Conflict),
 )
 async def append_task_messages(
     request: web.Request, parsed: Parsed[AppendMessagesRequest, None, AttemptPath]

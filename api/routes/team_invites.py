@@ -24,10 +24,9 @@ from infra.repos import team_reads
 from schemas import limits
 from schemas.errors import (
     Conflict,
-    Forbidden,
     Gone,
     InviteNotFound,
-    NotFound,
+    PermissionDenied,
     TeamNotFound,
 )
 from schemas.teams import (
@@ -66,7 +65,7 @@ TAG = "teams"
     path_params=TeamPath,
     body=CreateInviteRequest,
     response=Invite,
-    errors=(TeamNotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_team_invite(
@@ -99,7 +98,7 @@ async def create_team_invite(
     tag=TAG,
     path_params=TeamPath,
     response=InviteList,
-    errors=(TeamNotFound, Forbidden),
+    errors=(TeamNotFound, PermissionDenied),
 )
 async def list_team_invites(
     request: web.Request, parsed: Parsed[None, None, TeamPath]
@@ -117,7 +116,7 @@ async def list_team_invites(
     tag=TAG,
     path_params=InvitePath,
     response=Deleted,
-    errors=(TeamNotFound, InviteNotFound, Forbidden),
+    errors=(TeamNotFound, InviteNotFound, PermissionDenied),
 )
 async def delete_team_invite(
     request: web.Request, parsed: Parsed[None, None, InvitePath]
@@ -138,7 +137,7 @@ async def delete_team_invite(
     tag=TAG,
     body=JoinRequest,
     response=Joined,
-    errors=(NotFound, Conflict, Gone),
+    errors=(InviteNotFound, Conflict, Gone),
     idempotent=True,  # a decision: repeated, the membership it reached answers 200
 )
 async def join_team(request: web.Request, parsed: Parsed[JoinRequest]) -> Joined:

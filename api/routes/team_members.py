@@ -26,8 +26,8 @@ from api.team_access import (
 )
 from schemas.errors import (
     Conflict,
-    Forbidden,
     NotATeamMember,
+    PermissionDenied,
     TeamNotFound,
 )
 from schemas.teams import (
@@ -76,7 +76,7 @@ async def list_team_members(
     path_params=MemberPath,
     body=UpdateMemberRequest,
     response=TeamMember,
-    errors=(TeamNotFound, NotATeamMember, Forbidden, Conflict),
+    errors=(TeamNotFound, NotATeamMember, PermissionDenied, Conflict),
 )
 async def update_team_member(
     request: web.Request, parsed: Parsed[UpdateMemberRequest, None, MemberPath]
@@ -107,7 +107,7 @@ async def update_team_member(
     tag=TAG,
     path_params=MemberPath,
     response=Deleted,
-    errors=(TeamNotFound, NotATeamMember, Forbidden, Conflict),
+    errors=(TeamNotFound, NotATeamMember, PermissionDenied, Conflict),
 )
 async def remove_team_member(
     request: web.Request, parsed: Parsed[None, None, MemberPath]

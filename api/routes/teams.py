@@ -40,7 +40,7 @@ from schemas.errors import (
     CreatorListedAsFounder,
     DomainError,
     FieldError,
-    Forbidden,
+    PermissionDenied,
     TeamNotFound,
     TeamNotFounding,
 )
@@ -249,7 +249,7 @@ async def get_team(request: web.Request, parsed: Parsed[None, None, TeamPath]) -
     tag=TAG,
     path_params=TeamPath,
     response=Deleted,
-    errors=(TeamNotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, PermissionDenied, Conflict),
 )
 async def delete_team(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> Deleted:
     """Delete a team (owners only). Personal teams stay; a team that owns diaries is a 409."""

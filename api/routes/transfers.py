@@ -50,12 +50,11 @@ from schemas.errors import (
     DiaryNotFound,
     DiaryTransferNotFound,
     DiaryTransferPending,
-    Forbidden,
     NotDestinationOwner,
     NotFound,
     NotTeamOwner,
     PermissionDenied,
-    ValidationFailed,
+    RequestInvalid,
 )
 from schemas.transfers import (
     TRANSFER_STORED,
@@ -78,7 +77,7 @@ routes = web.RouteTableDef()
 TAG = "transfers"
 CHANGE_SCOPES = ("diary:share",)
 READ_SCOPES = ("diary:read",)
-DECIDE_ERRORS = (DiaryNotFound, DiaryTransferNotFound, Forbidden, Conflict)
+DECIDE_ERRORS = (DiaryNotFound, DiaryTransferNotFound, PermissionDenied, Conflict)
 
 
 # --- propose -----------------------------------------------------------------------------------
@@ -94,7 +93,7 @@ DECIDE_ERRORS = (DiaryNotFound, DiaryTransferNotFound, Forbidden, Conflict)
     body=TransferCreateRequest,
     response=Transfer,
     scopes=CHANGE_SCOPES,
-    errors=(DiaryNotFound, Forbidden, ValidationFailed, Conflict),
+    errors=(DiaryNotFound, PermissionDenied, RequestInvalid, Conflict),
     idempotent=True,
 )
 async def create_transfer(
@@ -281,7 +280,7 @@ async def list_pending_transfers(
     path_params=DiaryTransfersPath,
     response=TransferList,
     scopes=READ_SCOPES,
-    errors=(DiaryNotFound, Forbidden),
+    errors=(DiaryNotFound, PermissionDenied),
 )
 async def list_diary_transfers(
     request: web.Request, parsed: Parsed[None, None, DiaryTransfersPath]

@@ -521,16 +521,24 @@ async def test_hs256_token_keyed_with_the_public_key_is_401(stack, http, agent) 
 
 
 @pytest.mark.parametrize(
-    "authorization",
-    ["Basic {basic}", "Bearer", "Bearer not-a-jwt", "Token {token}", "{token}"],
+    "authorization,code",
+    [
+        ("Basic {basic}", "authorization-scheme-invalid"),
+        ("Bearer", "authorization-scheme-invalid"),
+        ("Bearer not-a-jwt", "access-token-invalid"),
+        ("Token {token}", "authorization-scheme-invalid"),
+        ("{token}", "authorization-scheme-invalid"),
+    ],
     ids=["basic", "empty-bearer", "garbage", "other-scheme", "no-scheme"],
 )
-async def test_wrong_authorization_header_is_401(stack, http, agent, authorization: str) -> None:
+async def test_wrong_authorization_header_is_401(
+    stack, http, agent, authorization: str, code: str
+) -> None:
     value = authorization.format(
         basic=base64.b64encode(f"{agent.client_id}:{agent.client_secret}".encode()).decode(),
         token=await fetch_token(http, agent),
     )
-    await assert_401_problem(http, {"Authorization": value})
+    await assert_401_problem(http, {"Authorization": value}, code)
 
 
 async def test_missing_auth_is_401_problem_with_www_authenticate(stack, http) -> None:

@@ -238,7 +238,7 @@ async def test_unknown_body_field_is_400_naming_it(stack, http) -> None:
         voucher_code=await new_voucher(stack),
         nickname="eve",
     )
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "request-invalid"), problem
     assert "/nickname" in pointers(problem)
     assert "nickname" in problem["detail"]
 
@@ -462,7 +462,7 @@ async def test_registering_a_bound_key_again_does_not_take_the_agent_over(
         http, public_key=public_key, voucher_code=await new_voucher(stack)
     )
 
-    assert status == 409, second
+    assert (status, second["code"]) == (409, "agent-exists"), second
     assert await db_pool.fetchval(
         "SELECT identity_id FROM agents WHERE public_key = $1", public_key
     ) == uuid.UUID(first["identityId"])
