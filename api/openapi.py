@@ -119,7 +119,9 @@ def _responses(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
     by_status: dict[int, list[str]] = {}
     content_of: dict[int, dict[str, Any]] = {}
     for error in _errors(spec):
-        by_status.setdefault(error.status, []).append(f"`{error.code}`: {error.title}")
+        # a family declared (any of its conflicts) has no code of its own: its title says it
+        line = error.title if error.family else f"`{error.code}`: {error.title}"
+        by_status.setdefault(error.status, []).append(line)
         content_of.setdefault(error.status, {}).update(_problem_content(spec, error, problem))
     for status, lines in sorted(by_status.items()):
         # a status the handler also answers with its own body (readiness' 503) keeps both

@@ -1,11 +1,12 @@
 """The problem catalogue: every error the service can answer, as RFC 9457 problem types.
 
 A `DomainError` subclass is one problem type: a stable `code`, its `status`, a `title`, and its
-docstring, one sentence for a client developer on what it means and what to do. The catalogue
-is every subclass (`problem_types()`); `GET /problems/{code}` serves each one, and a problem's
-`type` is `{base_url}/problems/{code}` (DECISIONS "Trust at the edges"). A code is answered with
-one status everywhere, REST and MCP alike; call sites raise the subclass (a test bans code
-literals outside this module).
+docstring, one sentence for a client developer on what it means and what to do; a family
+(`NotFound`, `Conflict`, ...) only groups them, and is abstract. The catalogue is every problem
+type (`problem_types()`); `GET /problems/{code}` serves each one, and a problem's `type` is
+`{base_url}/problems/{code}` (DECISIONS "Trust at the edges"). A code is answered with one
+status everywhere, REST and MCP alike; call sites raise the problem type (a test bans code
+literals and families outside this module).
 
 Raised in an activity, the worker interceptor turns a DomainError into a non-retryable
 `ApplicationError` carrying the problem body; raised anywhere in the API, the problem middleware
@@ -55,12 +56,22 @@ class Problem(BaseModel):
 
 
 class DomainError(Exception):
-    """Base of every problem type. Subclasses set `status`, `code`, `title` and a docstring."""
+    """Base of every problem type. Subclasses set `status`, `code`, `title` and a docstring.
 
-    status: ClassVar[int] = 500
-    code: ClassVar[str] = "internal"
-    title: ClassVar[str] = "Internal server error"
+    The root family: a subclass declared `family=True` groups problems that share a status and
+    what a client does about them (`except NotFound`), and is abstract. It holds no code (so a
+    code names exactly one condition: the family's broad slug belongs to the one specific class
+    that answers it), is not in the catalogue, and is built only to rebuild a carried problem
+    whose code this version does not know (`from_problem`). Any other subclass is one problem
+    type and declares its own code.
+    """
+
+    status: ClassVar[int]
+    code: ClassVar[str]
+    title: ClassVar[str]
+    family: ClassVar[bool] = True
     registry: ClassVar[dict[str, type[DomainError]]] = {}
+    families: ClassVar[dict[int, type[DomainError]]] = {}
 
     def __init__(
         self,
@@ -70,6 +81,8 @@ class DomainError(Exception):
         code: str | None = None,
         extensions: dict[str, Any] | None = None,
     ) -> None:
+        if self.family and code is None:
+            raise TypeError(f"{type(self).__name__} is a family: raise one of its problem types")
         super().__init__(detail or self.title)
         self.detail = (detail or self.title)[:ERROR_DETAIL_MAX_CHARS]
         self.errors = errors
@@ -78,8 +91,14 @@ class DomainError(Exception):
         self.instance_code = code or self.code
         self.extensions = extensions or {}
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, *, family: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls.family = family
+        if family:
+            DomainError.families[cls.status] = cls
+            return
+        if "code" not in cls.__dict__:
+            raise TypeError(f"{cls.__name__}: a problem type declares its own code")
         taken = DomainError.registry.get(cls.code)
         if taken is not None and taken.__qualname__ != cls.__qualname__:
             raise TypeError(f"{cls.__name__}: code {cls.code!r} is {taken.__name__}'s already")
@@ -122,6 +141,11 @@ def _find_class(status: int, code: str) -> type[DomainError]:
     exact = DomainError.registry.get(code)
     if exact is not None:
         return exact
+    # a code this version does not know (a newer worker's): its family, so `except NotFound`
+    # still catches it, else the first problem type of its status
+    family = DomainError.families.get(status)
+    if family is not None:
+        return family
     for candidate in DomainError.registry.values():
         if candidate.status == status:
             return candidate
@@ -147,12 +171,12 @@ class InternalError(DomainError):
     title = "Internal server error"
 
 
-class ValidationFailed(DomainError):
-    """The body, query, path or a header does not validate; errors lists a JSON pointer and a
-    message for each field."""
+class ValidationFailed(DomainError, family=True):
+    """The family of 400s: the request, or a value in it, is not valid; errors lists a JSON
+    pointer and a message for each field. Abstract (see DomainError): `validation-failed` is
+    RequestInvalid's code, the schema's own refusal."""
 
     status = 400
-    code = "validation-failed"
     title = "The request is not valid"
 
     @classmethod
@@ -166,7 +190,7 @@ class RequestInvalid(ValidationFailed):
     """The body, query, path or a header does not match the endpoint's schema, or the body is not
     JSON; errors lists a JSON pointer and a message for each field."""
 
-    code = "request-invalid"
+    code = "validation-failed"
     title = "The request does not match the endpoint's schema"
 
 
@@ -258,11 +282,12 @@ class InvalidSignature(DomainError):
     title = "The signature does not verify"
 
 
-class Unauthorized(DomainError):
-    """No credential, or one that is unknown, expired or logged out: authenticate and retry."""
+class Unauthorized(DomainError, family=True):
+    """The family of 401s: no credential, or one that is unknown, expired or logged out:
+    authenticate and retry. Abstract (see DomainError): `unauthorized` is AuthenticationRequired's
+    code, the missing credential."""
 
     status = 401
-    code = "unauthorized"
     title = "Authentication required"
 
 
@@ -270,7 +295,7 @@ class AuthenticationRequired(Unauthorized):
     """The endpoint (or the diary, for a `moltnet`-visibility one) needs a credential and none was
     sent: send a bearer token, an agent key or the session."""
 
-    code = "authentication-required"
+    code = "unauthorized"
     title = "Authentication required"
 
 
@@ -344,18 +369,18 @@ class ConnectorGrantInvalid(DomainError):
     title = "The authorization grant is not valid"
 
 
-class Forbidden(DomainError):
-    """The caller is authenticated, but the permission table does not allow this action."""
+class Forbidden(DomainError, family=True):
+    """The family of 403s: the caller is authenticated, but may not do this. Abstract (see
+    DomainError): `forbidden` is PermissionDenied's code, the permission table's denial."""
 
     status = 403
-    code = "forbidden"
     title = "Not allowed"
 
 
 class PermissionDenied(Forbidden):
     """The caller can see the resource, but its roles and grants do not allow this action on it."""
 
-    code = "permission-denied"
+    code = "forbidden"
     title = "The permission table does not allow this"
 
 
@@ -410,19 +435,19 @@ class CrossOriginRefused(DomainError):
     title = "Cross-origin request refused"
 
 
-class NotFound(DomainError):
-    """No such route or resource, or one the caller may not see (a hidden private resource is 404,
-    not 403)."""
+class NotFound(DomainError, family=True):
+    """The family of 404s: no such route or resource, or one the caller may not see (a hidden
+    private resource is 404, not 403). Abstract (see DomainError): `not-found` is RouteNotFound's
+    code, the unknown path; each resource has its own."""
 
     status = 404
-    code = "not-found"
     title = "Not found"
 
 
 class RouteNotFound(NotFound):
     """No route has this path; the OpenAPI document lists them."""
 
-    code = "route-not-found"
+    code = "not-found"
     title = "No such route"
 
 
@@ -482,11 +507,11 @@ class RefreshTokenNotFound(NotFound):
     title = "No such refresh token"
 
 
-class Conflict(DomainError):
-    """The request conflicts with the resource's current state; read it again and decide."""
+class Conflict(DomainError, family=True):
+    """The family of 409s: the request conflicts with the resource's current state; read it
+    again and decide. Abstract (see DomainError): each conflict has its own code."""
 
     status = 409
-    code = "conflict"
     title = "Conflict with the current state"
 
 
@@ -505,11 +530,11 @@ class AttemptNotClaimed(Conflict):
     title = "The attempt has not been claimed"
 
 
-class Gone(DomainError):
-    """The resource existed but can no longer be used."""
+class Gone(DomainError, family=True):
+    """The family of 410s: the resource existed but can no longer be used. Abstract (see
+    DomainError): each such resource has its own code."""
 
     status = 410
-    code = "gone"
     title = "No longer available"
 
 

@@ -26,7 +26,7 @@ async def test_a_body_that_is_no_json_object_is_a_400_problem(actors: Any, body:
     agent = await actors.agent()
     status, problem, content_type = await post(agent, body)
     assert status == 400 and content_type == "application/problem+json", problem
-    assert problem["code"] == "request-invalid"
+    assert problem["code"] == "validation-failed"
 
 
 async def test_malformed_json_is_a_400_problem(actors: Any) -> None:
@@ -35,7 +35,7 @@ async def test_malformed_json_is_a_400_problem(actors: Any) -> None:
     async with agent.http.post("/a2a", data=b":", headers=headers) as response:
         problem = await response.json(content_type=None)
         assert response.status == 400, problem
-        assert problem["code"] == "request-invalid"
+        assert problem["code"] == "validation-failed"
 
 
 async def test_an_object_that_is_no_json_rpc_request_is_answered_in_band(actors: Any) -> None:

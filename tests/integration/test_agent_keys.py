@@ -249,7 +249,7 @@ async def test_create_checks_its_headers_and_body(actors: Any, db_pool: Any) -> 
     assert (status, problem["code"]) == (400, "team-header-not-allowed")
     for bad in ({"ttlDays": 91}, {"ttlDays": 0}, {"color": "red"}, {"bindingScope": "global"}):
         status, problem = await issue(agent, team=team, **bad)
-        assert (status, problem["code"]) == (400, "request-invalid"), bad
+        assert (status, problem["code"]) == (400, "validation-failed"), bad
     assert await key_rows(db_pool, agent) == 0
     key = await issued(agent, team=team, ttlDays=90)
     expires = datetime.fromisoformat(key["expiresAt"])
@@ -466,13 +466,13 @@ async def test_revocation_takes_effect_at_once_and_needs_a_reason(
     status, problem = await agent.call(
         "POST", f"/agent-keys/{key['id']}/revoke", team=team, json={}
     )
-    assert (status, problem["code"]) == (400, "request-invalid")
+    assert (status, problem["code"]) == (400, "validation-failed")
     status, problem = await revoke(agent, key["id"], team=team, reason="bored")
-    assert (status, problem["code"]) == (400, "request-invalid")
+    assert (status, problem["code"]) == (400, "validation-failed")
     status, problem = await revoke(
         agent, key["id"], team=team, reason="superseded", description="why"
     )
-    assert (status, problem["code"]) == (400, "request-invalid")
+    assert (status, problem["code"]) == (400, "validation-failed")
     status, row = await holder.call("GET", "/agents/whoami", team=team)
     assert status == 200, row
 

@@ -214,7 +214,7 @@ async def test_unknown_route_is_a_404_problem(stack, http) -> None:
     async with http.get("/definitely/not/here") as response:
         assert response.status == 404
         assert response.content_type == PROBLEM_JSON
-        assert (await response.json(content_type=None))["code"] == "route-not-found"
+        assert (await response.json(content_type=None))["code"] == "not-found"
 
 
 async def test_wrong_method_is_a_405_problem(stack, http) -> None:

@@ -102,7 +102,7 @@ async def test_task_counts_need_the_team(owner, outsider) -> None:
     status, problem = await owner.call("GET", "/task-counts")
     assert (status, problem["code"]) == (400, "team-required")
     status, problem = await owner.call("GET", "/task-counts", team=team, params={"bogus": "1"})
-    assert (status, problem["code"]) == (400, "request-invalid"), problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
 
 
 # --- the console's pages ---------------------------------------------------------------------

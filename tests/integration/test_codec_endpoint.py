@@ -203,7 +203,7 @@ async def test_everyone_but_an_operator_is_refused_and_counted(
     sealed = await sealed_entry_input(stack, actors, f"refused {uuid.uuid4().hex}")
     before = decodes(codec_api.reader).get("refused", 0)
     status, body, _ = await post(codec_api, "decode", [sealed])
-    assert (status, body["code"]) == (401, "authentication-required")
+    assert (status, body["code"]) == (401, "unauthorized")
 
     human: Actor = await actors.human()
     agent: Actor = await actors.agent()
@@ -245,5 +245,5 @@ async def test_a_payload_of_an_unknown_key_is_a_problem(codec_api: CodecApi) -> 
         ) as response,
     ):
         problem = await response.json(content_type=None)
-        assert (response.status, problem["code"]) == (400, "request-invalid")
+        assert (response.status, problem["code"]) == (400, "validation-failed")
         assert problem["errors"][0]["pointer"] == "/payloads/0/metadata/encoding"

@@ -302,9 +302,7 @@ async def test_import_needs_diary_create_rights_in_the_team(
     status, problem = await member.call(
         "POST", "/diaries/import", data=data, team=team["id"], headers=CAR
     )
-    assert (status, problem["code"]) == (403, "permission-denied"), (
-        problem
-    )  # a member without Team write
+    assert (status, problem["code"]) == (403, "forbidden"), problem  # a member without Team write
     assert await row_counts(db_pool) == before
     status, imported = await owner.call(
         "POST", "/diaries/import", data=data, team=team["id"], headers=CAR

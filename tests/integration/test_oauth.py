@@ -542,7 +542,7 @@ async def test_wrong_authorization_header_is_401(
 
 
 async def test_missing_auth_is_401_problem_with_www_authenticate(stack, http) -> None:
-    await assert_401_problem(http, {}, "authentication-required")
+    await assert_401_problem(http, {}, "unauthorized")
 
 
 # --- the token-exchange hook --------------------------------------------------------------

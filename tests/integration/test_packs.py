@@ -228,7 +228,7 @@ async def test_bad_bodies_are_400_and_write_nothing(
         sent["entries"] = shapes[sent["entries"]]
     before = await pack_rows(db_pool, diary["id"])
     status, problem = await create(owner, diary["id"], **sent)
-    assert (status, problem["code"]) == (400, "request-invalid"), problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert any(e["pointer"].startswith(pointer) for e in problem["errors"]), problem
     assert await pack_rows(db_pool, diary["id"]) == before
 
@@ -334,15 +334,15 @@ async def test_a_reader_who_cannot_write_gets_403(owner, outsider) -> None:
     status, body = await outsider.call("GET", f"/packs/{made['packId']}")
     assert status == 200, body
     status, problem = await create(outsider, shared["id"], entries=selection(entry))
-    assert (status, problem["code"]) == (403, "permission-denied"), problem
+    assert (status, problem["code"]) == (403, "forbidden"), problem
     status, problem = await outsider.call(
         "PATCH", f"/packs/{made['packId']}", json={"pinned": True}
     )
-    assert (status, problem["code"]) == (403, "permission-denied"), problem
+    assert (status, problem["code"]) == (403, "forbidden"), problem
     status, problem = await outsider.call(
         "POST", f"/packs/{made['packId']}/render", json={"renderMethod": "server:pack-to-docs-v1"}
     )
-    assert (status, problem["code"]) == (403, "permission-denied"), problem
+    assert (status, problem["code"]) == (403, "forbidden"), problem
 
 
 async def test_pack_scopes_gate_reads_and_writes(actors) -> None:
@@ -381,7 +381,7 @@ async def test_pinning_clears_the_expiry_and_unpinning_needs_a_future_one(owner,
     assert unpinned["pinned"] is False
     assert datetime.fromisoformat(unpinned["expiresAt"]) == datetime.fromisoformat(future)
     status, problem = await owner.call("PATCH", path, json={})
-    assert (status, problem["code"]) == (400, "request-invalid")
+    assert (status, problem["code"]) == (400, "validation-failed")
 
 
 # --- provenance and diff ----------------------------------------------------------------------
@@ -430,7 +430,7 @@ async def test_provenance_follows_supersedes_links_to_the_depth_asked(owner, dia
     status, _ = await owner.call(
         "GET", f"/packs/{third['packId']}/provenance", params={"depth": 11}
     )
-    assert (status, _["code"]) == (400, "request-invalid")
+    assert (status, _["code"]) == (400, "validation-failed")
 
 
 async def test_diff_by_id_and_by_cid(owner, diary, notes) -> None:
@@ -575,7 +575,7 @@ async def test_a_rendered_pack_is_pinned_described_and_verified_only_by_its_judg
     status, problem = await owner.call("PATCH", path, json={"verifiedTaskId": str(uuid.uuid4())})
     assert status == 400 and problem["code"] == "verification-task-invalid"
     status, problem = await owner.call("PATCH", path, json={"description": "x" * 257})
-    assert (status, problem["code"]) == (400, "request-invalid")
+    assert (status, problem["code"]) == (400, "validation-failed")
 
 
 async def test_deleting_a_diary_removes_its_packs_and_their_tuples(owner, db_pool) -> None:
@@ -639,7 +639,7 @@ async def test_params_json_cannot_carry_exactly_are_400(owner, diary, notes, db_
             data=(raw % notes[0]["id"]).encode(),
             headers={"content-type": "application/json"},
         )
-        assert (status, problem["code"]) == (400, "request-invalid"), problem
+        assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert await pack_rows(db_pool, diary["id"]) == before
 
 

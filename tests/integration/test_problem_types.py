@@ -29,10 +29,10 @@ async def get(http: aiohttp.ClientSession, url: str, **headers: str) -> tuple[in
 @pytest.mark.parametrize(
     "path,code",
     [
-        ("/agents/whoami", "authentication-required"),
-        ("/public/feed?limit=0", "request-invalid"),
-        ("/nowhere", "route-not-found"),
-        ("/tasks?limit=0", "authentication-required"),
+        ("/agents/whoami", "unauthorized"),
+        ("/public/feed?limit=0", "validation-failed"),
+        ("/nowhere", "not-found"),
+        ("/tasks?limit=0", "unauthorized"),
     ],
 )
 async def test_a_problems_type_uri_describes_its_code(stack, http, path: str, code: str) -> None:

@@ -179,7 +179,7 @@ async def test_tampered_or_foreign_cursor_is_400(
 )
 async def test_bad_query_is_400(api_http: aiohttp.ClientSession, params: dict[str, str]) -> None:
     status, problem = await anonymous(api_http, "GET", "/public/feed", params=params)
-    assert (status, problem["code"]) == (400, "request-invalid"), problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
 
 
 # --- one entry ----------------------------------------------------------------------------------
@@ -275,4 +275,4 @@ async def test_search_filters(api_http: aiohttp.ClientSession, corpus: dict[str,
 )
 async def test_bad_search_is_400(api_http: aiohttp.ClientSession, params: dict[str, str]) -> None:
     status, problem = await anonymous(api_http, "GET", "/public/feed/search", params=params)
-    assert (status, problem["code"]) == (400, "request-invalid"), problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem

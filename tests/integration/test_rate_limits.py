@@ -226,9 +226,9 @@ async def test_a_request_that_creates_nothing_takes_no_place(actors, tuned) -> N
     agent = await agent_on(actors, tuned)
     for _ in range(4):
         status, problem, _ = await create_signing_request(agent, "")  # 400: message too short
-        assert status == 400 and problem["code"] == "request-invalid", problem
+        assert status == 400 and problem["code"] == "validation-failed", problem
     status, problem, _ = await call(agent, "POST", "/crypto/signing-requests", json={"x": 1})
-    assert (status, problem["code"]) == (400, "request-invalid"), problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     for remaining in (1, 0):
         status, body, headers = await create_signing_request(agent, "created")
         assert status == 201, body

@@ -236,7 +236,7 @@ async def test_out_of_bounds_fields_are_400_validation(
         field: value,
     }
     status, problem = await post(http, "/recovery/verify", body)
-    assert_problem(status, problem, 400, "request-invalid")
+    assert_problem(status, problem, 400, "validation-failed")
     assert [e["pointer"] for e in problem["errors"]] == [f"/{field}"]
 
 
@@ -464,7 +464,7 @@ async def test_unknown_flow_is_404(stack, http) -> None:
 )
 async def test_malformed_redeem_is_400(stack, http, path: str, body: dict[str, str]) -> None:
     status, problem = await post(http, path, body)
-    assert_problem(status, problem, 400, "request-invalid")
+    assert_problem(status, problem, 400, "validation-failed")
 
 
 async def test_new_secret_works_and_the_old_secret_and_its_token_die(stack, http) -> None:

@@ -202,7 +202,7 @@ async def test_malformed_voucher_is_400_pointing_at_it(stack, http, voucher_code
         http, public_key=new_public_key(), voucher_code=voucher_code
     )
     assert status == 400, problem
-    assert problem["code"] == "request-invalid"
+    assert problem["code"] == "validation-failed"
     assert pointers(problem) == ["/voucher_code"]
 
 
@@ -226,7 +226,7 @@ async def test_malformed_public_key_is_400_pointing_at_it(stack, http, db_pool, 
         http, public_key=public_key, voucher_code=await new_voucher(stack)
     )
     assert status == 400, problem
-    assert problem["code"] == "request-invalid"
+    assert problem["code"] == "validation-failed"
     assert pointers(problem) == ["/public_key"]
     assert await identities_for_key(db_pool, public_key) == 0
 
@@ -238,7 +238,7 @@ async def test_unknown_body_field_is_400_naming_it(stack, http) -> None:
         voucher_code=await new_voucher(stack),
         nickname="eve",
     )
-    assert (status, problem["code"]) == (400, "request-invalid"), problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert "/nickname" in pointers(problem)
     assert "nickname" in problem["detail"]
 
@@ -256,7 +256,7 @@ async def test_non_json_or_non_object_body_is_400(stack, http, raw: bytes) -> No
     ) as response:
         assert response.status == 400
         assert response.content_type == "application/problem+json"
-        assert (await response.json(content_type=None))["code"] == "request-invalid"
+        assert (await response.json(content_type=None))["code"] == "validation-failed"
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])

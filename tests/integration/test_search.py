@@ -810,7 +810,7 @@ async def test_route_scope_follows_visibility(
 )
 async def test_route_rejects_bad_input(author: Actor, body: dict[str, Any]) -> None:
     status, problem = await author.call("POST", "/diary/search", json=body)
-    assert (status, problem["code"]) == (400, "request-invalid"), problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert problem["status"] == 400 and problem["errors"]
 
 

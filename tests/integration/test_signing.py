@@ -187,7 +187,7 @@ async def test_a_malformed_signature_is_400_and_nothing_is_recorded(
 
     status, problem = await sign(agent, created["request_id"], signature)
 
-    assert status == 400 and problem["code"] == "request-invalid", problem
+    assert status == 400 and problem["code"] == "validation-failed", problem
     stored = await row(db_pool, created["request_id"])
     assert stored is not None
     assert stored["status"] == "pending" and stored["signature"] is None
@@ -215,7 +215,7 @@ async def test_a_bad_create_body_is_400_and_no_row(actors, db_pool, body: dict[s
 
     status, problem = await agent.call("POST", PATH, json=body)
 
-    assert status == 400 and problem["code"] == "request-invalid", problem
+    assert status == 400 and problem["code"] == "validation-failed", problem
     assert await rows_of(db_pool, agent) == 0
 
 
@@ -232,7 +232,7 @@ async def test_an_unknown_field_in_the_signature_body_is_400(actors, db_pool) ->
 
     status, problem = await agent.call("POST", f"{PATH}/{created['request_id']}/sign", json=body)
 
-    assert (status, problem["code"]) == (400, "request-invalid")
+    assert (status, problem["code"]) == (400, "validation-failed")
     assert problem["errors"][0]["pointer"] == "/valid"
     assert (await row(db_pool, created["request_id"]) or {})["status"] == "pending"
 
@@ -282,7 +282,7 @@ async def test_an_unknown_request_is_404_and_a_malformed_id_400(actors) -> None:
     status, _ = await sign(agent, str(uuid.uuid4()), agent.sign("x"))
     assert (status, _["code"]) == (404, "signing-request-not-found")
     status, problem = await agent.call("GET", f"{PATH}/not-a-uuid")
-    assert (status, problem["code"]) == (400, "request-invalid")
+    assert (status, problem["code"]) == (400, "validation-failed")
     assert problem["errors"][0]["pointer"] == "/path/id"
 
 
@@ -314,9 +314,9 @@ async def test_a_token_without_crypto_sign_gets_403(actors, db_pool) -> None:
 
 async def test_signing_routes_need_a_credential(api_http) -> None:
     status, problem = await anonymous(api_http, "POST", PATH, json={"message": "hi"})
-    assert status == 401 and problem["code"] == "authentication-required"
+    assert status == 401 and problem["code"] == "unauthorized"
     status, _ = await anonymous(api_http, "GET", PATH)
-    assert (status, problem["code"]) == (401, "authentication-required")
+    assert (status, problem["code"]) == (401, "unauthorized")
 
 
 # --- listing ----------------------------------------------------------------------------------
@@ -349,7 +349,7 @@ async def test_an_offset_beyond_a_postgres_integer_is_400(actors, offset: int) -
     """A page offset goes into SQL: past an integer it is refused, not an overflow (500)."""
     agent = await actors.agent()
     status, problem = await agent.call("GET", PATH, params={"offset": str(offset)})
-    assert (status, problem["code"]) == (400, "request-invalid")
+    assert (status, problem["code"]) == (400, "validation-failed")
     assert problem["errors"][0]["pointer"] == "/query/offset", problem
     status, page = await agent.call("GET", PATH, params={"offset": str(2**31 - 1)})
     assert status == 200 and page["items"] == [], page
@@ -369,7 +369,7 @@ async def test_an_offset_beyond_a_postgres_integer_is_400(actors, offset: int) -
 async def test_bad_list_queries_are_400(actors, params: dict[str, str]) -> None:
     agent = await actors.agent()
     status, problem = await agent.call("GET", PATH, params=params)
-    assert status == 400 and problem["code"] == "request-invalid"
+    assert status == 400 and problem["code"] == "validation-failed"
 
 
 # --- public verification ----------------------------------------------------------------------

@@ -341,7 +341,7 @@ async def test_a_non_binary_body_is_415(world: World, db_pool: Any) -> None:
 async def test_bad_labels_are_400(world: World) -> None:
     for params in ({"contentType": "not a type"}, {"contentEncoding": "gzip\r\nx: y"}):
         status, body = await stage(world.owner, world.team_id, b"x", **params)
-        assert (status, body["code"]) == (400, "request-invalid"), (params, body)
+        assert (status, body["code"]) == (400, "validation-failed"), (params, body)
 
 
 async def test_a_staged_cid_is_not_downloadable(world: World, db_pool: Any) -> None:
@@ -463,7 +463,7 @@ async def test_upload_needs_kind_and_title(world: World, db_pool: Any) -> None:
     status, body = await world.executor.call(
         "PUT", f"/tasks/{task_id}/attempts/1/artifacts", data=b"x", params={"kind": "k"}
     )
-    assert (status, body["code"]) == (400, "request-invalid"), body
+    assert (status, body["code"]) == (400, "validation-failed"), body
     assert any(e["pointer"] == "/query/title" for e in body["errors"])
 
 
@@ -553,7 +553,7 @@ async def test_downloads_of_what_is_not_there_are_404(world: World, db_pool: Any
         status, body, _ = await download(world.owner, path)
         assert status == 404, (path, body)
     status, body, _ = await download(world.owner, f"/tasks/{task_id}/artifacts/not-a-cid/content")
-    assert (status, body["code"]) == (400, "request-invalid"), body
+    assert (status, body["code"]) == (400, "validation-failed"), body
 
 
 async def test_outsiders_see_nothing(world: World, db_pool: Any) -> None:
@@ -646,7 +646,7 @@ async def test_a_cursor_is_bound_to_its_task(world: World, db_pool: Any) -> None
     status, body = await world.member.call(
         "GET", f"/tasks/{task_id}/artifacts", params={"limit": 101}
     )
-    assert (status, body["code"]) == (400, "request-invalid"), body
+    assert (status, body["code"]) == (400, "validation-failed"), body
 
 
 # --- deletion with the task, and the sweep's schedule -------------------------------------------

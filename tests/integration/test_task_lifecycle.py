@@ -242,10 +242,10 @@ async def test_claim_takes_a_lease_ttl_within_bounds(crew: Crew, db_pool: Any) -
     task_id = await create(crew)
     for bad in (0, 3601, "long"):
         status, body = await claim(crew.executor, task_id, leaseTtlSec=bad)
-        assert (status, body["code"]) == (400, "request-invalid")
+        assert (status, body["code"]) == (400, "validation-failed")
         assert body["errors"][0]["pointer"] == "/leaseTtlSec", body
     status, body = await claim(crew.executor, task_id, executorManifest={})
-    assert (status, body["code"]) == (400, "request-invalid")
+    assert (status, body["code"]) == (400, "validation-failed")
     assert body["errors"][0]["message"] == "Unknown field"
     assert (await task_row(db_pool, task_id))["status"] == "queued"
     status, body = await claim(crew.executor, task_id, leaseTtlSec=60)
@@ -257,7 +257,7 @@ async def test_only_executors_and_grantees_claim(crew: Crew, db_pool: Any) -> No
     # the owner, a manager and a member see the task but hold no claim
     for actor in (crew.owner, crew.manager, crew.member, crew.human_owner):
         status, body = await claim(actor, task_id)
-        assert (status, body["code"]) == (403, "permission-denied"), (actor.kind, body)
+        assert (status, body["code"]) == (403, "forbidden"), (actor.kind, body)
     status, body = await claim(crew.outsider, task_id)
     assert (status, body["code"]) == (404, "task-not-found"), body
     # a team header naming another team hides the task
@@ -476,7 +476,7 @@ async def test_a_wrong_output_cid_or_signature_is_400(crew: Crew, db_pool: Any) 
         status, problem = await complete(crew.executor, task_id, contentSignature=signature)
         assert status == 400 and problem["code"] == "invalid-signature", problem
     status, problem = await complete(crew.executor, task_id, verdict="great")
-    assert (status, problem["code"]) == (400, "request-invalid")
+    assert (status, problem["code"]) == (400, "validation-failed")
     assert problem["errors"][0]["pointer"] == "/verdict"
     attempt = (await attempt_rows(db_pool, task_id))[0]
     assert attempt["status"] == "running" and attempt["output"] is None
@@ -534,7 +534,7 @@ async def test_fail_bodies_are_closed(crew: Crew) -> None:
         status, body = await crew.executor.call(
             "POST", f"/tasks/{task_id}/attempts/1/fail", json={"error": error}
         )
-        assert (status, body["code"]) == (400, "request-invalid"), body
+        assert (status, body["code"]) == (400, "validation-failed"), body
 
 
 # --- abort ---------------------------------------------------------------------------------------
@@ -570,7 +570,7 @@ async def test_only_the_current_claimant_aborts(crew: Crew, db_pool: Any) -> Non
     status, body = await abort(crew.outsider, task_id)
     assert (status, body["code"]) == (404, "task-not-found"), body
     status, body = await abort(crew.executor, task_id, reason="x" * 513)
-    assert (status, body["code"]) == (400, "request-invalid"), body
+    assert (status, body["code"]) == (400, "validation-failed"), body
     assert (await attempt_rows(db_pool, task_id))[0]["status"] == "running"
 
 
@@ -605,11 +605,11 @@ async def test_others_cannot_cancel(crew: Crew, db_pool: Any) -> None:
     task_id = await create(crew)
     for actor in (crew.member, crew.executor):
         status, body = await cancel(actor, task_id)
-        assert (status, body["code"]) == (403, "permission-denied"), body
+        assert (status, body["code"]) == (403, "forbidden"), body
     status, body = await cancel(crew.outsider, task_id)
     assert (status, body["code"]) == (404, "task-not-found"), body
     status, body = await crew.owner.call("POST", f"/tasks/{task_id}/cancel", json={})
-    assert (status, body["code"]) == (400, "request-invalid")
+    assert (status, body["code"]) == (400, "validation-failed")
     assert body["errors"][0]["pointer"] == "/reason"
     status, body = await cancel(crew.owner, task_id, reason="")
     assert status == 400, body

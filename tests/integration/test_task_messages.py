@@ -249,12 +249,12 @@ async def test_an_attempt_number_beyond_a_postgres_integer_is_400_not_500(
         ("POST", f"/tasks/{task_id}/attempts/{n}/fail", {"error": {"message": "x", "code": "x"}}),
     ]:
         status, problem = await crew.executor.call(method, path, json=body)
-        assert status == 400 and problem["code"] == "request-invalid", (method, problem)
+        assert status == 400 and problem["code"] == "validation-failed", (method, problem)
         assert "/path/n" in {e["pointer"] for e in problem["errors"]}, (method, problem)
     status, problem = await crew.owner.call(
         "GET", f"/tasks/{task_id}/attempts/1/messages", params={"afterSeq": str(n)}
     )
-    assert (status, problem["code"]) == (400, "request-invalid")
+    assert (status, problem["code"]) == (400, "validation-failed")
     assert problem["errors"][0]["pointer"] == "/query/afterSeq", problem
 
 
@@ -310,7 +310,7 @@ async def test_bad_messages_are_400_and_nothing_is_written(
 ) -> None:
     task_id = await running_task(crew)
     status, problem = await post(crew.executor, task_id, body)
-    assert (status, problem["code"]) == (400, "request-invalid"), problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert problem["errors"], problem  # a pointer per invalid field (a NUL's too: /payload)
     assert await stored(db_pool, task_id) == []
 
@@ -335,4 +335,4 @@ async def test_reading_messages_is_for_those_who_see_the_task(crew: Crew) -> Non
         status, body = await crew.owner.call(
             "GET", f"/tasks/{task_id}/attempts/1/messages", params=params
         )
-        assert (status, body["code"]) == (400, "request-invalid"), (params, body)
+        assert (status, body["code"]) == (400, "validation-failed"), (params, body)

@@ -811,7 +811,7 @@ async def test_list_rejects_bad_filters(world: World, listed: dict[str, uuid.UUI
         {"colour": "blue"},
     ):
         status, body = await world.owner.call("GET", "/tasks", team=listed["team"], params=params)
-        assert (status, body["code"]) == (400, "request-invalid"), (params, body)
+        assert (status, body["code"]) == (400, "validation-failed"), (params, body)
 
 
 async def test_list_pages_with_a_signed_cursor(world: World, listed: dict[str, uuid.UUID]) -> None:
@@ -888,7 +888,7 @@ async def test_get_is_for_the_owning_team(world: World, db_pool: Any) -> None:
     status, body = await world.owner.call("GET", f"/tasks/{task_id}", team=world.other_team_id)
     assert (status, body["code"]) == (404, "task-not-found")
     status, body = await world.owner.call("GET", "/tasks/not-a-uuid")
-    assert (status, body["code"]) == (400, "request-invalid")
+    assert (status, body["code"]) == (400, "validation-failed")
 
 
 async def test_attempts_are_listed_in_order(world: World, db_pool: Any) -> None:

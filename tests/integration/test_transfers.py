@@ -341,7 +341,7 @@ async def test_invalid_body_is_400(
 ) -> None:
     diary = await new_diary(giver, "private")
     status, problem = await giver.call("POST", f"/diaries/{diary['id']}/transfers", json=body)
-    assert (status, problem["code"]) == (400, "request-invalid"), problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert pointer in {e["pointer"] for e in problem["errors"]}
     assert await transfer_rows(db_pool, diary["id"]) == []
 
@@ -361,7 +361,7 @@ async def test_the_diary_history_is_for_its_team(
     status, history = await giver.call("GET", f"/diaries/{diary['id']}/transfers")
     assert status == 200 and len(history["items"]) == 1
     status, problem = await outsider.call("GET", f"/diaries/{diary['id']}/transfers")
-    assert (status, problem["code"]) == (403, "permission-denied"), problem
+    assert (status, problem["code"]) == (403, "forbidden"), problem
 
 
 async def test_transfers_name_the_diary_and_both_teams(
