@@ -13,12 +13,13 @@ from schemas.errors import (
     AgentExists,
     ChallengeAlreadyUsed,
     Gone,
+    HumanNotFound,
     IdentityExists,
     InvalidRecoveryCode,
     InvalidSignature,
-    NotFound,
     RecoveryFlowExhausted,
     RecoveryFlowExpired,
+    RecoveryFlowNotFound,
     RecoveryFlowUsed,
     TooManyVouchers,
     VoucherRejected,
@@ -80,7 +81,7 @@ class IdentityActivities:
     @activity.defn(name="identity.set_display_name")
     async def set_display_name(self, inp: ProfileChange) -> None:
         if not await self._repo.set_display_name(inp.identity_id, inp.display_name):
-            raise NotFound("No human identity has this id")
+            raise HumanNotFound("No human identity has this id")
 
     @activity.defn(name="identity.delete_identity")
     async def delete_identity(self, inp: IdentityRef) -> None:
@@ -166,7 +167,7 @@ class IdentityActivities:
                 client_id=client["client_id"], identity_id=client["identity_id"]
             )
         if outcome == "unknown":
-            raise NotFound("No such recovery flow")
+            raise RecoveryFlowNotFound("No such recovery flow")
         if outcome == "wrong":
             raise InvalidRecoveryCode("The recovery code is wrong")
         raise _FLOW_ENDED[outcome](f"The recovery flow is {outcome}")

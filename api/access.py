@@ -20,13 +20,13 @@ from api.spec import EndpointSpec
 from infra.permissions import Closure
 from infra.repos import memory_reads, runtime_profiles, task_reads
 from schemas.errors import (
+    AuthenticationRequired,
     DiaryNotFound,
     DomainError,
-    Forbidden,
     NotFound,
+    PermissionDenied,
     RuntimeProfileNotFound,
     TaskNotFound,
-    Unauthorized,
 )
 from schemas.kernel.permissions import Subject
 from schemas.kernel.runtime_profiles import scopes_denied
@@ -92,16 +92,7 @@ async def require(
 ) -> None:
     """Raise `denied` (default 403) unless the caller holds `permission` on the object."""
     if not await allowed(request, namespace, object_id, permission):
-        raise denied or Forbidden(f"You lack '{permission}' on this {namespace}")
-
-
-async def require_visible(
-    request: web.Request, namespace: str, object_id: str | UUID, permission: str
-) -> None:
-    """Like `require`, but a denial is the 404 of a resource the caller cannot know about."""
-    await require(
-        request, namespace, object_id, permission, denied=NotFound(f"No such {namespace}")
-    )
+        raise denied or PermissionDenied(f"You lack '{permission}' on this {namespace}")
 
 
 # --- diaries: the visibility rule of SPEC 5, for every route that touches a diary ------------
@@ -144,7 +135,7 @@ async def diary_access(
     principal = optional_principal(request)
     if principal is None:
         if diary.visibility == "moltnet":
-            raise Unauthorized("This diary is visible to authenticated principals only")
+            raise AuthenticationRequired("This diary is visible to authenticated principals only")
         if diary.visibility != "public":
             raise DiaryNotFound(NO_SUCH_DIARY)
         return diary, set()
@@ -166,7 +157,7 @@ async def changeable_diary(request: web.Request, diary_id: UUID, permission: str
     even read it, 403 when they can read but not change it."""
     diary, granted = await diary_access(request, diary_id, (permission,))
     if permission not in granted:
-        raise Forbidden(f"You lack '{permission}' on this Diary")
+        raise PermissionDenied(f"You lack '{permission}' on this Diary")
     return diary
 
 

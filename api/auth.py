@@ -33,17 +33,23 @@ from infra.repos.agent_keys import get_key_for_auth
 from schemas.agent_keys import InvalidKeyMetadata, agent_key_id, binding_of, is_agent_key
 from schemas.connector import CONNECTOR_HEADER, connector_secret
 from schemas.errors import (
+    AccessTokenInvalid,
     AgentKeyBindingInvalid,
     AgentKeyExpired,
     AgentKeyInvalid,
     AgentKeyMalformed,
     AgentKeyRevoked,
+    AuthenticationRequired,
+    AuthorizationSchemeInvalid,
     ConnectorRefused,
+    ConnectorTokenInvalid,
     CrossOriginRefused,
+    DomainError,
     KeyTeamHeaderRequired,
     KeyTeamMismatch,
     KeyTeamNotAuthorized,
     MissingScope,
+    SessionInvalid,
     Unauthorized,
 )
 from schemas.identity import SESSION_HEADER, CredentialRehash
@@ -54,6 +60,21 @@ from workflows.credentials import CredentialRehashWorkflow, credential_rehash_wo
 SESSION_COOKIE = "cairn_session"
 SESSION_LIFETIME = timedelta(hours=24)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# What authenticating a request can answer, one code per cause (the OpenAPI document lists them
+# on every route that authenticates)
+AUTHENTICATION_REFUSALS: tuple[type[DomainError], ...] = (
+    AuthenticationRequired,
+    AuthorizationSchemeInvalid,
+    AccessTokenInvalid,
+    ConnectorTokenInvalid,
+    SessionInvalid,
+    AgentKeyMalformed,
+    AgentKeyInvalid,
+    AgentKeyExpired,
+    AgentKeyRevoked,
+    AccessTokenInvalid,
+    AgentKeyBindingInvalid,
+)
 GLOBAL_AUTH_BUCKET = "global_auth"
 GLOBAL_ANON_BUCKET = "global_anon"
 GLOBAL_READ_BUCKET = "global_read"
@@ -69,7 +90,7 @@ async def authenticate(request: web.Request) -> Principal | None:
     if header:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthorized("Use 'Authorization: Bearer <token>'")
+            raise AuthorizationSchemeInvalid("Use 'Authorization: Bearer <token>'")
         if is_agent_key(token.strip()):
             return await agent_key_principal(request, token.strip())
         principal: Principal = await request.app[keys.TOKENS].verify(token.strip())
@@ -176,7 +197,7 @@ async def move_to_current_key(request: web.Request, rehash: CredentialRehash | N
 async def human_session(request: web.Request, token: str) -> Principal:
     session = await find_session(request, token)
     if session is None:
-        raise Unauthorized("The session is unknown, expired or logged out")
+        raise SessionInvalid("The session is unknown, expired or logged out")
     # A human acts through the permission engine; scopes gate only what agents delegate.
     return Principal(
         subject_type="human",
@@ -285,7 +306,7 @@ async def authorize(
     elif spec.auth != "none":
         principal = await authenticate(request)
         if principal is None and spec.auth == "required":
-            raise Unauthorized("This endpoint needs a bearer token or a session")
+            raise AuthenticationRequired("This endpoint needs a bearer token or a session")
     request[keys.PRINCIPAL] = principal
     _name_in_logs(principal)
     if spec.rate_limited:
@@ -390,7 +411,7 @@ async def give_back_rate(request: web.Request, spec: EndpointSpec) -> None:
 def require_principal(request: web.Request) -> Principal:
     principal = request.get(keys.PRINCIPAL)
     if not isinstance(principal, Principal):
-        raise Unauthorized("This endpoint needs a bearer token or a session")
+        raise AuthenticationRequired("This endpoint needs a bearer token or a session")
     return principal
 
 

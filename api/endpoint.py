@@ -26,7 +26,12 @@ from api.idempotency import idempotency_key
 from api.spec import EndpointSpec
 from infra.temporal import problem_from_failure
 from schemas.base import error_location
-from schemas.errors import FieldError, UnsupportedMediaType, ValidationFailed
+from schemas.errors import (
+    FieldError,
+    RequestInvalid,
+    UnsupportedMediaType,
+    ValidationFailed,
+)
 from schemas.text import printable
 
 Handler = Callable[..., Awaitable[Any]]
@@ -263,7 +268,7 @@ def validate_json(model: type[BaseModel], raw: bytes) -> Any:
         # JSON that only the strict parser refuses: a lone surrogate escape, which the text
         # guard names by its pointer (or NaN / Infinity, which is no JSON at all)
         validate_model(model, data, "body")
-    raise ValidationFailed(
+    raise RequestInvalid(
         f"The body is not valid JSON: {syntax}", errors=[FieldError(pointer="", message=syntax)]
     )
 
@@ -292,7 +297,7 @@ def query_values(model: type[BaseModel] | None, query: MultiMapping[str]) -> dic
         elif len(query.getall(name)) > 1:
             pointer = _pointer("query", (name,))
             message = "given more than once; this parameter takes one value"
-            raise ValidationFailed(
+            raise RequestInvalid(
                 f"Invalid query: {pointer}: {message}",
                 errors=[FieldError(pointer=pointer, message=message)],
             )
@@ -342,7 +347,7 @@ def validation_problem(exc: ValidationError, where: str) -> ValidationFailed:
         for err in exc.errors(include_url=False)
     ]
     summary = "; ".join(f"{e.pointer}: {e.message}" for e in errors[:5])
-    return ValidationFailed(f"Invalid {where}: {summary}", errors=errors)
+    return RequestInvalid(f"Invalid {where}: {summary}", errors=errors)
 
 
 def _pointer(where: str, loc: tuple[Any, ...]) -> str:

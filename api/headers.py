@@ -8,7 +8,12 @@ from uuid import UUID
 
 from aiohttp import web
 
-from schemas.errors import FieldError, InvalidTeamHeader, TeamRequired, ValidationFailed
+from schemas.errors import (
+    FieldError,
+    InvalidTeamHeader,
+    RequestInvalid,
+    TeamRequired,
+)
 from schemas.text import UNSTORABLE_TEXT_MESSAGE, is_unstorable
 
 TEAM_HEADER = "x-service-team-id"
@@ -43,7 +48,7 @@ def refuse_unstorable_headers(request: web.Request) -> None:
     for name, value in request.headers.items():
         if is_unstorable(value):
             pointer = f"/headers/{name.lower()}"
-            raise ValidationFailed(
+            raise RequestInvalid(
                 f"Invalid header: {pointer}: {UNSTORABLE_TEXT_MESSAGE}",
                 errors=[FieldError(pointer=pointer, message=UNSTORABLE_TEXT_MESSAGE)],
             )

@@ -44,11 +44,11 @@ from schemas.errors import (
     DomainError,
     InternalError,
     MethodNotAllowed,
-    NotFound,
     PayloadTooLarge,
     Problem,
+    RequestInvalid,
+    RouteNotFound,
     ServiceUnavailable,
-    ValidationFailed,
 )
 from schemas.text import is_unstorable
 
@@ -143,12 +143,12 @@ def problem_response(error: DomainError, request: web.Request) -> web.Response:
 
 def _from_http_exception(exc: web.HTTPException) -> DomainError:
     if exc.status == 404:
-        return NotFound("No such route")
+        return RouteNotFound("No such route")
     if exc.status == 405:
         return MethodNotAllowed(f"{request_method(exc)} is not allowed here")
     if exc.status == 413:
         return PayloadTooLarge("The request body is too large")
-    return ValidationFailed(exc.text or exc.reason)
+    return RequestInvalid(exc.text or exc.reason)
 
 
 async def _allowed_methods(request: web.Request, joined: str) -> str:

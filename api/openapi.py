@@ -15,26 +15,25 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from api.auth import SAFE_METHODS
+from api.auth import AUTHENTICATION_REFUSALS, SAFE_METHODS
 from api.endpoint import ENDPOINTS, array_parameters
 from api.headers import IDEMPOTENCY_HEADER, TEAM_HEADER
 from api.spec import HTML, Document, EndpointSpec
 from schemas import limits
 from schemas.errors import (
-    Conflict,
     CrossOriginRefused,
     DomainError,
     HeaderFieldsTooLarge,
+    IdempotencyKeyReused,
     InternalError,
     MissingScope,
     PayloadTooLarge,
     Problem,
     RateLimited,
+    RequestInvalid,
     ServiceUnavailable,
-    Unauthorized,
     UnsupportedMediaType,
     UriTooLong,
-    ValidationFailed,
 )
 from schemas.version import VERSION
 
@@ -97,13 +96,13 @@ def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
         implied.append(RateLimited)
     # a malformed declared header (the team header must be a uuid) is a 400 too
     if spec.body or spec.query or spec.path_params or _headers(spec):
-        implied.append(ValidationFailed)
+        implied.append(RequestInvalid)
     if spec.body is not None and not spec.manual_body:
         implied += [UnsupportedMediaType, PayloadTooLarge]
     if spec.idempotent:
-        implied.append(Conflict)  # idempotency-key-reused
+        implied.append(IdempotencyKeyReused)
     if spec.auth != "none":
-        implied.append(Unauthorized)
+        implied += AUTHENTICATION_REFUSALS
         implied.append(ServiceUnavailable)
     if spec.auth in ("required", "optional", "browser") and spec.method not in SAFE_METHODS:
         implied.append(CrossOriginRefused)  # a session cookie sent by another origin's page
@@ -133,7 +132,9 @@ def _responses(spec: EndpointSpec, refs: dict[Any, Any]) -> dict[str, Any]:
     by_status: dict[int, list[str]] = {}
     content_of: dict[int, dict[str, Any]] = {}
     for error in _errors(spec):
-        by_status.setdefault(error.status, []).append(f"`{error.code}`: {error.title}")
+        # a family declared (any of its conflicts) has no code of its own: its title says it
+        line = error.title if error.family else f"`{error.code}`: {error.title}"
+        by_status.setdefault(error.status, []).append(line)
         content_of.setdefault(error.status, {}).update(_problem_content(spec, error, problem))
     for status, lines in sorted(by_status.items()):
         # a status the handler also answers with its own body (readiness' 503) keeps both

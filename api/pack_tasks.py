@@ -27,7 +27,6 @@ from infra.repos import packs as repo
 from schemas.errors import (
     CuratedPackCidMismatch,
     CuratedPackNotInDiary,
-    FieldError,
     JudgedWorkMismatch,
     JudgePackSourceMismatch,
     NotFound,
@@ -35,7 +34,6 @@ from schemas.errors import (
     RenderedPackCidMismatch,
     RenderedPackInputNotFound,
     RenderedPackNotOfSource,
-    ValidationFailed,
 )
 from schemas.packs import RenderedPack, is_pack_cid
 from schemas.tasks import TaskReference
@@ -43,12 +41,6 @@ from schemas.tasks import TaskReference
 
 def _pool(request: web.Request) -> asyncpg.Pool:
     return request.app[keys.READ_POOL]
-
-
-def _invalid(pointer: str, message: str, code: str) -> ValidationFailed:
-    return ValidationFailed(
-        message, code=code, errors=[FieldError(pointer=pointer, message=message)]
-    )
 
 
 def names_rendered_pack(ref: TaskReference) -> bool:
@@ -62,16 +54,12 @@ async def rendered_pack_reference(
     """The stored form of a `judged_work` reference carrying a rendered pack CID."""
     assert ref.artifact is not None
     if ref.role != "judged_work":
-        raise _invalid(
-            f"{pointer}/role",
-            "Only a judged_work reference may carry a rendered pack CID",
-            ReferenceRoleInvalid.code,
+        raise ReferenceRoleInvalid.at(
+            f"{pointer}/role", "Only a judged_work reference may carry a rendered pack CID"
         )
     rendered = await repo.get_rendered_by_cid(_pool(request), ref.artifact.cid)
     if rendered is None or not await _readable(request, rendered):
-        raise _invalid(
-            f"{pointer}/artifact/cid", "No such rendered pack", RenderedPackInputNotFound.code
-        )
+        raise RenderedPackInputNotFound.at(f"{pointer}/artifact/cid", "No such rendered pack")
     return {
         "cid": ref.artifact.cid,
         "contentType": ref.artifact.contentType or "text/markdown",
@@ -96,21 +84,16 @@ async def check_judge_pack_input(
         _pool(request), UUID(str(task_input["renderedPackId"])), content=False
     )
     if rendered is None or not await _readable(request, rendered):
-        raise _invalid(
-            "/input/renderedPackId", "No such rendered pack", RenderedPackInputNotFound.code
-        )
+        raise RenderedPackInputNotFound.at("/input/renderedPackId", "No such rendered pack")
     if str(rendered.sourcePackId) != str(task_input["sourcePackId"]):
-        raise _invalid(
-            "/input/sourcePackId",
-            "The rendered pack is not a rendering of this pack",
-            JudgePackSourceMismatch.code,
+        raise JudgePackSourceMismatch.at(
+            "/input/sourcePackId", "The rendered pack is not a rendering of this pack"
         )
     judged = [r for r in references if r.role == "judged_work" and r.artifact is not None]
     if not any(r.artifact is not None and r.artifact.cid == rendered.packCid for r in judged):
-        raise _invalid(
+        raise JudgedWorkMismatch.at(
             "/references",
             f"The judged_work reference must carry the rendered pack's CID {rendered.packCid}",
-            JudgedWorkMismatch.code,
         )
 
 
@@ -124,15 +107,11 @@ async def check_curated_output(
     diary_id = await repo.task_diary(_pool(request), task_id)
     pack = await repo.get_pack(_pool(request), UUID(str(output["packId"])))
     if pack is None or pack.diaryId != diary_id:
-        raise _invalid(
-            "/output/packId",
-            "Must name a pack of the task's provenance diary",
-            CuratedPackNotInDiary.code,
+        raise CuratedPackNotInDiary.at(
+            "/output/packId", "Must name a pack of the task's provenance diary"
         )
     if pack.packCid != output["packCid"]:
-        raise _invalid(
-            "/output/packCid", f"The pack's CID is {pack.packCid}", CuratedPackCidMismatch.code
-        )
+        raise CuratedPackCidMismatch.at("/output/packCid", f"The pack's CID is {pack.packCid}")
 
 
 async def check_rendered_output(
@@ -148,14 +127,11 @@ async def check_rendered_output(
         _pool(request), UUID(str(output["renderedPackId"])), content=False
     )
     if rendered is None or str(rendered.sourcePackId) != str((task_input or {}).get("packId")):
-        raise _invalid(
+        raise RenderedPackNotOfSource.at(
             "/output/renderedPackId",
             "Must name a rendered pack of the task's source pack (input.packId)",
-            RenderedPackNotOfSource.code,
         )
     if rendered.packCid != output["renderedCid"]:
-        raise _invalid(
-            "/output/renderedCid",
-            f"The rendered pack's CID is {rendered.packCid}",
-            RenderedPackCidMismatch.code,
+        raise RenderedPackCidMismatch.at(
+            "/output/renderedCid", f"The rendered pack's CID is {rendered.packCid}"
         )

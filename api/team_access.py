@@ -24,7 +24,11 @@ from api.auth import require_principal
 from api.flows import execute
 from infra.repos import team_reads
 from infra.repos.team_reads import MemberRow, TeamRow
-from schemas.errors import Forbidden, NotFound, TeamChangeRunning
+from schemas.errors import (
+    PermissionDenied,
+    TeamChangeRunning,
+    TeamNotFound,
+)
 from schemas.teams import RELATION_ROLES, TeamMember, TeamRole, strongest
 from workflows.common import TEAM_ID
 
@@ -63,7 +67,7 @@ async def team_row(request: web.Request, team_id: uuid.UUID) -> TeamRow:
     """The team's row, or 404 when there is none."""
     row = await team_reads.get_team(read_pool(request), team_id)
     if row is None:
-        raise NotFound("No such team")
+        raise TeamNotFound("No such team")
     return row
 
 
@@ -79,14 +83,14 @@ async def visible_team(request: web.Request, team_id: uuid.UUID) -> tuple[TeamRo
     founding seat of a team that never became active (its role-to-be is shown)."""
     principal = require_principal(request)
     if not principal.acts_in(team_id):
-        raise NotFound("No such team")
+        raise TeamNotFound("No such team")
     team = await team_row(request, team_id)
     role = await _role_in(request, team_id, principal.subject_id)
     if role is None and team.status != "active":
         seat = await team_reads.founding_seat(read_pool(request), team_id, principal.subject_id)
         role = None if seat is None else seat.role
     if role is None:
-        raise NotFound("No such team")
+        raise TeamNotFound("No such team")
     return team, role
 
 
@@ -95,14 +99,14 @@ async def require_team(request: web.Request, team_id: uuid.UUID, permission: str
     if await allowed(request, "Team", team_id, permission):
         return
     if await allowed(request, "Team", team_id, "verify_claim"):
-        raise Forbidden(f"Your role in this team does not allow this ({permission})")
-    raise NotFound("No such team")
+        raise PermissionDenied(f"Your role in this team does not allow this ({permission})")
+    raise TeamNotFound("No such team")
 
 
 async def require_membership(request: web.Request, team_id: uuid.UUID) -> None:
     """Any role in the team, else 404."""
     if not await allowed(request, "Team", team_id, "verify_claim"):
-        raise NotFound("No such team")
+        raise TeamNotFound("No such team")
 
 
 # --- views --------------------------------------------------------------------------------------

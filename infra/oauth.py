@@ -30,7 +30,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from infra.db import Q
-from schemas.errors import ServiceUnavailable, Unauthorized
+from schemas.errors import (
+    AccessTokenInvalid,
+    ConnectorTokenInvalid,
+    ServiceUnavailable,
+)
 from schemas.identity import CredentialRehash
 from schemas.kernel.keyring import SecretKeyring
 from schemas.principals import AGENT_SCOPES, Principal
@@ -352,17 +356,17 @@ class OAuthServer:
         signature, that audience, a human's grant that is still open."""
         claims = await self._verified_claims(token, audience=resource)
         if claims.get("subject_type") != "human" or "grant" not in claims:
-            raise Unauthorized("The bearer token is not a connector token")
+            raise ConnectorTokenInvalid("The bearer token is not a connector token")
         return await self._open_grant(claims)
 
     async def _open_grant(self, claims: dict[str, Any]) -> HumanGrant:
         try:
             grant_id = uuid.UUID(str(claims["grant"]))
         except ValueError:
-            raise Unauthorized("The bearer token is invalid") from None
+            raise AccessTokenInvalid("The bearer token is invalid") from None
         row = await self._pool.fetchrow(Q.get_active_connector_grant, grant_id)
         if row is None or row["client_id"] != claims.get("client_id"):
-            raise Unauthorized("The connector grant was revoked")
+            raise ConnectorTokenInvalid("The connector grant was revoked")
         return HumanGrant(
             grant_id=grant_id,
             client_id=row["client_id"],
@@ -387,7 +391,7 @@ class OAuthServer:
             )
         row = await self._pool.fetchrow(Q.get_client_generation, claims.get("client_id", ""))
         if row is None or row["secret_generation"] != claims.get("gen"):
-            raise Unauthorized("The credential was rotated or revoked")
+            raise AccessTokenInvalid("The credential was rotated or revoked")
         return Principal(
             subject_type="agent",
             identity_id=uuid.UUID(claims["sub"]),
@@ -412,10 +416,10 @@ class OAuthServer:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
-            raise Unauthorized("The bearer token is malformed") from None
+            raise AccessTokenInvalid("The bearer token is malformed") from None
         key = await self.keys.verification_key(str(header.get("kid", "")))
         if key is None or header.get("alg") != ALGORITHM:
-            raise Unauthorized("The bearer token was not issued by this server")
+            raise AccessTokenInvalid("The bearer token was not issued by this server")
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
@@ -426,9 +430,9 @@ class OAuthServer:
                 options={"require": ["exp", "iat", "sub", "client_id"]},
             )
         except jwt.ExpiredSignatureError:
-            raise Unauthorized("The bearer token has expired") from None
+            raise AccessTokenInvalid("The bearer token has expired") from None
         except jwt.PyJWTError:
-            raise Unauthorized("The bearer token is invalid") from None
+            raise AccessTokenInvalid("The bearer token is invalid") from None
         self._verified.put(token, key.kid, claims)
         return claims
 

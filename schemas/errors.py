@@ -1,11 +1,12 @@
 """The problem catalogue: every error the service can answer, as RFC 9457 problem types.
 
 A `DomainError` subclass is one problem type: a stable `code`, its `status`, a `title`, and its
-docstring, one sentence for a client developer on what it means and what to do. The catalogue
-is every subclass (`problem_types()`); `GET /problems/{code}` serves each one, and a problem's
-`type` is `{base_url}/problems/{code}` (DECISIONS "Trust at the edges"). A code is answered with
-one status everywhere, REST and MCP alike; call sites raise the subclass (a test bans code
-literals outside this module).
+docstring, one sentence for a client developer on what it means and what to do; a family
+(`NotFound`, `Conflict`, ...) only groups them, and is abstract. The catalogue is every problem
+type (`problem_types()`); `GET /problems/{code}` serves each one, and a problem's `type` is
+`{base_url}/problems/{code}` (DECISIONS "Trust at the edges"). A code is answered with one
+status everywhere, REST and MCP alike; call sites raise the problem type (a test bans code
+literals and families outside this module).
 
 Raised in an activity, the worker interceptor turns a DomainError into a non-retryable
 `ApplicationError` carrying the problem body; raised anywhere in the API, the problem middleware
@@ -16,7 +17,7 @@ renders it as `application/problem+json`. Anything that is not a `DomainError` i
 from __future__ import annotations
 
 import inspect
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,12 +56,22 @@ class Problem(BaseModel):
 
 
 class DomainError(Exception):
-    """Base of every problem type. Subclasses set `status`, `code`, `title` and a docstring."""
+    """Base of every problem type. Subclasses set `status`, `code`, `title` and a docstring.
 
-    status: ClassVar[int] = 500
-    code: ClassVar[str] = "internal"
-    title: ClassVar[str] = "Internal server error"
+    The root family: a subclass declared `family=True` groups problems that share a status and
+    what a client does about them (`except NotFound`), and is abstract. It holds no code (so a
+    code names exactly one condition: the family's broad slug belongs to the one specific class
+    that answers it), is not in the catalogue, and is built only to rebuild a carried problem
+    whose code this version does not know (`from_problem`). Any other subclass is one problem
+    type and declares its own code.
+    """
+
+    status: ClassVar[int]
+    code: ClassVar[str]
+    title: ClassVar[str]
+    family: ClassVar[bool] = True
     registry: ClassVar[dict[str, type[DomainError]]] = {}
+    families: ClassVar[dict[int, type[DomainError]]] = {}
 
     def __init__(
         self,
@@ -70,6 +81,8 @@ class DomainError(Exception):
         code: str | None = None,
         extensions: dict[str, Any] | None = None,
     ) -> None:
+        if self.family and code is None:
+            raise TypeError(f"{type(self).__name__} is a family: raise one of its problem types")
         super().__init__(detail or self.title)
         self.detail = (detail or self.title)[:ERROR_DETAIL_MAX_CHARS]
         self.errors = errors
@@ -78,8 +91,14 @@ class DomainError(Exception):
         self.instance_code = code or self.code
         self.extensions = extensions or {}
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, *, family: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls.family = family
+        if family:
+            DomainError.families[cls.status] = cls
+            return
+        if "code" not in cls.__dict__:
+            raise TypeError(f"{cls.__name__}: a problem type declares its own code")
         taken = DomainError.registry.get(cls.code)
         if taken is not None and taken.__qualname__ != cls.__qualname__:
             raise TypeError(f"{cls.__name__}: code {cls.code!r} is {taken.__name__}'s already")
@@ -122,6 +141,11 @@ def _find_class(status: int, code: str) -> type[DomainError]:
     exact = DomainError.registry.get(code)
     if exact is not None:
         return exact
+    # a code this version does not know (a newer worker's): its family, so `except NotFound`
+    # still catches it, else the first problem type of its status
+    family = DomainError.families.get(status)
+    if family is not None:
+        return family
     for candidate in DomainError.registry.values():
         if candidate.status == status:
             return candidate
@@ -147,13 +171,99 @@ class InternalError(DomainError):
     title = "Internal server error"
 
 
-class ValidationFailed(DomainError):
-    """The body, query, path or a header does not validate; errors lists a JSON pointer and a
-    message for each field."""
+class ValidationFailed(DomainError, family=True):
+    """The family of 400s: the request, or a value in it, is not valid; errors lists a JSON
+    pointer and a message for each field. Abstract (see DomainError): `validation-failed` is
+    RequestInvalid's code, the schema's own refusal."""
 
     status = 400
-    code = "validation-failed"
     title = "The request is not valid"
+
+    @classmethod
+    def at(cls, pointer: str, message: str) -> Self:
+        """The problem of one field: `message` is the detail and the one entry of `errors`,
+        under the field's JSON pointer into the request (`/references/0/taskId`)."""
+        return cls(message, errors=[FieldError(pointer=pointer, message=message)])
+
+
+class RequestInvalid(ValidationFailed):
+    """The body, query, path or a header does not match the endpoint's schema, or the body is not
+    JSON; errors lists a JSON pointer and a message for each field."""
+
+    code = "validation-failed"
+    title = "The request does not match the endpoint's schema"
+
+
+class PublicKeyInvalid(ValidationFailed):
+    """The public key is not `ed25519:` followed by the base64 of 32 bytes."""
+
+    code = "public-key-invalid"
+    title = "The public key is not valid"
+
+
+class FingerprintMismatch(ValidationFailed):
+    """The fingerprint sent is not the one of the public key sent; derive it from the key."""
+
+    code = "fingerprint-mismatch"
+    title = "The fingerprint does not match the key"
+
+
+class SignatureMalformed(ValidationFailed):
+    """The signature is not the base64 of a 64-byte Ed25519 signature."""
+
+    code = "signature-malformed"
+    title = "The signature is not shaped like one"
+
+
+class JsonNotCanonical(ValidationFailed):
+    """The JSON cannot be content-addressed: it holds a value canonical JSON cannot carry exactly
+    (NaN, an infinity, an integer beyond 2**53)."""
+
+    code = "json-not-canonical"
+    title = "The JSON cannot be canonicalised"
+
+
+class ReferenceEmpty(ValidationFailed):
+    """A task reference names neither an artifact nor a task; give one of them, or both."""
+
+    code = "reference-empty"
+    title = "The reference names nothing"
+
+
+class ReferenceDuplicate(ValidationFailed):
+    """Two references of the task name the same artifact CID; reference each artifact once."""
+
+    code = "reference-duplicate"
+    title = "An artifact is referenced twice"
+
+
+class ContinuationTeamMismatch(ValidationFailed):
+    """The task to continue belongs to another team; a continuation stays in its source's team."""
+
+    code = "continuation-team-mismatch"
+    title = "The source task belongs to another team"
+
+
+class ContinuationTypeMismatch(ValidationFailed):
+    """The task to continue is of another task type; a task continues one of its own type."""
+
+    code = "continuation-type-mismatch"
+    title = "The source task is of another type"
+
+
+class CreatorListedAsFounder(ValidationFailed):
+    """The team's creator is a founding owner already; do not list yourself among the founders."""
+
+    code = "creator-listed-as-founder"
+    title = "The creator is listed as a founding member"
+
+
+class RelationNotAdmitted(ValidationFailed):
+    """The permission model does not admit this relation tuple (no such relation on the
+    namespace, or a subject the relation does not take)."""
+
+    code = "relation-not-admitted"
+    title = "The permission model does not admit this relation"
 
 
 class InvalidChallenge(DomainError):
@@ -172,12 +282,66 @@ class InvalidSignature(DomainError):
     title = "The signature does not verify"
 
 
-class Unauthorized(DomainError):
-    """No credential, or one that is unknown, expired or logged out: authenticate and retry."""
+class Unauthorized(DomainError, family=True):
+    """The family of 401s: no credential, or one that is unknown, expired or logged out:
+    authenticate and retry. Abstract (see DomainError): `unauthorized` is AuthenticationRequired's
+    code, the missing credential."""
 
     status = 401
+    title = "Authentication required"
+
+
+class AuthenticationRequired(Unauthorized):
+    """The endpoint (or the diary, for a `moltnet`-visibility one) needs a credential and none was
+    sent: send a bearer token, an agent key or the session."""
+
     code = "unauthorized"
     title = "Authentication required"
+
+
+class AuthorizationSchemeInvalid(Unauthorized):
+    """The Authorization header is not `Bearer <token>`."""
+
+    code = "authorization-scheme-invalid"
+    title = "The Authorization header is not a bearer token"
+
+
+class AccessTokenInvalid(Unauthorized):
+    """The bearer token is malformed, expired, not signed by this server, or its client's secret
+    was rotated or revoked since: get a new token."""
+
+    code = "access-token-invalid"
+    title = "The access token is not valid"
+
+
+class SessionInvalid(Unauthorized):
+    """The session is unknown, expired or logged out: log in again."""
+
+    code = "session-invalid"
+    title = "The session is not valid"
+
+
+class SessionRequired(Unauthorized):
+    """Logging out ends a human session: authenticate with the session token, not another
+    credential."""
+
+    code = "session-required"
+    title = "A session is required"
+
+
+class LoginFailed(Unauthorized):
+    """The email and password do not name an active human: check both and retry."""
+
+    code = "login-failed"
+    title = "Wrong email or password"
+
+
+class HookSecretInvalid(Unauthorized):
+    """The identity provider's hook call came without the shared hook secret, or with a wrong
+    one."""
+
+    code = "hook-secret-invalid"
+    title = "The hook secret is missing or wrong"
 
 
 class ConnectorRefused(DomainError):
@@ -205,12 +369,19 @@ class ConnectorGrantInvalid(DomainError):
     title = "The authorization grant is not valid"
 
 
-class Forbidden(DomainError):
-    """The caller is authenticated, but the permission table does not allow this action."""
+class Forbidden(DomainError, family=True):
+    """The family of 403s: the caller is authenticated, but may not do this. Abstract (see
+    DomainError): `forbidden` is PermissionDenied's code, the permission table's denial."""
 
     status = 403
-    code = "forbidden"
     title = "Not allowed"
+
+
+class PermissionDenied(Forbidden):
+    """The caller can see the resource, but its roles and grants do not allow this action on it."""
+
+    code = "forbidden"
+    title = "The permission table does not allow this"
 
 
 class NotAnOperator(Forbidden):
@@ -264,28 +435,106 @@ class CrossOriginRefused(DomainError):
     title = "Cross-origin request refused"
 
 
-class NotFound(DomainError):
-    """No such route or resource, or one the caller may not see (a hidden private resource is 404,
-    not 403)."""
+class NotFound(DomainError, family=True):
+    """The family of 404s: no such route or resource, or one the caller may not see (a hidden
+    private resource is 404, not 403). Abstract (see DomainError): `not-found` is RouteNotFound's
+    code, the unknown path; each resource has its own."""
 
     status = 404
-    code = "not-found"
     title = "Not found"
 
 
-class Conflict(DomainError):
-    """The request conflicts with the resource's current state; read it again and decide."""
+class RouteNotFound(NotFound):
+    """No route has this path; the OpenAPI document lists them."""
+
+    code = "not-found"
+    title = "No such route"
+
+
+class GroupNotFound(NotFound):
+    """No such group, or one of a team the caller is not a member of."""
+
+    code = "group-not-found"
+    title = "No such group"
+
+
+class NotAGroupMember(NotFound):
+    """The subject named is not a member of the group."""
+
+    code = "not-a-group-member"
+    title = "Not a member of the group"
+
+
+class HumanNotFound(NotFound):
+    """No human identity has this id."""
+
+    code = "human-not-found"
+    title = "No such human"
+
+
+class InviteNotFound(NotFound):
+    """No team invite has this id or code (of this team, where the path names one)."""
+
+    code = "invite-not-found"
+    title = "No such invite"
+
+
+class RecoveryFlowNotFound(NotFound):
+    """No recovery flow has this id; start recovery again."""
+
+    code = "recovery-flow-not-found"
+    title = "No such recovery flow"
+
+
+class ConnectorClientNotFound(NotFound):
+    """No connector client has this id (back channel)."""
+
+    code = "connector-client-not-found"
+    title = "No such connector client"
+
+
+class AuthorizationCodeNotFound(NotFound):
+    """No authorization code of this client has this value (back channel)."""
+
+    code = "authorization-code-not-found"
+    title = "No such authorization code"
+
+
+class RefreshTokenNotFound(NotFound):
+    """No open grant of this client holds this refresh token (back channel)."""
+
+    code = "refresh-token-not-found"
+    title = "No such refresh token"
+
+
+class Conflict(DomainError, family=True):
+    """The family of 409s: the request conflicts with the resource's current state; read it
+    again and decide. Abstract (see DomainError): each conflict has its own code."""
 
     status = 409
-    code = "conflict"
     title = "Conflict with the current state"
 
 
-class Gone(DomainError):
-    """The resource existed but can no longer be used."""
+class OperationRunning(Conflict):
+    """The same operation on this resource is already running (a retried or concurrent request):
+    read the resource again once it is done."""
+
+    code = "operation-running"
+    title = "The operation is already running"
+
+
+class AttemptNotClaimed(Conflict):
+    """No one has claimed this attempt of the task yet; claim it before reporting on it."""
+
+    code = "attempt-not-claimed"
+    title = "The attempt has not been claimed"
+
+
+class Gone(DomainError, family=True):
+    """The family of 410s: the resource existed but can no longer be used. Abstract (see
+    DomainError): each such resource has its own code."""
 
     status = 410
-    code = "gone"
     title = "No longer available"
 
 
@@ -857,8 +1106,9 @@ class SigningRequestUsed(Conflict):
     title = "The signing request already signed an entry"
 
 
-class SigningRequestNotFound(ValidationFailed):
-    """signingRequestId names no signing request of the caller."""
+class SigningRequestNotFound(NotFound):
+    """No signing request of the caller has this id (the path's, or the body's
+    signingRequestId)."""
 
     code = "signing-request-not-found"
     title = "No such signing request"

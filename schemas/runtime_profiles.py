@@ -24,19 +24,12 @@ from schemas.errors import (
     ProfileNotAllowed,
     ProfileScopeDenied,
     ProfileTaskTypeNotAllowed,
-    RuntimeProfileNotFound,
     UnknownRuntimeProfile,
     ValidationFailed,
 )
 from schemas.kernel.runtime_profiles import ClaimRefusal
 from schemas.kernel.task_types import TASK_TYPES
 from schemas.principals import AGENT_SCOPES
-
-PROFILE_NOT_FOUND_CODE: Final = RuntimeProfileNotFound.code
-UNKNOWN_PROFILE_CODE: Final = UnknownRuntimeProfile.code
-PROFILE_NOT_ALLOWED_CODE: Final = ProfileNotAllowed.code
-PROFILE_TASK_TYPE_CODE: Final = ProfileTaskTypeNotAllowed.code
-PROFILE_SCOPE_CODE: Final = ProfileScopeDenied.code
 
 ProfileName = Annotated[
     str,

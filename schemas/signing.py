@@ -23,7 +23,6 @@ from schemas.errors import (
     Conflict,
     SigningRequestAlreadyCompleted,
     SigningRequestExpired,
-    SigningRequestLimitReached,
 )
 from schemas.identity import Fingerprint, PublicKeyStr
 from schemas.kernel.crypto import parse_public_key, signing_payload
@@ -33,12 +32,6 @@ SigningStatus = Literal["pending", "completed", "expired"]
 
 # The Update that answers once the request is stored (the API's 201; SPEC 6 "envelope")
 ENVELOPE_UPDATE: Final = "envelope"
-
-# Problem codes of a signature that arrives too late or twice (409, nothing is written).
-EXPIRED_CODE: Final = SigningRequestExpired.code
-COMPLETED_CODE: Final = SigningRequestAlreadyCompleted.code
-# 429 when an agent already holds the maximum of open requests (the reference's code).
-LIMIT_CODE: Final = SigningRequestLimitReached.code
 
 
 def check_signature_format(value: str) -> str:

@@ -27,13 +27,10 @@ from schemas.base import Payload, RequestBody, ResponseBody
 from schemas.errors import (
     AttemptFinished,
     AttemptNotStarted,
-    ClaimConditionUnmet,
     Conflict,
     Forbidden,
     NotClaimant,
-    OutputCidMismatch,
     TaskFinished,
-    TaskNotQueued,
 )
 from schemas.kernel.attempts import ReportRefusal
 from schemas.numbers import JsonCount
@@ -55,15 +52,6 @@ CANCEL_UPDATE: Final = "cancel"
 STATE_QUERY: Final = "state"
 
 TimeoutReason = Literal["dispatch_expired", "lease_expired", "running_total_exceeded"]
-
-# Problem codes of the 409s (SPEC 3.1 guards; DECISIONS "Tasks").
-NOT_QUEUED_CODE: Final = TaskNotQueued.code
-CONDITION_UNMET_CODE: Final = ClaimConditionUnmet.code
-NOT_STARTED_CODE: Final = AttemptNotStarted.code
-ATTEMPT_FINISHED_CODE: Final = AttemptFinished.code
-TASK_FINISHED_CODE: Final = TaskFinished.code
-NOT_CLAIMANT_CODE: Final = NotClaimant.code
-OUTPUT_CID_MISMATCH_CODE: Final = OutputCidMismatch.code
 
 
 def task_workflow_id(task_id: UUID | str) -> str:

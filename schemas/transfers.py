@@ -20,13 +20,6 @@ from pydantic import Field
 from schemas.base import Payload, RequestBody, ResponseBody
 from schemas.errors import (
     DiaryTransferAlreadyResolved,
-    DiaryTransferNotFound,
-    DiaryTransferNotReady,
-    DiaryTransferPending,
-    DiaryTransferPersonalTeam,
-    DiaryTransferSameTeam,
-    DiaryTransferStale,
-    DiaryTransferTeamNotActive,
     DomainError,
 )
 from schemas.names import SubjectNames
@@ -40,16 +33,6 @@ and a repeated or late decision is refused by its validator before anything is w
 TRANSFER_STORED: Final = "diary.transfer.stored"
 """Update sent with the workflow start: answers once the pending row exists."""
 TRANSFER_RECORD_QUERY: Final = "diary.transfer.record"
-
-# Problem codes (the reference's slugs where it has one).
-PENDING_CODE: Final = DiaryTransferPending.code
-RESOLVED_CODE: Final = DiaryTransferAlreadyResolved.code
-NOT_FOUND_CODE: Final = DiaryTransferNotFound.code
-NOT_READY_CODE: Final = DiaryTransferNotReady.code
-SAME_TEAM_CODE: Final = DiaryTransferSameTeam.code
-PERSONAL_TEAM_CODE: Final = DiaryTransferPersonalTeam.code
-TEAM_NOT_ACTIVE_CODE: Final = DiaryTransferTeamNotActive.code
-DIARY_MOVED_CODE: Final = DiaryTransferStale.code
 
 
 # --- HTTP -------------------------------------------------------------------------------------

@@ -15,7 +15,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from schemas import errors
-from schemas.errors import DomainError
+from schemas.errors import (
+    Conflict,
+    DomainError,
+    Forbidden,
+    Gone,
+    NotFound,
+    Unauthorized,
+    ValidationFailed,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("api", "schemas", "workflows", "activities", "infra", "client", "toolserver", "workers")
@@ -24,6 +32,11 @@ CLASSES: dict[str, type[DomainError]] = {
     name: value
     for name, value in vars(errors).items()
     if isinstance(value, type) and issubclass(value, DomainError)
+}
+# families: a raise site names the specific condition, a subclass of one of these
+GENERIC = {
+    cls.__name__
+    for cls in (DomainError, ValidationFailed, Unauthorized, Forbidden, NotFound, Conflict, Gone)
 }
 
 
@@ -144,6 +157,83 @@ def offences(where: str, tree: ast.Module) -> Iterator[str]:
             known = DomainError.registry.get(code)
             if known is None or (raised_as is not None and known.status != raised_as.status):
                 yield f"{where}:{node.lineno}: code {code!r}: " + advice(code, raised_as)
+
+
+def built_class(node: ast.expr) -> str | None:
+    """The catalogue class a call or a bare raise builds: `X(...)`, `errors.X(...)`, `X.at(...)`
+    or `raise X`; None for anything else."""
+    target = node.func if isinstance(node, ast.Call) else node
+    if isinstance(target, ast.Attribute) and isinstance(node, ast.Call):
+        owner = target.value
+        if isinstance(owner, ast.Name) and owner.id in CLASSES:
+            # a constructor classmethod, `ValidationFailed.at(...)`; `from_problem` rebuilds the
+            # problem an activity raised, whatever its class
+            return owner.id if target.attr != "from_problem" else None
+        return target.attr if target.attr in CLASSES else None
+    return target.id if isinstance(target, ast.Name) and target.id in CLASSES else None
+
+
+def generic_raises(where: str, tree: ast.Module) -> Iterator[str]:
+    """Constructions of a generic base, and `code=` given to any problem class. A module's own
+    class of a catalogue name (the MCP gate's `Unauthorized`, an ASGI refusal) is not one."""
+    own = {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    for node in ast.walk(tree):
+        built: str | None = None
+        if isinstance(node, ast.Call):
+            built = built_class(node)
+            if built is not None and any(k.arg == "code" for k in node.keywords):
+                yield f"{where}:{node.lineno}: code= given to {built}: raise the code's own class"
+        elif isinstance(node, ast.Raise) and node.exc is not None:
+            built = built_class(node.exc) if not isinstance(node.exc, ast.Call) else None
+        if built in GENERIC and built not in own:
+            yield (
+                f"{where}:{node.lineno}: {built} is a family, not a condition: raise (or add to "
+                f"schemas/errors.py) the specific subclass whose code names this condition"
+            )
+
+
+def test_generic_problems_are_not_raised_outside_the_catalogue() -> None:
+    found = [line for where, tree in sources() for line in generic_raises(where, tree)]
+    assert not found, "Generic problems built outside schemas/errors.py:\n" + "\n".join(found)
+
+
+def test_the_generic_check_catches_each_construction() -> None:
+    """A generic base called, called through its module, given to a classmethod or raised bare,
+    and `code=` given to any problem, are each reported; a specific class, its `at` and catching
+    a family are not."""
+    source = """
+NotFound("x")
+errors.Conflict("x")
+ValidationFailed.at("/a", "x")
+raise Unauthorized
+TeamNotFound("x", code=DiaryNotFound.code)
+TeamNotFound("x")
+ExpiryInPast.at("/expiresAt", "x")
+try:
+    pass
+except NotFound:
+    pass
+isinstance(exc, Forbidden)
+DomainError.from_problem(body)
+"""
+    reported = list(generic_raises("probe.py", ast.parse(source)))
+    lines = sorted(int(line.split(":")[1]) for line in reported)
+    assert lines == [2, 3, 4, 5, 6], reported
+    assert all("TeamNotFound" not in line or "code=" in line for line in reported)
+
+
+def test_a_field_problem_has_the_shape_of_a_validation_problem() -> None:
+    """`Specific.at(pointer, message)`: the class's code and status, the message as detail and
+    as the one field error under its pointer."""
+    body = errors.ExpiryInPast.at("/expiresAt", "Must be in the future").to_problem()
+    assert body.model_dump(exclude_none=True) == {
+        "type": "/problems/expiry-in-past",
+        "title": errors.ExpiryInPast.title,
+        "status": 400,
+        "code": "expiry-in-past",
+        "detail": "Must be in the future",
+        "errors": [{"pointer": "/expiresAt", "message": "Must be in the future"}],
+    }
 
 
 def test_problem_codes_are_written_only_in_the_catalogue() -> None:

@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.identity import IdentityActivities
     from activities.permissions import PermissionActivities
     from activities.teams import TeamActivities
-    from schemas.errors import ValidationFailed
+    from schemas.errors import FingerprintMismatch, PublicKeyInvalid
     from schemas.identity import (
         AgentBinding,
         IdentityCreate,
@@ -72,9 +72,9 @@ class RegistrationWorkflow:
         try:
             derived = fingerprint(parse_public_key(inp.public_key))
         except ValueError as exc:
-            raise domain_failure(ValidationFailed(str(exc))) from None
+            raise domain_failure(PublicKeyInvalid(str(exc))) from None
         if derived != inp.fingerprint:
-            raise domain_failure(ValidationFailed("The fingerprint does not match the key"))
+            raise domain_failure(FingerprintMismatch("The fingerprint does not match the key"))
 
     async def _bind(self, inp: RegistrationInput) -> UUID:
         bound = await run_step(

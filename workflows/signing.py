@@ -24,8 +24,8 @@ with workflow.unsafe.imports_passed_through():
     from schemas import limits
     from schemas.errors import (
         ServiceUnavailable,
+        SignatureMalformed,
         SigningRequestNotReady,
-        ValidationFailed,
     )
     from schemas.kernel.crypto import parse_public_key, signing_payload, verify_signature
     from schemas.signing import (
@@ -167,7 +167,7 @@ class SigningRequestWorkflow:
         try:
             check_signature_format(submission.signature)
         except ValueError as exc:
-            raise domain_failure(ValidationFailed(str(exc))) from None
+            raise domain_failure(SignatureMalformed(str(exc))) from None
         if self._envelope is None:
             raise domain_failure(SigningRequestNotReady("The signing request is not stored yet"))
         status = self._result.status

@@ -46,7 +46,10 @@ from temporalio.exceptions import FailureError
 with workflow.unsafe.imports_passed_through():
     from activities.tasks import TaskActivities
     from schemas import limits
-    from schemas.errors import Conflict, TaskNotQueued
+    from schemas.errors import (
+        AttemptNotClaimed,
+        TaskNotQueued,
+    )
     from schemas.kernel.attempts import is_claimant, state_refusal
     from schemas.task_attempts import (
         ABORT_UPDATE,
@@ -397,7 +400,7 @@ class TaskWorkflow:
         do not exist; an earlier attempt has ended (409); another agent is refused (403)."""
         attempt = self._attempt
         if attempt is None or attempt_n > attempt.attempt_n:
-            raise domain_failure(Conflict(f"Attempt {attempt_n} has not been claimed"))
+            raise domain_failure(AttemptNotClaimed(f"Attempt {attempt_n} has not been claimed"))
         if attempt_n < attempt.attempt_n:
             raise domain_failure(attempt_finished(attempt_n, "over"))
         if not is_claimant(attempt.agent_id, agent_id):

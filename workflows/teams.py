@@ -25,7 +25,10 @@ from temporalio.exceptions import FailureError
 with workflow.unsafe.imports_passed_through():
     from activities.teams import TeamActivities
     from schemas import limits
-    from schemas.errors import NotFound, TeamNotFounding
+    from schemas.errors import (
+        TeamNotFound,
+        TeamNotFounding,
+    )
     from schemas.teams import (
         FOUNDING_ACCEPT_EVENT,
         FOUNDING_SEEDED,
@@ -157,7 +160,7 @@ class TeamFoundingWorkflow:
     @accept.validator
     def _check_accept(self, inp: FoundingAccept) -> None:
         if inp.subject_id not in self._seats:
-            raise domain_failure(NotFound("No such team"))
+            raise domain_failure(TeamNotFound("No such team"))
         if inp.subject_id in self._pending and (self._closing or self._seed_failure):
             raise domain_failure(TeamNotFounding("The team is no longer founding"))
 

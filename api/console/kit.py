@@ -24,6 +24,7 @@ from api.spec import HTML
 from schemas import limits
 from schemas.base import RequestBody
 from schemas.errors import (
+    AuthenticationRequired,
     Conflict,
     CsrfRefused,
     DomainError,
@@ -87,7 +88,7 @@ def console_route(
             if login and user is None:
                 if method == "GET":
                     to_login(request)
-                raise Unauthorized("Log in to the console first")
+                raise AuthenticationRequired("Log in to the console first")
             if method == "POST":
                 check_form_token(request, parsed.body.csrf)
             response: web.StreamResponse = await handler(request, parsed)

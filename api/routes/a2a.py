@@ -47,10 +47,10 @@ from api.headers import TEAM_HEADER
 from schemas.errors import (
     DomainError,
     FieldError,
-    Forbidden,
     MissingScope,
+    PermissionDenied,
+    RequestInvalid,
     UnsupportedMediaType,
-    ValidationFailed,
 )
 from schemas.kernel.task_types import DEFAULT_TASK_TYPE, TASK_TYPES
 
@@ -145,7 +145,7 @@ async def get_agent_card(request: web.Request, parsed: Any) -> web.StreamRespons
     raw_body="application/json",
     raw_response="application/json",
     headers=(TEAM_HEADER,),
-    errors=(Forbidden, MissingScope, UnsupportedMediaType, ValidationFailed),
+    errors=(PermissionDenied, MissingScope, UnsupportedMediaType, RequestInvalid),
 )
 async def a2a_rpc(request: web.Request, parsed: Any) -> web.StreamResponse:
     """A2A v1.0 JSON-RPC (SendMessage, GetTask, ListTasks, CancelTask and the streams).
@@ -176,11 +176,11 @@ def _require_json_object(body: bytes) -> None:
     try:
         value = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValidationFailed(
+        raise RequestInvalid(
             f"The body is not valid JSON: {exc}", errors=[FieldError(pointer="", message=str(exc))]
         ) from None
     if not isinstance(value, dict):
-        raise ValidationFailed(
+        raise RequestInvalid(
             "The body must be a JSON-RPC request object",
             errors=[FieldError(pointer="", message="Expected a JSON object")],
         )

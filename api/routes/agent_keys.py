@@ -75,6 +75,7 @@ from schemas.errors import (
     IdempotencyKeyRequired,
     IdentityKeyForbidden,
     KeyManageForbidden,
+    RequestInvalid,
     ScopeEscalation,
     ScopeNotGrantable,
     SelfRotationForbidden,
@@ -283,7 +284,7 @@ async def create_agent_key(
     response=AgentKeyList,
     scopes=SCOPES,
     headers=TEAM_HEADER_DOC,
-    errors=(ValidationFailed, KeyManageForbidden, IdentityKeyForbidden),
+    errors=(RequestInvalid, KeyManageForbidden, IdentityKeyForbidden),
 )
 async def list_agent_keys(
     request: web.Request, parsed: Parsed[None, AgentKeyListQuery]
@@ -406,7 +407,7 @@ async def rotate_agent_key(
     scopes=SCOPES,
     rate_bucket="agent_key",
     headers=TEAM_HEADER_DOC,
-    errors=(ValidationFailed, KeyManageForbidden, IdentityKeyForbidden, AgentKeyNotFound),
+    errors=(RequestInvalid, KeyManageForbidden, IdentityKeyForbidden, AgentKeyNotFound),
     idempotent=True,  # a decision: revoking a revoked key answers it (the first reason stays)
 )
 async def revoke_agent_key(

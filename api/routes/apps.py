@@ -16,7 +16,13 @@ from api.endpoint import Parsed, endpoint
 from api.headers import require_team_header
 from infra.repos import app_reads
 from schemas.apps import EntryMap, TaskCounts, TaskCountsQuery
-from schemas.errors import NotFound, TeamNotFound, Unauthorized, ValidationFailed
+from schemas.errors import (
+    AuthenticationRequired,
+    DiaryNotFound,
+    NotFound,
+    RequestInvalid,
+    TeamNotFound,
+)
 from schemas.memory import DiaryPath
 from schemas.task_api import NO_PROJECT
 
@@ -33,7 +39,7 @@ TAG = "apps"
     response=EntryMap,
     auth="optional",
     scopes=("diary:read",),
-    errors=(NotFound, Unauthorized),
+    errors=(DiaryNotFound, AuthenticationRequired),
 )
 async def diary_map(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> web.Response:
     """The diary's newest 10 000 entries laid out in 2D from their embeddings (PCA), with
@@ -83,7 +89,7 @@ def _ms(seconds: float) -> str:
     query=TaskCountsQuery,
     response=TaskCounts,
     scopes=("task:read",),
-    errors=(ValidationFailed, NotFound),
+    errors=(RequestInvalid, NotFound),
 )
 async def task_counts(request: web.Request, parsed: Parsed[None, TaskCountsQuery]) -> TaskCounts:
     """The team's tasks (`x-service-team-id`) counted by status, filtered by type and project."""

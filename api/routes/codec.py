@@ -24,7 +24,12 @@ from api.endpoint import Parsed, endpoint
 from infra.payload_codec import PayloadUndecodable as SealDoesNotOpen
 from infra.repos import identity_reads
 from schemas.codec import CodecAnswer, CodecPayload, CodecPayloads
-from schemas.errors import NotAnOperator, PayloadUndecodable, Unauthorized, ValidationFailed
+from schemas.errors import (
+    AuthenticationRequired,
+    NotAnOperator,
+    PayloadUndecodable,
+    RequestInvalid,
+)
 from schemas.principals import Principal
 
 routes = web.RouteTableDef()
@@ -41,7 +46,7 @@ _DECLARED: dict[str, Any] = {
     "tag": TAG,
     "body": CodecPayloads,
     "response": CodecAnswer,
-    "errors": (Unauthorized, NotAnOperator, PayloadUndecodable, ValidationFailed),
+    "errors": (AuthenticationRequired, NotAnOperator, PayloadUndecodable, RequestInvalid),
     "ui_origin": True,
 }
 

@@ -65,16 +65,20 @@ from schemas.connector import (
     read_authorize_request,
 )
 from schemas.errors import (
+    AuthenticationRequired,
+    AuthorizationCodeNotFound,
     Conflict,
     ConnectorClientExists,
+    ConnectorClientNotFound,
     ConnectorCsrf,
     ConnectorGrantInvalid,
     ConnectorRefused,
     ConnectorRequestInvalid,
     ConnectorTokenInvalid,
-    NotFound,
+    OperationRunning,
+    RefreshTokenNotFound,
+    RequestInvalid,
     Unauthorized,
-    ValidationFailed,
 )
 from schemas.identity import Done
 from schemas.kernel.crypto import new_secret
@@ -154,7 +158,7 @@ async def connector_register_client(
             metadata=body.metadata,
         ),
         workflow_id=client_register_workflow_id(body.clientId),
-        on_duplicate=Conflict("This client is already being registered"),
+        on_duplicate=OperationRunning("This client is already being registered"),
     )
     row = await reads.get_client(request.app[keys.READ_POOL], body.clientId)
     if row is None or row.secret_hash != body.secretHash:
@@ -170,7 +174,7 @@ async def connector_register_client(
     path_params=ClientPath,
     response=ConnectorClient,
     auth="connector",
-    errors=(ConnectorRefused, NotFound),
+    errors=(ConnectorRefused, ConnectorClientNotFound),
 )
 async def connector_get_client(
     request: web.Request, parsed: Parsed[None, None, ClientPath]
@@ -178,7 +182,7 @@ async def connector_get_client(
     """A registered client (its secret only as the keyed hash); back channel only."""
     row = await reads.get_client(request.app[keys.READ_POOL], parsed.path.clientId)
     if row is None:
-        raise NotFound("No such client")
+        raise ConnectorClientNotFound("No such client")
     return _client_view(row)
 
 
@@ -190,13 +194,13 @@ async def connector_get_client(
     body=CodeLookup,
     response=CodeView,
     auth="connector",
-    errors=(ConnectorRefused, NotFound),
+    errors=(ConnectorRefused, AuthorizationCodeNotFound),
 )
 async def connector_lookup_code(request: web.Request, parsed: Parsed[CodeLookup]) -> CodeView:
     """An authorization code's binding, for the SDK's token checks; back channel only."""
     row = await reads.get_code(request.app[keys.READ_POOL], _hash(request, parsed.body.code))
     if row is None or row.client_id != parsed.body.clientId:
-        raise NotFound("No such authorization code")
+        raise AuthorizationCodeNotFound("No such authorization code")
     return CodeView(
         clientId=row.client_id,
         redirectUri=row.redirect_uri,
@@ -280,7 +284,7 @@ async def connector_redeem_code(
     body=RefreshLookup,
     response=RefreshView,
     auth="connector",
-    errors=(ConnectorRefused, NotFound),
+    errors=(ConnectorRefused, RefreshTokenNotFound),
 )
 async def connector_lookup_refresh(
     request: web.Request, parsed: Parsed[RefreshLookup]
@@ -289,7 +293,7 @@ async def connector_lookup_refresh(
     pool = request.app[keys.READ_POOL]
     grant = await reads.grant_by_refresh(pool, _hashes(request, parsed.body.refreshToken))
     if grant is None or grant.client_id != parsed.body.clientId:
-        raise NotFound("No such refresh token")
+        raise RefreshTokenNotFound("No such refresh token")
     assert grant.refresh_expires_at is not None
     return RefreshView(
         grantId=grant.id,
@@ -397,7 +401,7 @@ async def connector_revoke_grant(request: web.Request, parsed: Parsed[GrantRevok
         ConnectorGrantRevokeWorkflow.run,
         GrantRef(grant_id=grant_id),
         workflow_id=grant_revoke_workflow_id(grant_id),
-        on_duplicate=Conflict("This grant is already being revoked"),
+        on_duplicate=OperationRunning("This grant is already being revoked"),
     )
     return Done()
 
@@ -468,7 +472,7 @@ def _back_to_client(auth: AuthorizeRequest, **params: str) -> web.Response:
     query=ConsentQuery,
     auth="none",
     raw_response="text/html",
-    errors=(ValidationFailed,),
+    errors=(RequestInvalid,),
 )
 async def consent_page(request: web.Request, parsed: Parsed[None, ConsentQuery]) -> web.Response:
     """The human approves or denies an MCP host's access (after login; anonymous visitors are
@@ -523,7 +527,7 @@ def _consent_policy(redirect_uri: str) -> str:
     body=ConsentForm,
     body_form=True,
     auth="none",
-    errors=(ValidationFailed, Unauthorized),
+    errors=(RequestInvalid, AuthenticationRequired),
 )
 async def consent_decision(request: web.Request, parsed: Parsed[ConsentForm]) -> web.Response:
     """Approve (an authorization code to the client's redirect URI) or deny
@@ -556,7 +560,7 @@ async def consent_decision(request: web.Request, parsed: Parsed[ConsentForm]) ->
             expires_at=datetime.now(UTC) + timedelta(seconds=limits.CONNECTOR_CODE_TTL_SEC),
         ),
         workflow_id=code_issue_workflow_id(code_hash),
-        on_duplicate=Conflict("This code is already being issued"),
+        on_duplicate=OperationRunning("This code is already being issued"),
     )
     return _back_to_client(auth, code=code)
 

@@ -32,11 +32,13 @@ from schemas.errors import (
     AgentNotFound,
     AgentsOnly,
     Conflict,
-    Forbidden,
     NotFound,
+    OperationRunning,
+    PermissionDenied,
     RateLimited,
     ServiceUnavailable,
     SigningRequestExpired,
+    SigningRequestNotFound,
 )
 from schemas.kernel.crypto import normalize_fingerprint, parse_public_key, verify_signature
 from schemas.principals import Principal
@@ -88,7 +90,7 @@ def require_agent(request: web.Request) -> Principal:
     response=SigningRequestView,
     scopes=SIGN_SCOPE,
     rate_bucket="signing",
-    errors=(Forbidden, RateLimited),
+    errors=(PermissionDenied, RateLimited),
     idempotent=True,
 )
 async def create_signing_request(
@@ -113,7 +115,7 @@ async def create_signing_request(
         workflow_id=signing_workflow_id(request_id),
         update=ENVELOPE_UPDATE,
         result_type=SigningEnvelope,
-        on_duplicate=Conflict("This signing request is being created"),
+        on_duplicate=OperationRunning("This signing request is being created"),
         search=[SearchAttributePair(AGENT_ID, str(principal.agent_id))],
     )
     if envelope is not None:
@@ -130,7 +132,7 @@ async def _public_key_of(request: web.Request, principal: Principal) -> str:
         request.app[keys.READ_POOL], principal.identity_id
     )
     if agent is None:
-        raise NotFound("The calling agent is unknown")
+        raise AgentNotFound("The calling agent is unknown")
     return agent.public_key
 
 
@@ -142,7 +144,7 @@ async def _public_key_of(request: web.Request, principal: Principal) -> str:
     query=SigningRequestListQuery,
     response=SigningRequestList,
     scopes=SIGN_SCOPE,
-    errors=(Forbidden,),
+    errors=(PermissionDenied,),
 )
 async def list_own_signing_requests(
     request: web.Request, parsed: Parsed[None, SigningRequestListQuery]
@@ -170,7 +172,7 @@ async def list_own_signing_requests(
     path_params=SigningRequestPath,
     response=SigningRequestView,
     scopes=SIGN_SCOPE,
-    errors=(Forbidden, NotFound),
+    errors=(PermissionDenied, SigningRequestNotFound),
 )
 async def get_own_signing_request(
     request: web.Request, parsed: Parsed[None, None, SigningRequestPath]
@@ -193,7 +195,7 @@ async def get_own_signing_request(
     response=SignOutcome,
     scopes=SIGN_SCOPE,
     # the signing bucket counts the requests created, not the signatures sent to them
-    errors=(Forbidden, NotFound, Conflict, ServiceUnavailable),
+    errors=(PermissionDenied, SigningRequestNotFound, Conflict, ServiceUnavailable),
 )
 async def sign_signing_request(
     request: web.Request, parsed: Parsed[SignatureSubmit, None, SigningRequestPath]
@@ -244,7 +246,7 @@ async def submit_signature(
 async def _owned(pool: asyncpg.Pool, agent_id: UUID, request_id: UUID) -> SigningRequestRecord:
     record = await get_signing_request(pool, request_id)
     if record is None or record.agent_id != agent_id:
-        raise NotFound("No such signing request")
+        raise SigningRequestNotFound("No such signing request")
     return record
 
 

@@ -45,16 +45,20 @@ from schemas.diary_archive import (
 )
 from schemas.errors import (
     ArchiveInvalid,
+    AuthenticationRequired,
     Conflict,
+    DiaryNotFound,
     EntryNotFound,
     Forbidden,
+    GrantInProgress,
     ImportInvalid,
     NotFound,
+    OperationRunning,
     PayloadTooLarge,
+    PermissionDenied,
     SubjectNotFound,
     TeamNotActive,
     TeamNotFound,
-    Unauthorized,
     UnsupportedMediaType,
     ValidationFailed,
 )
@@ -120,7 +124,7 @@ TAG = "diaries"
     response=Diary,
     scopes=("diary:write",),
     headers=("x-service-team-id",),
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(NotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest]) -> Diary:
@@ -142,7 +146,7 @@ async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest])
             created_by_ns=principal.subject_ns,
         ),
         workflow_id=diary_create_workflow_id(diary_id),
-        on_duplicate=Conflict("This diary is being created"),
+        on_duplicate=OperationRunning("This diary is being created"),
         search=_diary_search(diary_id, team_id),
         team=team_id,
     )
@@ -194,7 +198,7 @@ async def list_diaries(request: web.Request, parsed: Parsed) -> DiaryList:
     response=Diary,
     auth="optional",
     scopes=("diary:read",),
-    errors=(NotFound, Unauthorized),
+    errors=(DiaryNotFound, AuthenticationRequired),
 )
 async def get_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Diary:
     """One diary, by its visibility rule, with the changes the caller may make."""
@@ -214,7 +218,7 @@ async def get_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath])
     path_params=DiaryPath,
     response=HygieneReport,
     scopes=("diary:read",),
-    errors=(NotFound,),
+    errors=(DiaryNotFound,),
 )
 async def diary_hygiene(
     request: web.Request, parsed: Parsed[None, None, DiaryPath]
@@ -235,7 +239,7 @@ async def diary_hygiene(
     body=DiaryUpdateRequest,
     response=Diary,
     scopes=("diary:write",),
-    errors=(NotFound, Forbidden),
+    errors=(DiaryNotFound, PermissionDenied),
 )
 async def update_diary(
     request: web.Request, parsed: Parsed[DiaryUpdateRequest, None, DiaryPath]
@@ -249,7 +253,7 @@ async def update_diary(
         DiaryUpdateWorkflow.run,
         DiaryUpdateInput(diary_id=diary_id, name=body.name, visibility=body.visibility),
         workflow_id=diary_update_workflow_id(diary_id),
-        on_duplicate=Conflict("This diary is being updated"),
+        on_duplicate=OperationRunning("This diary is being updated"),
     )
     return await load_diary(request, diary_id)
 
@@ -263,7 +267,7 @@ async def update_diary(
     path_params=DiaryPath,
     response=Done,
     scopes=("diary:delete",),
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(DiaryNotFound, PermissionDenied, Conflict),
 )
 async def delete_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Done:
     """Delete a diary, its entries and every permission tuple naming them (needs `manage`);
@@ -276,7 +280,7 @@ async def delete_diary(request: web.Request, parsed: Parsed[None, None, DiaryPat
         DiaryDeleteWorkflow.run,
         DiaryRef(diary_id=diary_id),
         workflow_id=diary_delete_workflow_id(diary_id),
-        on_duplicate=Conflict("This diary is being deleted"),
+        on_duplicate=OperationRunning("This diary is being deleted"),
     )
     return Done()
 
@@ -300,7 +304,7 @@ def _grant_change(diary_id: UUID, body: GrantRequest) -> GrantChange:
     body=GrantRequest,
     response=Grant,
     scopes=("diary:share",),
-    errors=(NotFound, Forbidden),
+    errors=(DiaryNotFound, PermissionDenied),
     idempotent=True,
 )
 async def create_grant(
@@ -320,7 +324,7 @@ async def create_grant(
         DiaryGrantWriteWorkflow.run,
         change,
         workflow_id=keyed_workflow_id(request, "diary-grant", diary_grant_workflow_id(change)),
-        on_duplicate=Conflict("This grant is being written"),
+        on_duplicate=GrantInProgress("This grant is being written"),
     )
     return Grant(
         diaryId=diary_id, subjectId=body.subjectId, subjectNs=body.subjectNs, role=body.role
@@ -335,7 +339,7 @@ async def create_grant(
     path_params=GrantPath,
     response=GrantList,
     scopes=("diary:read",),
-    errors=(NotFound, Forbidden),
+    errors=(DiaryNotFound, PermissionDenied),
 )
 async def list_grants(request: web.Request, parsed: Parsed[None, None, GrantPath]) -> GrantList:
     """Who holds writer or manager grants on the diary (needs Diary `manage`)."""
@@ -353,7 +357,7 @@ async def list_grants(request: web.Request, parsed: Parsed[None, None, GrantPath
     body=GrantRequest,
     response=Done,
     scopes=("diary:share",),
-    errors=(NotFound, Forbidden),
+    errors=(DiaryNotFound, PermissionDenied),
 )
 async def revoke_grant(request: web.Request, parsed: Parsed[GrantRequest, None, GrantPath]) -> Done:
     """Remove one grant; revoking a grant that does not exist is a no-op."""
@@ -365,7 +369,7 @@ async def revoke_grant(request: web.Request, parsed: Parsed[GrantRequest, None, 
         DiaryGrantRevokeWorkflow.run,
         change,
         workflow_id=diary_grant_workflow_id(change),
-        on_duplicate=Conflict("This grant is being revoked"),
+        on_duplicate=GrantInProgress("This grant is being revoked"),
     )
     return Done()
 
@@ -383,7 +387,7 @@ async def revoke_grant(request: web.Request, parsed: Parsed[GrantRequest, None, 
     response=TagHistogram,
     auth="optional",
     scopes=("diary:read",),
-    errors=(NotFound, Unauthorized),
+    errors=(DiaryNotFound, AuthenticationRequired),
 )
 async def tag_histogram(
     request: web.Request, parsed: Parsed[None, TagQuery, DiaryPath]
@@ -407,7 +411,7 @@ async def tag_histogram(
     response=EntryVerification,
     auth="optional",
     scopes=("diary:read",),
-    errors=(NotFound, Unauthorized),
+    errors=(DiaryNotFound, EntryNotFound, AuthenticationRequired),
 )
 async def verify_entry(
     request: web.Request, parsed: Parsed[None, None, DiaryEntryPath]
@@ -479,7 +483,7 @@ async def _links_to_chain(pool: asyncpg.Pool, entry: Entry) -> bool:
     auth="optional",
     scopes=("diary:read",),
     raw_response=CAR_MEDIA_TYPE,
-    errors=(NotFound, Unauthorized),
+    errors=(DiaryNotFound, AuthenticationRequired),
 )
 async def export_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> web.Response:
     """The diary as a CARv1 file: manifest, entries with their CIDs, relations, signatures."""
@@ -564,7 +568,7 @@ async def import_diary(request: web.Request, parsed: Parsed[None, DiaryImportQue
             format=file_format,
         ),
         workflow_id=diary_import_workflow_id(diary_id),
-        on_duplicate=Conflict("This diary is being imported"),
+        on_duplicate=OperationRunning("This diary is being imported"),
         search=_diary_search(diary_id, team_id),
         team=team_id,
     )

@@ -25,18 +25,20 @@ from infra.repos import memory_reads
 from infra.repos.memory_reads import LocatedRelation
 from schemas.errors import (
     AgentsOnly,
+    AuthenticationRequired,
     Conflict,
     CrossDiaryRelation,
+    DiaryNotFound,
     EntryBusy,
     EntryImmutable,
     EntryNotFound,
-    Forbidden,
     NotFound,
+    OperationRunning,
+    PermissionDenied,
     RelationNotFound,
+    RequestInvalid,
     SelfRelation,
     SignatureRequired,
-    Unauthorized,
-    ValidationFailed,
 )
 from schemas.identity import Done
 from schemas.memory import (
@@ -132,7 +134,7 @@ def _split(value: str | None) -> list[str] | None:
     body=EntryCreateRequest,
     response=Entry,
     scopes=("diary:write",),
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(DiaryNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_entry(
@@ -171,7 +173,7 @@ async def create_entry(
             embed_locally=True,  # started on the embedding queue, beside the model
         ),
         workflow_id=entry_create_workflow_id(entry_id),
-        on_duplicate=Conflict("This entry is being created"),
+        on_duplicate=EntryBusy("This entry is being created"),
         search=[SearchAttributePair(DIARY_ID, str(diary_id))],
         task_queue=request.app[keys.SETTINGS].embedding_task_queue,
         team=diary.teamId,
@@ -195,7 +197,7 @@ async def create_entry(
     response=EntryList,
     auth="optional",
     scopes=("diary:read",),
-    errors=(NotFound, Unauthorized),
+    errors=(DiaryNotFound, AuthenticationRequired),
 )
 async def list_entries(
     request: web.Request, parsed: Parsed[None, EntryListQuery, DiaryPath]
@@ -231,7 +233,7 @@ async def list_entries(
     response=Entry,
     auth="optional",
     scopes=("diary:read",),
-    errors=(NotFound, Unauthorized),
+    errors=(EntryNotFound, AuthenticationRequired),
 )
 async def get_entry(request: web.Request, parsed: Parsed[None, None, EntryPath]) -> Entry:
     """One entry, by its diary's visibility rule."""
@@ -248,7 +250,7 @@ async def get_entry(request: web.Request, parsed: Parsed[None, None, EntryPath])
     body=EntryUpdateRequest,
     response=Entry,
     scopes=("diary:write",),
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(EntryNotFound, PermissionDenied, Conflict),
 )
 async def update_entry(
     request: web.Request, parsed: Parsed[EntryUpdateRequest, None, EntryPath]
@@ -310,7 +312,7 @@ def _update_input(entry: Entry, body: EntryUpdateRequest) -> EntryUpdateInput:
     path_params=EntryPath,
     response=Done,
     scopes=("diary:delete",),
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(EntryNotFound, PermissionDenied, Conflict),
 )
 async def delete_entry(request: web.Request, parsed: Parsed[None, None, EntryPath]) -> Done:
     """Delete an unsigned entry and its parent tuple."""
@@ -351,7 +353,7 @@ async def _delete(request: web.Request, entry_ids: list[UUID]) -> list[UUID]:
         EntryDeleteWorkflow.run,
         EntryRefs(entry_ids=entry_ids),
         workflow_id=entries_delete_workflow_id(entry_ids),
-        on_duplicate=Conflict("These entries are being deleted"),
+        on_duplicate=EntryBusy("These entries are being deleted"),
     )
     return result.deleted
 
@@ -370,7 +372,7 @@ async def _delete(request: web.Request, entry_ids: list[UUID]) -> list[UUID]:
     body=RelationCreateRequest,
     response=Relation,
     scopes=("diary:write",),
-    errors=(NotFound, Forbidden, ValidationFailed),
+    errors=(EntryNotFound, PermissionDenied, RequestInvalid),
     idempotent=True,
 )
 async def create_relation(
@@ -400,7 +402,7 @@ async def create_relation(
             workflow_id=workflow_id,
         ),
         workflow_id=workflow_id,
-        on_duplicate=Conflict("This relation is being created"),
+        on_duplicate=OperationRunning("This relation is being created"),
     )
     located = await _load_relation(request, written.relation_id)
     if not written.created:
@@ -433,7 +435,7 @@ async def _writable_relation(request: web.Request, relation_id: UUID) -> Located
     response=RelationList,
     auth="optional",
     scopes=("diary:read",),
-    errors=(NotFound, Unauthorized),
+    errors=(EntryNotFound, AuthenticationRequired),
 )
 async def list_relations(
     request: web.Request, parsed: Parsed[None, RelationListQuery, EntryPath]
@@ -462,7 +464,7 @@ async def list_relations(
     body=RelationUpdateRequest,
     response=Relation,
     scopes=("diary:write",),
-    errors=(NotFound, Forbidden),
+    errors=(RelationNotFound, PermissionDenied),
 )
 async def update_relation(
     request: web.Request, parsed: Parsed[RelationUpdateRequest, None, RelationPath]
@@ -475,7 +477,7 @@ async def update_relation(
         RelationUpdateWorkflow.run,
         RelationStatusChange(relation_id=relation_id, status=parsed.body.status),
         workflow_id=relation_update_workflow_id(relation_id),
-        on_duplicate=Conflict("This relation is being updated"),
+        on_duplicate=OperationRunning("This relation is being updated"),
     )
     return (await _load_relation(request, relation_id)).relation
 
@@ -488,7 +490,7 @@ async def update_relation(
     status=204,
     path_params=RelationPath,
     scopes=("diary:write",),
-    errors=(NotFound, Forbidden),
+    errors=(RelationNotFound, PermissionDenied),
 )
 async def delete_relation(
     request: web.Request, parsed: Parsed[None, None, RelationPath]
@@ -501,6 +503,6 @@ async def delete_relation(
         RelationDeleteWorkflow.run,
         RelationRef(relation_id=relation_id),
         workflow_id=relation_delete_workflow_id(relation_id),
-        on_duplicate=Conflict("This relation is being deleted"),
+        on_duplicate=OperationRunning("This relation is being deleted"),
     )
     return web.Response(status=204)

@@ -22,7 +22,13 @@ from api.endpoint import Parsed, endpoint
 from api.idempotency import keyed_workflow_id, new_id
 from api.team_access import read_pool, require_membership, require_team, run_team_write
 from infra.repos import team_reads
-from schemas.errors import Conflict, Forbidden, NotFound
+from schemas.errors import (
+    Conflict,
+    GroupNotFound,
+    NotAGroupMember,
+    PermissionDenied,
+    TeamNotFound,
+)
 from schemas.teams import (
     AddGroupMemberRequest,
     CreateGroupRequest,
@@ -57,13 +63,13 @@ async def _group_row(request: web.Request, group_id: uuid.UUID) -> Group:
     """The group, visible to members of its team only (404 otherwise)."""
     group = await team_reads.get_group(read_pool(request), group_id)
     if group is None or not await allowed(request, "Team", group.teamId, "verify_claim"):
-        raise NotFound("No such group")
+        raise GroupNotFound("No such group")
     return group
 
 
 async def _require_group_manager(request: web.Request, group: Group) -> None:
     if not await allowed(request, "Group", group.id, "manage"):
-        raise Forbidden("Managing groups needs an owner or manager of the team")
+        raise PermissionDenied("Managing groups needs an owner or manager of the team")
 
 
 async def _group_members(request: web.Request, group_id: uuid.UUID) -> list[GroupMember]:
@@ -79,7 +85,7 @@ async def _group_members(request: web.Request, group_id: uuid.UUID) -> list[Grou
     path_params=TeamPath,
     body=CreateGroupRequest,
     response=Group,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_group(
@@ -103,7 +109,7 @@ async def create_group(
     tag=TAG,
     path_params=TeamPath,
     response=GroupList,
-    errors=(NotFound,),
+    errors=(TeamNotFound,),
 )
 async def list_groups(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> GroupList:
     """The team's groups."""
@@ -119,7 +125,7 @@ async def list_groups(request: web.Request, parsed: Parsed[None, None, TeamPath]
     tag=TAG,
     path_params=GroupPath,
     response=Group,
-    errors=(NotFound,),
+    errors=(GroupNotFound,),
 )
 async def get_group(request: web.Request, parsed: Parsed[None, None, GroupPath]) -> Group:
     """A group with its members."""
@@ -135,7 +141,7 @@ async def get_group(request: web.Request, parsed: Parsed[None, None, GroupPath])
     tag=TAG,
     path_params=GroupPath,
     response=Deleted,
-    errors=(NotFound, Forbidden),
+    errors=(GroupNotFound, PermissionDenied),
 )
 async def delete_group(request: web.Request, parsed: Parsed[None, None, GroupPath]) -> Deleted:
     """Delete a group and every grant made to it."""
@@ -158,7 +164,7 @@ async def delete_group(request: web.Request, parsed: Parsed[None, None, GroupPat
     path_params=GroupPath,
     body=AddGroupMemberRequest,
     response=GroupMember,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(GroupNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def add_group_member(
@@ -189,7 +195,7 @@ async def add_group_member(
     tag=TAG,
     path_params=GroupPath,
     response=GroupMemberList,
-    errors=(NotFound,),
+    errors=(GroupNotFound,),
 )
 async def list_group_members(
     request: web.Request, parsed: Parsed[None, None, GroupPath]
@@ -207,7 +213,7 @@ async def list_group_members(
     tag=TAG,
     path_params=GroupMemberPath,
     response=Deleted,
-    errors=(NotFound, Forbidden),
+    errors=(GroupNotFound, NotAGroupMember, PermissionDenied),
 )
 async def remove_group_member(
     request: web.Request, parsed: Parsed[None, None, GroupMemberPath]

@@ -26,7 +26,14 @@ from api.auth import (
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
 from infra.repos import identity_reads
-from schemas.errors import Conflict, HumansOnly, NotFound, Unauthorized
+from schemas.errors import (
+    Conflict,
+    HumanNotFound,
+    HumansOnly,
+    LoginFailed,
+    OperationRunning,
+    SessionRequired,
+)
 from schemas.identity import (
     Done,
     HumanIdentity,
@@ -97,7 +104,7 @@ async def register_human(
             display_name=body.displayName,
         ),
         workflow_id=human_registration_workflow_id(identity_id),
-        on_duplicate=Conflict("This registration is already running"),
+        on_duplicate=OperationRunning("This registration is already running"),
     )
     return HumanIdentity(
         identityId=identity_id, email=body.email, state="active", displayName=body.displayName
@@ -113,7 +120,7 @@ async def register_human(
     response=HumanSession,
     auth="none",
     rate_bucket="recovery",
-    errors=(Unauthorized,),
+    errors=(LoginFailed,),
 )
 async def login(request: web.Request, parsed: Parsed[HumanLoginRequest]) -> web.StreamResponse:
     """Open a session: the token comes back once, and as an HttpOnly cookie."""
@@ -123,7 +130,7 @@ async def login(request: web.Request, parsed: Parsed[HumanLoginRequest]) -> web.
     stored = identity.password_hash if identity is not None else _DUMMY_HASH
     valid = await asyncio.to_thread(_verify_password, stored, body.password)
     if identity is None or not valid or (identity.schema_id, identity.state) != ("human", "active"):
-        raise Unauthorized("Wrong email or password")
+        raise LoginFailed("Wrong email or password")
     token = new_secret(SESSION_PREFIX)
     session_id = uuid.uuid4()
     expires_at = datetime.now(UTC) + SESSION_LIFETIME
@@ -139,7 +146,7 @@ async def login(request: web.Request, parsed: Parsed[HumanLoginRequest]) -> web.
             expires_at=expires_at,
         ),
         workflow_id=session_open_workflow_id(session_id),
-        on_duplicate=Conflict("This session is already being opened"),
+        on_duplicate=OperationRunning("This session is already being opened"),
     )
     response = render(
         HumanSession(
@@ -153,12 +160,12 @@ async def login(request: web.Request, parsed: Parsed[HumanLoginRequest]) -> web.
     return response
 
 
-@endpoint(routes, "POST", "/self-service/logout", tag=TAG, response=Done)
+@endpoint(routes, "POST", "/self-service/logout", tag=TAG, response=Done, errors=(SessionRequired,))
 async def logout(request: web.Request, parsed: Parsed) -> web.StreamResponse:
     """Close the caller's session."""
     principal = require_principal(request)
     if principal.credential != "session":
-        raise Unauthorized("Logout ends a human session; send the session token")
+        raise SessionRequired("Logout ends a human session; send the session token")
     token_hashes = request.app[keys.SETTINGS].secret_ring.hashes(session_token_of(request) or "")
     session = await identity_reads.open_session(request.app[keys.READ_POOL], token_hashes)
     if session is not None:
@@ -167,7 +174,7 @@ async def logout(request: web.Request, parsed: Parsed) -> web.StreamResponse:
             SessionCloseWorkflow.run,
             SessionClose(session_id=session.id),
             workflow_id=session_close_workflow_id(session.id),
-            on_duplicate=Conflict("This session is already being closed"),
+            on_duplicate=OperationRunning("This session is already being closed"),
         )
     response = render(Done())
     response.del_cookie(SESSION_COOKIE, path="/")
@@ -189,7 +196,7 @@ def _human(request: web.Request) -> Principal:
 async def _profile(request: web.Request, identity_id: uuid.UUID) -> HumanProfile:
     row = await identity_reads.human_profile(request.app[keys.READ_POOL], identity_id)
     if row is None:
-        raise NotFound("No human identity has this id")
+        raise HumanNotFound("No human identity has this id")
     return HumanProfile(identityId=row.id, email=row.email, displayName=row.display_name)
 
 
@@ -225,6 +232,6 @@ async def update_profile(
         ProfileChangeWorkflow.run,
         ProfileChange(identity_id=identity_id, display_name=parsed.body.displayName),
         workflow_id=profile_change_workflow_id(identity_id),
-        on_duplicate=Conflict("This profile is already being changed"),
+        on_duplicate=OperationRunning("This profile is already being changed"),
     )
     return await _profile(request, identity_id)

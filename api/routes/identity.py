@@ -17,16 +17,23 @@ from api.idempotency import new_id
 from infra.repos import identity_reads
 from schemas import limits
 from schemas.errors import (
+    AgentNotFound,
     AgentsOnly,
     ChallengeAlreadyUsed,
+    ChallengeExpired,
+    ChallengeFromFuture,
+    ChallengeHmacInvalid,
+    ChallengeKeyMismatch,
+    ChallengeMalformed,
     Conflict,
-    Forbidden,
     Gone,
     InvalidChallenge,
     InvalidSignature,
-    NotFound,
+    OperationRunning,
+    PermissionDenied,
+    PublicKeyInvalid,
+    RecoveryFlowNotFound,
     TooManyVouchers,
-    ValidationFailed,
     VoucherRejected,
 )
 from schemas.identity import (
@@ -77,6 +84,14 @@ from workflows.vouchers import VoucherIssueWorkflow, voucher_workflow_id
 routes = web.RouteTableDef()
 TAG = "identity"
 CLIENT_SECRET_PREFIX = "service_cs_"
+# the problem of each check the pure challenge verification can refuse
+CHALLENGE_REFUSED: dict[RecoveryFailure, type[InvalidChallenge]] = {
+    RecoveryFailure.MALFORMED: ChallengeMalformed,
+    RecoveryFailure.KEY_MISMATCH: ChallengeKeyMismatch,
+    RecoveryFailure.BAD_HMAC: ChallengeHmacInvalid,
+    RecoveryFailure.EXPIRED: ChallengeExpired,
+    RecoveryFailure.FROM_FUTURE: ChallengeFromFuture,
+}
 
 
 def _server_secret(request: web.Request) -> bytes:
@@ -93,7 +108,7 @@ async def issue_voucher(request: web.Request, issuer_id: uuid.UUID | None) -> Vo
         VoucherIssueWorkflow.run,
         VoucherIssue(voucher_id=voucher_id, code=new_voucher_code(), issuer_id=issuer_id),
         workflow_id=voucher_workflow_id(voucher_id),
-        on_duplicate=Conflict("This voucher is being issued"),
+        on_duplicate=OperationRunning("This voucher is being issued"),
     )
 
 
@@ -105,7 +120,7 @@ async def issue_voucher(request: web.Request, issuer_id: uuid.UUID | None) -> Vo
     status=201,
     response=Voucher,
     rate_bucket="vouch",
-    errors=(TooManyVouchers, Forbidden),
+    errors=(TooManyVouchers, PermissionDenied),
     idempotent=True,
 )
 async def create_voucher(request: web.Request, parsed: Parsed) -> Voucher:
@@ -162,7 +177,7 @@ async def register(request: web.Request, parsed: Parsed[RegisterRequest]) -> Reg
             client_secret_hash=hash_secret(client_secret, _server_secret(request)),
         ),
         workflow_id=registration_workflow_id(agent_fingerprint),
-        on_duplicate=Conflict("A registration for this key is already running"),
+        on_duplicate=OperationRunning("A registration for this key is already running"),
         search=[SearchAttributePair(AGENT_ID, str(agent_id))],
     )
     return RegisterResponse(
@@ -186,6 +201,7 @@ async def register(request: web.Request, parsed: Parsed[RegisterRequest]) -> Reg
     response=RecoveryChallenge,
     auth="none",
     rate_bucket="recovery",
+    errors=(PublicKeyInvalid,),
 )
 async def recovery_challenge(
     request: web.Request, parsed: Parsed[RecoveryChallengeRequest]
@@ -197,7 +213,7 @@ async def recovery_challenge(
             body.publicKey, _server_secret(request), int(time.time() * 1000)
         )
     except ValueError as exc:
-        raise ValidationFailed(str(exc)) from None
+        raise PublicKeyInvalid(str(exc)) from None
     return RecoveryChallenge(challenge=challenge, hmac=mac)
 
 
@@ -237,7 +253,7 @@ async def recovery_verify(
     try:
         checked = _checked_challenge(request, body)
     except RecoveryChallengeError as exc:
-        raise InvalidChallenge(str(exc), code=exc.reason.value) from None
+        raise CHALLENGE_REFUSED[exc.reason](str(exc)) from None
     flow_id = uuid.uuid4()
     code = new_secret()
     now = datetime.now(UTC)
@@ -275,7 +291,7 @@ async def recovery_verify(
     response=RecoveryCompleted,
     auth="none",
     rate_bucket="recovery",
-    errors=(InvalidChallenge, NotFound, Gone),
+    errors=(InvalidChallenge, RecoveryFlowNotFound, Gone),
 )
 async def recovery_complete(
     request: web.Request, parsed: Parsed[RecoveryCodeRequest, RecoveryFlowQuery]
@@ -294,7 +310,7 @@ async def recovery_complete(
             new_secret_hash=hash_secret(client_secret, secret),
         ),
         workflow_id=recovery_redeem_workflow_id(flow.flow),
-        on_duplicate=Conflict("This recovery is already being redeemed"),
+        on_duplicate=OperationRunning("This recovery is already being redeemed"),
     )
     return RecoveryCompleted(clientId=redeemed.client_id, clientSecret=client_secret)
 
@@ -339,7 +355,7 @@ async def whoami(request: web.Request, parsed: Parsed) -> Whoami:
     path_params=FingerprintPath,
     response=AgentProfile,
     auth="none",
-    errors=(NotFound,),
+    errors=(AgentNotFound,),
 )
 async def agent_profile(
     request: web.Request, parsed: Parsed[None, None, FingerprintPath]
@@ -350,7 +366,7 @@ async def agent_profile(
         request.app[keys.READ_POOL], normalize_fingerprint(path.fingerprint)
     )
     if agent is None:
-        raise NotFound("No agent has this fingerprint")
+        raise AgentNotFound("No agent has this fingerprint")
     return AgentProfile(
         fingerprint=agent.fingerprint,
         publicKey=agent.public_key,

@@ -19,11 +19,11 @@ from api.endpoint import Parsed, endpoint
 from infra.repos import identity_reads
 from schemas.base import RequestBody
 from schemas.errors import (
-    Forbidden,
+    HookSecretInvalid,
     PublicKeyImmutable,
-    Unauthorized,
+    PublicKeyInvalid,
+    RequestInvalid,
     UnknownClient,
-    ValidationFailed,
     VoucherRejected,
 )
 from schemas.identity import OAuthError, TokenRequest, TokenResponse
@@ -133,7 +133,7 @@ def _require_hook_secret(request: web.Request) -> None:
     expected = request.app[keys.SETTINGS].hook_secret.get_secret_value()
     presented = request.headers.get(HOOK_SECRET_HEADER, "")
     if not expected or not hmac.compare_digest(expected.encode(), presented.encode()):
-        raise Unauthorized("The hook secret is missing or wrong")
+        raise HookSecretInvalid("The hook secret is missing or wrong")
 
 
 class TokenExchangeHook(RequestBody):
@@ -152,7 +152,7 @@ class TokenExchangeHook(RequestBody):
     tag="hooks",
     body=TokenExchangeHook,
     auth="none",
-    errors=(Forbidden, Unauthorized),
+    errors=(HookSecretInvalid, UnknownClient),
 )
 async def token_exchange_hook(
     request: web.Request, parsed: Parsed[TokenExchangeHook]
@@ -192,7 +192,7 @@ def _hook_traits(body: IdentityHook) -> dict[str, Any]:
     tag="hooks",
     body=IdentityHook,
     auth="none",
-    errors=(Forbidden, Unauthorized),
+    errors=(HookSecretInvalid, PublicKeyInvalid, VoucherRejected),
 )
 async def after_registration_hook(
     request: web.Request, parsed: Parsed[IdentityHook]
@@ -206,7 +206,7 @@ async def after_registration_hook(
     try:
         parse_public_key(str(traits.get("public_key", "")))
     except ValueError as exc:
-        raise ValidationFailed(str(exc)) from None
+        raise PublicKeyInvalid(str(exc)) from None
     code = str(traits.get("voucher_code", ""))
     if not await identity_reads.voucher_is_open(request.app[keys.READ_POOL], code):
         raise VoucherRejected("The voucher is unknown, already redeemed or expired")
@@ -220,7 +220,7 @@ async def after_registration_hook(
     tag="hooks",
     body=IdentityHook,
     auth="none",
-    errors=(Forbidden, Unauthorized),
+    errors=(HookSecretInvalid, RequestInvalid, PublicKeyImmutable),
 )
 async def after_settings_hook(request: web.Request, parsed: Parsed[IdentityHook]) -> dict[str, Any]:
     """An agent's public key is its identity: a settings change may not replace it."""
@@ -230,7 +230,7 @@ async def after_settings_hook(request: web.Request, parsed: Parsed[IdentityHook]
     try:
         agent_identity = uuid.UUID(identity_id)
     except ValueError:
-        raise ValidationFailed("identity.id must be a uuid") from None
+        raise RequestInvalid.at("/identity/id", "identity.id must be a uuid") from None
     agent = await identity_reads.agent_by_identity(request.app[keys.READ_POOL], agent_identity)
     if agent is not None and traits.get("public_key") not in (None, agent.public_key):
         raise PublicKeyImmutable("An agent's public key cannot change")

@@ -40,23 +40,24 @@ from api.reads import reader
 from infra.repos import packs as repo
 from schemas.errors import (
     Conflict,
+    DiaryNotFound,
     ExpiryInPast,
     ExpiryInvalid,
     ExpiryRequired,
-    FieldError,
-    Forbidden,
+    JsonNotCanonical,
     NotFound,
     PackBusy,
     PackDiffCrossDiary,
     PackNotFound,
     PackSupersedesNotFound,
+    PermissionDenied,
     PinInvalid,
     PinnedExpiry,
     RenderBusy,
     RenderedPackBusy,
     RenderedPackNotFound,
+    RequestInvalid,
     TeamNotFound,
-    ValidationFailed,
     VerificationFixed,
     VerificationTaskInvalid,
 )
@@ -122,7 +123,7 @@ def _request_cid(body: Any) -> str:
     try:
         return json_cid(body.model_dump(mode="json", exclude_unset=True))
     except ValueError as exc:
-        raise ValidationFailed(f"The body cannot be canonicalised: {exc}") from None
+        raise JsonNotCanonical(f"The body cannot be canonicalised: {exc}") from None
 
 
 # --- who may see and change a pack ---------------------------------------------------------
@@ -156,7 +157,7 @@ async def _writable_diary(request: web.Request, diary_id: UUID) -> None:
     if await allowed(request, "Diary", diary_id, "write"):
         return
     await readable_diary(request, diary_id)  # 404 (or 401) for who cannot read it
-    raise Forbidden("You lack 'write' on this Diary")
+    raise PermissionDenied("You lack 'write' on this Diary")
 
 
 async def _writable_pack(request: web.Request, pack_id: UUID) -> ContextPack:
@@ -181,12 +182,6 @@ async def _readable_rendered(request: web.Request, rendered_id: UUID) -> Rendere
     return rendered
 
 
-def _invalid(pointer: str, message: str, code: str) -> ValidationFailed:
-    return ValidationFailed(
-        message, code=code, errors=[FieldError(pointer=pointer, message=message)]
-    )
-
-
 # --- packs ---------------------------------------------------------------------------------
 
 
@@ -195,9 +190,7 @@ async def _check_supersedes(request: web.Request, diary_id: UUID, pack_id: UUID 
         return
     previous = await repo.get_pack(_pool(request), pack_id)
     if previous is None or previous.diaryId != diary_id:
-        raise _invalid(
-            "/supersedesPackId", "Must name a pack of the same diary", PackSupersedesNotFound.code
-        )
+        raise PackSupersedesNotFound.at("/supersedesPackId", "Must name a pack of the same diary")
 
 
 @endpoint(
@@ -209,7 +202,7 @@ async def _check_supersedes(request: web.Request, diary_id: UUID, pack_id: UUID 
     body=PackCreateRequest,
     response=PackCompiled,
     scopes=WRITE,
-    errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    errors=(RequestInvalid, DiaryNotFound, PermissionDenied, Conflict),
 )
 async def preview_pack(
     request: web.Request, parsed: Parsed[PackCreateRequest, None, DiaryPath]
@@ -246,7 +239,7 @@ async def preview_pack(
     body=PackCreateRequest,
     response=PackCompiled,
     scopes=WRITE,
-    errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    errors=(RequestInvalid, DiaryNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_pack(
@@ -307,7 +300,7 @@ async def create_pack(
     query=PackGetQuery,
     response=ContextPack,
     scopes=READ,
-    errors=(NotFound,),
+    errors=(PackNotFound,),
 )
 async def get_pack(
     request: web.Request, parsed: Parsed[None, PackGetQuery, PackPath]
@@ -326,7 +319,7 @@ async def get_pack(
     query=PackListQuery,
     response=PackList,
     scopes=READ,
-    errors=(NotFound,),
+    errors=(DiaryNotFound,),
 )
 async def list_diary_packs(
     request: web.Request, parsed: Parsed[None, PackListQuery, DiaryPath]
@@ -350,7 +343,7 @@ async def list_diary_packs(
     response=PackList,
     scopes=READ,
     headers=("x-service-team-id",),
-    errors=(ValidationFailed, NotFound),
+    errors=(RequestInvalid, NotFound),
 )
 async def list_team_packs(request: web.Request, parsed: Parsed[None, PackCatalogQuery]) -> PackList:
     """The team catalogue: packs of every diary of the team of `x-service-team-id` (needs
@@ -374,9 +367,9 @@ async def list_team_packs(request: web.Request, parsed: Parsed[None, PackCatalog
 
 def _future(moment: datetime, pointer: str) -> datetime:
     if moment.tzinfo is None:
-        raise _invalid(pointer, "Give a time zone (e.g. a trailing Z)", ExpiryInvalid.code)
+        raise ExpiryInvalid.at(pointer, "Give a time zone (e.g. a trailing Z)")
     if moment <= datetime.now(UTC):
-        raise _invalid(pointer, "Must be in the future", ExpiryInPast.code)
+        raise ExpiryInPast.at(pointer, "Must be in the future")
     return moment
 
 
@@ -386,20 +379,16 @@ def pin_change(
     """(pinned, expiresAt) after a change of either; None when neither changes. Pinning
     clears the expiry; an unpinned pack always has a future one."""
     if "pinned" in fields and pinned is None:
-        raise _invalid("/pinned", "Must be true or false", PinInvalid.code)
+        raise PinInvalid.at("/pinned", "Must be true or false")
     if pinned is True:
         if expires_at is not None:
-            raise _invalid("/expiresAt", "A pinned pack does not expire", PinnedExpiry.code)
+            raise PinnedExpiry.at("/expiresAt", "A pinned pack does not expire")
         return True, None
     if pinned is False or "expiresAt" in fields:
         if expires_at is None:
-            raise _invalid(
-                "/expiresAt", "An unpinned pack needs a future expiresAt", ExpiryRequired.code
-            )
+            raise ExpiryRequired.at("/expiresAt", "An unpinned pack needs a future expiresAt")
         if pinned is None and pinned_now:
-            raise _invalid(
-                "/expiresAt", "A pinned pack does not expire; unpin it with it", PinnedExpiry.code
-            )
+            raise PinnedExpiry.at("/expiresAt", "A pinned pack does not expire; unpin it with it")
         return False, _future(expires_at, "/expiresAt")
     return None
 
@@ -413,7 +402,7 @@ def pin_change(
     body=PackUpdateRequest,
     response=ContextPack,
     scopes=WRITE,
-    errors=(ValidationFailed, NotFound, Forbidden),
+    errors=(RequestInvalid, PackNotFound, PermissionDenied),
 )
 async def update_pack(
     request: web.Request, parsed: Parsed[PackUpdateRequest, None, PackPath]
@@ -451,7 +440,7 @@ async def _provenance(request: web.Request, root: ContextPack, depth: int) -> Pr
     query=ProvenanceQuery,
     response=ProvenanceGraph,
     scopes=READ,
-    errors=(NotFound,),
+    errors=(PackNotFound,),
 )
 async def pack_provenance(
     request: web.Request, parsed: Parsed[None, ProvenanceQuery, PackPath]
@@ -471,7 +460,7 @@ async def pack_provenance(
     query=ProvenanceQuery,
     response=ProvenanceGraph,
     scopes=READ,
-    errors=(NotFound,),
+    errors=(PackNotFound,),
 )
 async def pack_provenance_by_cid(
     request: web.Request, parsed: Parsed[None, ProvenanceQuery, PackCidPath]
@@ -495,7 +484,7 @@ def _diff(base: ContextPack, other: ContextPack) -> PackDiff:
     path_params=PackDiffPath,
     response=PackDiff,
     scopes=READ,
-    errors=(ValidationFailed, NotFound),
+    errors=(RequestInvalid, PackNotFound),
 )
 async def diff_pack(request: web.Request, parsed: Parsed[None, None, PackDiffPath]) -> PackDiff:
     """What changed from this pack to the other: added, removed, reordered and
@@ -513,7 +502,7 @@ async def diff_pack(request: web.Request, parsed: Parsed[None, None, PackDiffPat
     path_params=PackCidDiffPath,
     response=PackDiff,
     scopes=READ,
-    errors=(ValidationFailed, NotFound),
+    errors=(RequestInvalid, PackNotFound),
 )
 async def diff_pack_by_cid(
     request: web.Request, parsed: Parsed[None, None, PackCidDiffPath]
@@ -536,7 +525,7 @@ async def diff_pack_by_cid(
     body=RenderRequest,
     response=RenderedPack,
     scopes=WRITE,
-    errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    errors=(RequestInvalid, PackNotFound, PermissionDenied, Conflict),
 )
 async def preview_render(
     request: web.Request, parsed: Parsed[RenderRequest, None, PackPath]
@@ -559,7 +548,7 @@ async def preview_render(
     body=RenderRequest,
     response=RenderedPack,
     scopes=WRITE,
-    errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    errors=(RequestInvalid, PackNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def render_pack(
@@ -606,7 +595,7 @@ async def render_pack(
     path_params=PackPath,
     response=RenderedPack,
     scopes=READ,
-    errors=(NotFound,),
+    errors=(RenderedPackNotFound,),
 )
 async def get_rendered_pack(
     request: web.Request, parsed: Parsed[None, None, PackPath]
@@ -623,7 +612,7 @@ async def get_rendered_pack(
     path_params=PackPath,
     response=RenderedPack,
     scopes=READ,
-    errors=(NotFound,),
+    errors=(PackNotFound,),
 )
 async def latest_rendered_pack(
     request: web.Request, parsed: Parsed[None, None, PackPath]
@@ -645,7 +634,7 @@ async def latest_rendered_pack(
     query=RenderedListQuery,
     response=RenderedPackList,
     scopes=READ,
-    errors=(NotFound,),
+    errors=(DiaryNotFound,),
 )
 async def list_rendered_packs(
     request: web.Request, parsed: Parsed[None, RenderedListQuery, DiaryPath]
@@ -669,12 +658,11 @@ async def _check_verification(request: web.Request, rendered: RenderedPack, task
         or task.status != "completed"
         or rendered.packCid not in repo.judged_cids(task)
     ):
-        raise _invalid(
+        raise VerificationTaskInvalid.at(
             "/verifiedTaskId",
             "Must name a completed task of a verifying type "
             f"({', '.join(VERIFYING_TYPE_NAMES)}) whose judged_work reference carries "
             f"this rendered pack's CID ({rendered.packCid})",
-            VerificationTaskInvalid.code,
         )
 
 
@@ -687,7 +675,7 @@ async def _check_verification(request: web.Request, rendered: RenderedPack, task
     body=RenderedPackUpdateRequest,
     response=RenderedPack,
     scopes=WRITE,
-    errors=(ValidationFailed, NotFound, Forbidden),
+    errors=(RequestInvalid, RenderedPackNotFound, PermissionDenied),
 )
 async def update_rendered_pack(
     request: web.Request, parsed: Parsed[RenderedPackUpdateRequest, None, PackPath]
@@ -704,9 +692,7 @@ async def update_rendered_pack(
     if body.verifiedTaskId is not None:
         await _check_verification(request, rendered, body.verifiedTaskId)
     elif "verifiedTaskId" in fields:
-        raise _invalid(
-            "/verifiedTaskId", "A verification cannot be removed", VerificationFixed.code
-        )
+        raise VerificationFixed.at("/verifiedTaskId", "A verification cannot be removed")
     await execute(
         request,
         RenderedPackUpdateWorkflow.run,

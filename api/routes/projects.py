@@ -18,7 +18,11 @@ from api.endpoint import Parsed, endpoint
 from api.idempotency import new_id
 from api.team_access import read_pool, require_membership, require_team, run_team_write
 from infra.repos import team_reads
-from schemas.errors import Conflict, Forbidden, NotFound
+from schemas.errors import (
+    Conflict,
+    PermissionDenied,
+    TeamNotFound,
+)
 from schemas.teams import CreateProjectRequest, Project, ProjectCreate, ProjectList, TeamPath
 from workflows.teams import ProjectCreateWorkflow, project_create_workflow_id
 
@@ -35,7 +39,7 @@ TAG = "teams"
     path_params=TeamPath,
     body=CreateProjectRequest,
     response=Project,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_project(
@@ -61,7 +65,7 @@ async def create_project(
     tag=TAG,
     path_params=TeamPath,
     response=ProjectList,
-    errors=(NotFound,),
+    errors=(TeamNotFound,),
 )
 async def list_projects(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> ProjectList:
     """The team's projects."""

@@ -38,7 +38,11 @@ from infra.repos import public_reads
 from infra.repos.search import SearchRepo
 from schemas import limits
 from schemas.embedding import SearchFilters
-from schemas.errors import EntryNotFound, InvalidCursor, NotFound, ValidationFailed
+from schemas.errors import (
+    EntryNotFound,
+    InvalidCursor,
+    RequestInvalid,
+)
 from schemas.kernel.cursors import decode_cursor, encode_cursor
 from schemas.public import (
     PublicEntry,
@@ -74,7 +78,7 @@ def _cached(payload: Any) -> web.StreamResponse:
     query=PublicFeedQuery,
     response=PublicFeed,
     auth="none",
-    errors=(ValidationFailed,),
+    errors=(RequestInvalid,),
 )
 async def public_feed(
     request: web.Request, parsed: Parsed[None, PublicFeedQuery]
@@ -145,7 +149,7 @@ async def _public_entry(
     query=PublicEntryQuery,
     response=PublicEntry,
     auth="none",
-    errors=(NotFound,),
+    errors=(EntryNotFound,),
 )
 async def get_public_entry(
     request: web.Request, parsed: Parsed[None, PublicEntryQuery, PublicEntryPath]
@@ -163,7 +167,7 @@ async def get_public_entry(
     query=PublicEntryQuery,
     response=PublicEntry,
     auth="none",
-    errors=(NotFound,),
+    errors=(EntryNotFound,),
 )
 async def get_public_entry_plural(
     request: web.Request, parsed: Parsed[None, PublicEntryQuery, PublicEntryPath]
@@ -184,7 +188,7 @@ async def get_public_entry_plural(
     response=PublicSearchResult,
     auth="none",
     rate_bucket="public_search",
-    errors=(ValidationFailed,),
+    errors=(RequestInvalid,),
 )
 async def search_public_feed(
     request: web.Request, parsed: Parsed[None, PublicSearchQuery]

@@ -35,14 +35,13 @@ from infra.repos import runtime_profiles as repo
 from schemas.errors import (
     Conflict,
     FieldError,
-    Forbidden,
-    NotFound,
+    PermissionDenied,
+    RequestInvalid,
     RuntimeProfileBusy,
     RuntimeProfileManageForbidden,
     RuntimeProfileNotFound,
     TeamMismatch,
     TeamNotFound,
-    ValidationFailed,
 )
 from schemas.kernel.cids import json_cid
 from schemas.runtime_profiles import (
@@ -104,7 +103,7 @@ async def _loaded(request: web.Request, profile_id: UUID) -> RuntimeProfile:
     response=RuntimeProfile,
     scopes=WRITE,
     headers=(TEAM_HEADER,),
-    errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    errors=(RequestInvalid, TeamNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_runtime_profile(
@@ -155,7 +154,7 @@ async def create_runtime_profile(
     response=RuntimeProfileList,
     scopes=READ,
     headers=(TEAM_HEADER,),
-    errors=(ValidationFailed, NotFound),
+    errors=(RequestInvalid, TeamNotFound),
 )
 async def list_runtime_profiles(request: web.Request, parsed: Parsed) -> RuntimeProfileList:
     """The team's runtime profiles (the `x-service-team-id` header names it), oldest first."""
@@ -174,7 +173,7 @@ async def list_runtime_profiles(request: web.Request, parsed: Parsed) -> Runtime
     response=RuntimeProfile,
     scopes=READ,
     headers=(TEAM_HEADER,),
-    errors=(NotFound,),
+    errors=(RuntimeProfileNotFound,),
 )
 async def get_runtime_profile(
     request: web.Request, parsed: Parsed[None, None, RuntimeProfilePath]
@@ -193,7 +192,7 @@ async def get_runtime_profile(
     response=RuntimeProfile,
     scopes=WRITE,
     headers=(TEAM_HEADER,),
-    errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    errors=(RequestInvalid, RuntimeProfileNotFound, PermissionDenied, Conflict),
 )
 async def update_runtime_profile(
     request: web.Request, parsed: Parsed[UpdateRuntimeProfileRequest, None, RuntimeProfilePath]
@@ -229,7 +228,7 @@ async def update_runtime_profile(
     path_params=RuntimeProfilePath,
     scopes=WRITE,
     headers=(TEAM_HEADER,),
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(RuntimeProfileNotFound, PermissionDenied, Conflict),
 )
 async def delete_runtime_profile(
     request: web.Request, parsed: Parsed[None, None, RuntimeProfilePath]

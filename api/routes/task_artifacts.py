@@ -90,16 +90,19 @@ from schemas.artifacts import (
 from schemas.errors import (
     ArtifactContentMissing,
     ArtifactNotFound,
+    AttemptNotFound,
     Conflict,
     Forbidden,
     InvalidCursor,
     NotFound,
     PayloadTooLarge,
+    PermissionDenied,
+    RequestInvalid,
+    TaskNotFound,
     TaskProposeForbidden,
     TeamNotActive,
     TeamNotFound,
     UnsupportedMediaType,
-    ValidationFailed,
 )
 from schemas.kernel.attempts import is_claimant
 from schemas.kernel.cids import BytesCidHasher
@@ -245,7 +248,7 @@ async def _proposing_team(request: web.Request, team_id: UUID) -> None:
     scopes=("task:write",),
     headers=(TEAM_HEADER,),
     rate_bucket=UPLOAD_BUCKET,
-    errors=(NotFound, Forbidden, Conflict, PayloadTooLarge, UnsupportedMediaType),
+    errors=(NotFound, PermissionDenied, Conflict, PayloadTooLarge, UnsupportedMediaType),
 )
 async def stage_task_artifact(
     request: web.Request, parsed: Parsed[None, StageQuery]
@@ -288,7 +291,14 @@ async def stage_task_artifact(
     scopes=("task:execute",),
     headers=(TEAM_HEADER,),
     rate_bucket=UPLOAD_BUCKET,
-    errors=(NotFound, Forbidden, Conflict, PayloadTooLarge, UnsupportedMediaType),
+    errors=(
+        TaskNotFound,
+        AttemptNotFound,
+        Forbidden,
+        Conflict,
+        PayloadTooLarge,
+        UnsupportedMediaType,
+    ),
 )
 async def upload_task_artifact(
     request: web.Request, parsed: Parsed[None, UploadQuery, AttemptArtifactsPath]
@@ -344,7 +354,7 @@ async def upload_task_artifact(
     response=TaskArtifactList,
     scopes=("task:read",),
     headers=(TEAM_HEADER,),
-    errors=(NotFound, ValidationFailed),
+    errors=(TaskNotFound, RequestInvalid),
 )
 async def list_task_artifacts(
     request: web.Request, parsed: Parsed[None, ArtifactListQuery, TaskArtifactsPath]
@@ -451,7 +461,7 @@ def _metadata_headers(artifact: ArtifactBlob) -> dict[str, str]:
     scopes=("task:read",),
     headers=(TEAM_HEADER,),
     raw_response=OCTET_STREAM,
-    errors=(NotFound,),
+    errors=(TaskNotFound, ArtifactNotFound),
 )
 async def download_task_artifact_by_cid(
     request: web.Request, parsed: Parsed[None, None, TaskArtifactContentPath]
@@ -474,7 +484,7 @@ async def download_task_artifact_by_cid(
     scopes=("task:read",),
     headers=(TEAM_HEADER,),
     raw_response=OCTET_STREAM,
-    errors=(NotFound,),
+    errors=(TaskNotFound, AttemptNotFound, ArtifactNotFound),
 )
 async def download_task_artifact(
     request: web.Request, parsed: Parsed[None, None, AttemptArtifactContentPath]

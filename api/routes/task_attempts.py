@@ -52,17 +52,21 @@ from infra.repos.task_reads import AttemptTarget, ClaimTarget
 from schemas.base import Payload
 from schemas.errors import (
     AgentsOnly,
+    AttemptNotFound,
     ClaimConditionUnmet,
     Conflict,
     FieldError,
     Forbidden,
     InternalError,
     InvalidSignature,
+    JsonNotCanonical,
     NotFound,
     OutputCidMismatch,
+    PermissionDenied,
+    RequestInvalid,
+    TaskNotFound,
     TaskNotQueued,
     TaskOutputInvalid,
-    ValidationFailed,
 )
 from schemas.kernel.attempts import is_claimant, state_refusal
 from schemas.kernel.cids import json_cid
@@ -111,7 +115,7 @@ CLAIM_SCOPES = ("task:claim",)
 EXECUTE_SCOPES = ("task:execute",)
 MANAGE_SCOPES = ("task:manage",)
 TRACEPARENT_HEADER = "traceparent"
-REPORT_ERRORS = (ValidationFailed, NotFound, Forbidden, Conflict)
+REPORT_ERRORS = (RequestInvalid, TaskNotFound, AttemptNotFound, PermissionDenied, Conflict)
 
 ResultT = TypeVar("ResultT", bound=Payload)
 
@@ -126,7 +130,7 @@ def _pool(request: web.Request) -> asyncpg.Pool:
 def _in_team_context(request: web.Request, team_id: UUID) -> None:
     header = team_header(request)
     if header is not None and header != team_id:
-        raise NotFound("No such task in this team")
+        raise TaskNotFound("No such task in this team")
 
 
 async def _denied(
@@ -134,7 +138,7 @@ async def _denied(
 ) -> Forbidden | NotFound:
     """403 for a caller who can see the task (as `GET /tasks/{id}` decides), else 404."""
     visible = await can_view_task(request, task.team_id, task.id)
-    return refusal if visible else NotFound("No such task")
+    return refusal if visible else TaskNotFound("No such task")
 
 
 async def _attempt_target(
@@ -143,7 +147,7 @@ async def _attempt_target(
     """The task and attempt `n` of it, for the attempt's claimant; 404 or 403 for others."""
     target = await task_reads.attempt_target(_pool(request), path.id, path.n, with_input=with_input)
     if target is None:
-        raise NotFound("No such task")
+        raise TaskNotFound("No such task")
     _in_team_context(request, target.team_id)
     principal = require_principal(request)
     if is_claimant(target.claimed_by_agent_id, principal.agent_id):
@@ -151,7 +155,7 @@ async def _attempt_target(
         return target
     denied = await _denied(request, target, not_claimant(path.n))
     if isinstance(denied, Forbidden) and target.attempt_status is None:
-        raise NotFound(f"Task has no attempt {path.n}")
+        raise AttemptNotFound(f"Task has no attempt {path.n}")
     raise denied
 
 
@@ -178,7 +182,7 @@ async def _update(
 async def _task_view(request: web.Request, task_id: UUID) -> Task:
     task = await task_reads.get_task(_pool(request), task_id)
     if task is None:
-        raise NotFound("No such task")
+        raise TaskNotFound("No such task")
     return task
 
 
@@ -195,7 +199,7 @@ async def _task_view(request: web.Request, task_id: UUID) -> Task:
     body=ClaimRequest,
     response=ClaimResponse,
     scopes=CLAIM_SCOPES,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TaskNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def claim_task(
@@ -212,11 +216,11 @@ async def claim_task(
     principal = require_principal(request)
     target = await task_reads.claim_target(_pool(request), path.id)
     if target is None:
-        raise NotFound("No such task")
+        raise TaskNotFound("No such task")
     _in_team_context(request, target.team_id)
     if not await allowed(request, "Task", path.id, "claim"):
         raise await _denied(
-            request, target, Forbidden("Claiming needs an executor of the task's team")
+            request, target, PermissionDenied("Claiming needs an executor of the task's team")
         )
     agent_id = _agent_of(principal)
     profile = await _claim_profile(request, target, body.runtimeProfileId)
@@ -295,7 +299,7 @@ async def _claim_profile(
     body=HeartbeatRequest,
     response=HeartbeatResponse,
     scopes=EXECUTE_SCOPES,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TaskNotFound, AttemptNotFound, PermissionDenied, Conflict),
 )
 async def heartbeat_attempt(
     request: web.Request, parsed: Parsed[HeartbeatRequest, None, AttemptPath]
@@ -416,7 +420,7 @@ def _check_output(target: AttemptTarget, body: CompleteRequest) -> None:
     try:
         expected = json_cid(body.output)
     except ValueError as exc:
-        raise ValidationFailed(
+        raise JsonNotCanonical(
             f"The output cannot be canonicalised: {exc}",
             errors=[FieldError(pointer="/output", message=str(exc))],
         ) from None
@@ -531,7 +535,7 @@ async def _report(request: web.Request, path: AttemptPath, update: str, command:
     body=CancelRequest,
     response=Task,
     scopes=MANAGE_SCOPES,
-    errors=REPORT_ERRORS,
+    errors=(RequestInvalid, TaskNotFound, PermissionDenied, Conflict),
     idempotent=True,  # a decision: repeated, it answers the cancelled task
 )
 async def cancel_task(request: web.Request, parsed: Parsed[CancelRequest, None, TaskPath]) -> Task:
@@ -544,13 +548,15 @@ async def cancel_task(request: web.Request, parsed: Parsed[CancelRequest, None, 
     principal = require_principal(request)
     target = await task_reads.claim_target(_pool(request), path.id)
     if target is None:
-        raise NotFound("No such task")
+        raise TaskNotFound("No such task")
     _in_team_context(request, target.team_id)
     if not await allowed(request, "Task", path.id, "cancel"):
         raise await _denied(
             request,
             target,
-            Forbidden("Cancelling needs an owner or manager of the task's team, or a task manager"),
+            PermissionDenied(
+                "Cancelling needs an owner or manager of the task's team, or a task manager"
+            ),
         )
     if target.status == "cancelled":
         return await _task_view(request, path.id)

@@ -85,24 +85,30 @@ from schemas.errors import (
     ContinuationProjectMismatch,
     ContinuationSourceNotCompleted,
     ContinuationSourceNotFound,
+    ContinuationTeamMismatch,
+    ContinuationTypeMismatch,
     DomainError,
     FieldError,
-    Forbidden,
     GrantInProgress,
     IdempotencyKeyFailed,
     InternalError,
     InvalidCursor,
     NotFound,
+    PermissionDenied,
     ProjectNotFound,
     ProvenanceDiaryUnreadable,
+    ReferenceDuplicate,
+    ReferenceEmpty,
     ReferenceNotFound,
     ReferencesRequired,
+    RequestInvalid,
     SubjectNotFound,
+    TaskInputInvalid,
     TaskManageForbidden,
+    TaskNotFound,
     TaskProposeForbidden,
     TeamMismatch,
     TeamNotFound,
-    ValidationFailed,
 )
 from schemas.kernel.cids import json_cid
 from schemas.kernel.cursors import decode_cursor, encode_cursor
@@ -199,7 +205,7 @@ async def list_task_schemas(request: web.Request, parsed: Parsed) -> TaskSchemaL
     response=Task,
     scopes=("task:write",),
     headers=TEAM_HEADER_DOC,
-    errors=(ValidationFailed, Forbidden, NotFound, Conflict),
+    errors=(RequestInvalid, PermissionDenied, NotFound, Conflict),
     # SPEC 4.5's own rule (a key names a task row: 201 with it again), not `api.flows`'
     idempotent=True,
 )
@@ -324,7 +330,7 @@ def _check_team_header(request: web.Request, team_id: UUID) -> None:
 def _check_input(task_type: TaskType, body: CreateTaskRequest) -> None:
     errors = validate_input(task_type, body.input)
     if errors:
-        raise ValidationFailed(
+        raise TaskInputInvalid(
             f"The input does not match the {task_type.name} input schema", errors=errors
         )
     if task_type.requires_references and not body.references:
@@ -340,16 +346,10 @@ def _check_input(task_type: TaskType, body: CreateTaskRequest) -> None:
         )
     for i, ref in enumerate(body.references):
         if ref.artifact is None and ref.taskId is None:
-            raise ValidationFailed(
+            raise ReferenceEmpty(
                 "A reference names an artifact, a task, or both",
                 errors=[FieldError(pointer=f"/references/{i}", message="names nothing")],
             )
-
-
-def _invalid(pointer: str, message: str, code: str = ValidationFailed.code) -> ValidationFailed:
-    return ValidationFailed(
-        message, code=code, errors=[FieldError(pointer=pointer, message=message)]
-    )
 
 
 async def _continuation(
@@ -365,26 +365,27 @@ async def _continuation(
     source_id = UUID(str(source_ref["taskId"]))
     source = await task_reads.get_task(_pool(request), source_id)
     if source is None or not await can_view_task(request, source.teamId, source.id):
-        raise _invalid(f"{pointer}/taskId", "No such task", ContinuationSourceNotFound.code)
+        raise ContinuationSourceNotFound.at(f"{pointer}/taskId", "No such task")
     if source.teamId != body.teamId:
-        raise _invalid(f"{pointer}/taskId", "The source task belongs to another team")
+        raise ContinuationTeamMismatch.at(
+            f"{pointer}/taskId", "The source task belongs to another team"
+        )
     if source.taskType != task_type.name:
-        raise _invalid(f"{pointer}/taskId", f"Only a {task_type.name} task can be continued")
+        raise ContinuationTypeMismatch.at(
+            f"{pointer}/taskId", f"Only a {task_type.name} task can be continued"
+        )
     attempt_n = source_ref.get("attemptN")
     completed = await task_reads.completed_attempt_n(_pool(request), source_id, attempt_n)
     if source.status != "completed" or completed is None:
         what = f"attempt {attempt_n}" if attempt_n is not None else "task"
-        raise _invalid(
+        raise ContinuationSourceNotCompleted.at(
             f"{pointer}/{'attemptN' if attempt_n is not None else 'taskId'}",
             f"The source {what} is not completed",
-            ContinuationSourceNotCompleted.code,
         )
     inherited = source.projectId
     if "projectId" in body.model_fields_set and body.projectId != inherited:
-        raise _invalid(
-            "/projectId",
-            "A continuation stays in its source's project; omit projectId",
-            ContinuationProjectMismatch.code,
+        raise ContinuationProjectMismatch.at(
+            "/projectId", "A continuation stays in its source's project; omit projectId"
         )
     condition = {"kind": "task_status", "taskId": str(source_id), "statuses": ["completed"]}
     return inherited, condition
@@ -394,7 +395,7 @@ async def _check_project(request: web.Request, team_id: UUID, project_id: UUID |
     if project_id is None:
         return
     if await task_reads.project_team(_pool(request), project_id) != team_id:
-        raise _invalid("/projectId", "No such project in this team", ProjectNotFound.code)
+        raise ProjectNotFound.at("/projectId", "No such project in this team")
 
 
 async def _check_allowed_profiles(request: web.Request, body: CreateTaskRequest) -> None:
@@ -423,7 +424,7 @@ async def _bound_references(request: web.Request, body: CreateTaskRequest) -> li
         if ref.taskId is not None:
             task = await task_reads.get_task(_pool(request), ref.taskId)
             if task is None or not await can_view_task(request, task.teamId, task.id):
-                raise _invalid(f"/references/{i}/taskId", "No such task", ReferenceNotFound.code)
+                raise ReferenceNotFound.at(f"/references/{i}/taskId", "No such task")
             stored["taskId"] = str(ref.taskId)
         if names_rendered_pack(ref):
             stored["artifact"] = await rendered_pack_reference(request, ref, f"/references/{i}")
@@ -431,11 +432,9 @@ async def _bound_references(request: web.Request, body: CreateTaskRequest) -> li
             cid = ref.artifact.cid
             pointer = f"/references/{i}/artifact/cid"
             if cid not in staged:
-                raise _invalid(
-                    pointer, "Not an artifact staged by this team", ArtifactNotStaged.code
-                )
+                raise ArtifactNotStaged.at(pointer, "Not an artifact staged by this team")
             if cid in seen:
-                raise _invalid(pointer, "This CID is referenced twice")
+                raise ReferenceDuplicate.at(pointer, "This CID is referenced twice")
             seen.add(cid)
             stored["artifact"] = {
                 "cid": cid,
@@ -454,7 +453,7 @@ async def _claim_condition(
         return automatic
     gate = await task_reads.get_task(_pool(request), body.claimCondition.taskId)
     if gate is None or not await can_view_task(request, gate.teamId, gate.id):
-        raise _invalid("/claimCondition/taskId", "No such task", ClaimConditionTaskNotFound.code)
+        raise ClaimConditionTaskNotFound.at("/claimCondition/taskId", "No such task")
     return body.claimCondition.model_dump(mode="json")
 
 
@@ -477,7 +476,7 @@ def _traceparent() -> str | None:
     response=TaskList,
     scopes=("task:read",),
     headers=TEAM_HEADER_DOC,
-    errors=(ValidationFailed, NotFound),
+    errors=(RequestInvalid, NotFound),
 )
 async def list_tasks(
     request: web.Request, parsed: Parsed[None, TaskListQuery]
@@ -566,7 +565,7 @@ def _position(position: dict[str, Any]) -> tuple[datetime, UUID]:
     response=Task,
     scopes=("task:read",),
     headers=TEAM_HEADER_DOC,
-    errors=(NotFound,),
+    errors=(TaskNotFound,),
 )
 async def get_task(request: web.Request, parsed: Parsed[None, None, TaskPath]) -> Task:
     """One task (owning-team members and explicit grantees; 404 for anyone else)."""
@@ -582,7 +581,7 @@ async def get_task(request: web.Request, parsed: Parsed[None, None, TaskPath]) -
     response=TaskAttemptList,
     scopes=("task:read",),
     headers=TEAM_HEADER_DOC,
-    errors=(NotFound,),
+    errors=(TaskNotFound,),
 )
 async def list_task_attempts(
     request: web.Request, parsed: Parsed[None, None, TaskPath]
@@ -628,7 +627,7 @@ def _grant_tuple(task_id: UUID, grant: TaskGrantRequest) -> RelationTuple:
     response=TaskGrant,
     scopes=("task:manage",),
     headers=TEAM_HEADER_DOC,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TaskNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_task_grant(
@@ -668,7 +667,7 @@ async def create_task_grant(
     response=TaskGrantList,
     scopes=("task:read",),
     headers=TEAM_HEADER_DOC,
-    errors=(NotFound, Forbidden),
+    errors=(TaskNotFound, PermissionDenied),
 )
 async def list_task_grants(
     request: web.Request, parsed: Parsed[None, None, TaskPath]
@@ -689,7 +688,7 @@ async def list_task_grants(
     response=TaskGrantRevoked,
     scopes=("task:manage",),
     headers=TEAM_HEADER_DOC,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TaskNotFound, PermissionDenied, Conflict),
 )
 async def revoke_task_grant(
     request: web.Request, parsed: Parsed[TaskGrantRequest, None, TaskPath]
@@ -731,7 +730,7 @@ def _search(task: Task) -> list[SearchAttributePair[Any]]:
     response=MessagesAppended,
     scopes=("task:execute",),
     headers=TEAM_HEADER_DOC,
-    errors=(ValidationFailed, NotFound, Forbidden, Conflict),
+    errors=(RequestInvalid, TaskNotFound, AttemptNotFound, PermissionDenied, Conflict),
 )
 async def append_task_messages(
     request: web.Request, parsed: Parsed[AppendMessagesRequest, None, AttemptPath]
@@ -780,7 +779,7 @@ async def _append_refusal(
     response=TaskMessageList,
     scopes=("task:read",),
     headers=TEAM_HEADER_DOC,
-    errors=(NotFound,),
+    errors=(TaskNotFound, AttemptNotFound),
 )
 async def list_task_messages(
     request: web.Request, parsed: Parsed[None, MessagesQuery, AttemptPath]

@@ -22,7 +22,13 @@ from api.idempotency import keyed_workflow_id, new_id
 from api.team_access import read_pool, require_team, run_team_write
 from infra.repos import team_reads
 from schemas import limits
-from schemas.errors import Conflict, Forbidden, Gone, NotFound
+from schemas.errors import (
+    Conflict,
+    Gone,
+    InviteNotFound,
+    PermissionDenied,
+    TeamNotFound,
+)
 from schemas.teams import (
     INVITE_CODE_PREFIX,
     CreateInviteRequest,
@@ -59,7 +65,7 @@ TAG = "teams"
     path_params=TeamPath,
     body=CreateInviteRequest,
     response=Invite,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, PermissionDenied, Conflict),
     idempotent=True,
 )
 async def create_team_invite(
@@ -92,7 +98,7 @@ async def create_team_invite(
     tag=TAG,
     path_params=TeamPath,
     response=InviteList,
-    errors=(NotFound, Forbidden),
+    errors=(TeamNotFound, PermissionDenied),
 )
 async def list_team_invites(
     request: web.Request, parsed: Parsed[None, None, TeamPath]
@@ -110,7 +116,7 @@ async def list_team_invites(
     tag=TAG,
     path_params=InvitePath,
     response=Deleted,
-    errors=(NotFound, Forbidden),
+    errors=(TeamNotFound, InviteNotFound, PermissionDenied),
 )
 async def delete_team_invite(
     request: web.Request, parsed: Parsed[None, None, InvitePath]
@@ -131,7 +137,7 @@ async def delete_team_invite(
     tag=TAG,
     body=JoinRequest,
     response=Joined,
-    errors=(NotFound, Conflict, Gone),
+    errors=(InviteNotFound, Conflict, Gone),
     idempotent=True,  # a decision: repeated, the membership it reached answers 200
 )
 async def join_team(request: web.Request, parsed: Parsed[JoinRequest]) -> Joined:
@@ -141,7 +147,7 @@ async def join_team(request: web.Request, parsed: Parsed[JoinRequest]) -> Joined
     principal = require_principal(request)
     team_id = await team_reads.invite_team(read_pool(request), body.code)
     if team_id is None:
-        raise NotFound("No such invite")
+        raise InviteNotFound("No such invite")
     join = TeamJoin(
         code=body.code, subject_id=principal.subject_id, subject_ns=principal.subject_ns
     )

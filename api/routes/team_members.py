@@ -24,7 +24,12 @@ from api.team_access import (
     run_team_write,
     visible_team,
 )
-from schemas.errors import Conflict, Forbidden, NotFound
+from schemas.errors import (
+    Conflict,
+    NotATeamMember,
+    PermissionDenied,
+    TeamNotFound,
+)
 from schemas.teams import (
     Deleted,
     MemberList,
@@ -52,7 +57,7 @@ TAG = "teams"
     tag=TAG,
     path_params=TeamPath,
     response=MemberList,
-    errors=(NotFound,),
+    errors=(TeamNotFound,),
 )
 async def list_team_members(
     request: web.Request, parsed: Parsed[None, None, TeamPath]
@@ -71,7 +76,7 @@ async def list_team_members(
     path_params=MemberPath,
     body=UpdateMemberRequest,
     response=TeamMember,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, NotATeamMember, PermissionDenied, Conflict),
 )
 async def update_team_member(
     request: web.Request, parsed: Parsed[UpdateMemberRequest, None, MemberPath]
@@ -92,7 +97,7 @@ async def update_team_member(
     for member in await members_of(request, path.id):
         if member.subjectId == path.subjectId:
             return member
-    raise NotFound("The subject is not a member of this team")
+    raise NotATeamMember("The subject is not a member of this team")
 
 
 @endpoint(
@@ -102,7 +107,7 @@ async def update_team_member(
     tag=TAG,
     path_params=MemberPath,
     response=Deleted,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, NotATeamMember, PermissionDenied, Conflict),
 )
 async def remove_team_member(
     request: web.Request, parsed: Parsed[None, None, MemberPath]

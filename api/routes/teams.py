@@ -37,12 +37,12 @@ from infra.repos import team_reads
 from infra.repos.team_reads import MembershipRow, TeamRow
 from schemas.errors import (
     Conflict,
+    CreatorListedAsFounder,
     DomainError,
     FieldError,
-    Forbidden,
-    NotFound,
+    PermissionDenied,
+    TeamNotFound,
     TeamNotFounding,
-    ValidationFailed,
 )
 from schemas.principals import Principal
 from schemas.teams import (
@@ -178,7 +178,7 @@ async def create_team(
     founders = body.foundingMembers or []
     for index, member in enumerate(founders):
         if member.subjectId == principal.subject_id:
-            raise ValidationFailed(
+            raise CreatorListedAsFounder(
                 "The creator is a founding owner already; do not list yourself",
                 errors=[
                     FieldError(pointer=f"/foundingMembers/{index}/subjectId", message="Is you")
@@ -230,7 +230,7 @@ async def _start_founding(
     tag=TAG,
     path_params=TeamPath,
     response=Team,
-    errors=(NotFound,),
+    errors=(TeamNotFound,),
 )
 async def get_team(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> Team:
     """A team with its members (and, before it is active, its founding acceptances)."""
@@ -249,7 +249,7 @@ async def get_team(request: web.Request, parsed: Parsed[None, None, TeamPath]) -
     tag=TAG,
     path_params=TeamPath,
     response=Deleted,
-    errors=(NotFound, Forbidden, Conflict),
+    errors=(TeamNotFound, PermissionDenied, Conflict),
 )
 async def delete_team(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> Deleted:
     """Delete a team (owners only). Personal teams stay; a team that owns diaries is a 409."""
@@ -269,7 +269,7 @@ async def delete_team(request: web.Request, parsed: Parsed[None, None, TeamPath]
     tag=TAG,
     path_params=TeamPath,
     response=FoundingAccepted,
-    errors=(NotFound, Conflict),
+    errors=(TeamNotFound, Conflict),
     idempotent=True,  # a decision: repeated, it answers the acceptance already recorded
 )
 async def accept_founding(
@@ -282,7 +282,7 @@ async def accept_founding(
     team = await team_row(request, path.id)
     seat = await team_reads.founding_seat(read_pool(request), path.id, principal.subject_id)
     if seat is None:
-        raise NotFound("No such team")
+        raise TeamNotFound("No such team")
     if seat.status == "accepted":
         return FoundingAccepted(accepted=True, teamStatus=team.status)
     if team.status != "founding" or team.workflow_id is None:

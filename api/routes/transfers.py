@@ -47,13 +47,14 @@ from infra.repos.transfers import (
 )
 from schemas.errors import (
     Conflict,
+    DiaryNotFound,
     DiaryTransferNotFound,
     DiaryTransferPending,
-    Forbidden,
     NotDestinationOwner,
     NotFound,
     NotTeamOwner,
-    ValidationFailed,
+    PermissionDenied,
+    RequestInvalid,
 )
 from schemas.transfers import (
     TRANSFER_STORED,
@@ -76,7 +77,7 @@ routes = web.RouteTableDef()
 TAG = "transfers"
 CHANGE_SCOPES = ("diary:share",)
 READ_SCOPES = ("diary:read",)
-DECIDE_ERRORS = (NotFound, Forbidden, Conflict)
+DECIDE_ERRORS = (DiaryNotFound, DiaryTransferNotFound, PermissionDenied, Conflict)
 
 
 # --- propose -----------------------------------------------------------------------------------
@@ -92,7 +93,7 @@ DECIDE_ERRORS = (NotFound, Forbidden, Conflict)
     body=TransferCreateRequest,
     response=Transfer,
     scopes=CHANGE_SCOPES,
-    errors=(NotFound, Forbidden, ValidationFailed, Conflict),
+    errors=(DiaryNotFound, PermissionDenied, RequestInvalid, Conflict),
     idempotent=True,
 )
 async def create_transfer(
@@ -279,7 +280,7 @@ async def list_pending_transfers(
     path_params=DiaryTransfersPath,
     response=TransferList,
     scopes=READ_SCOPES,
-    errors=(NotFound, Forbidden),
+    errors=(DiaryNotFound, PermissionDenied),
 )
 async def list_diary_transfers(
     request: web.Request, parsed: Parsed[None, None, DiaryTransfersPath]
@@ -291,7 +292,7 @@ async def list_diary_transfers(
         await allowed(request, "Team", diary.teamId, "access")
         or await allowed(request, "Diary", diary_id, "manage")
     ):
-        raise Forbidden("Only the diary's team sees its transfers")
+        raise PermissionDenied("Only the diary's team sees its transfers")
     now = datetime.now(UTC)
     records = await transfers_of_diary(reader(request), diary_id)
     return TransferList(items=[_current(record, now) for record in records])
@@ -305,7 +306,7 @@ async def list_diary_transfers(
     path_params=TransferPath,
     response=Transfer,
     scopes=READ_SCOPES,
-    errors=(NotFound,),
+    errors=(DiaryNotFound, DiaryTransferNotFound),
 )
 async def get_diary_transfer(
     request: web.Request, parsed: Parsed[None, None, TransferPath]

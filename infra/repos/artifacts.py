@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any, Final, TypeAlias
+from typing import Any, TypeAlias
 from uuid import UUID
 
 import asyncpg
@@ -37,9 +37,6 @@ from schemas.tasks import AttemptStatus
 
 Db: TypeAlias = asyncpg.Pool | asyncpg.Connection
 DeleteObjects: TypeAlias = Callable[[Sequence[str]], Awaitable[None]]
-
-ATTEMPT_NOT_FOUND_CODE: Final = AttemptNotFound.code
-METADATA_CONFLICT_CODE: Final = ArtifactMetadataConflict.code
 
 
 def attempt_guard(attempt: AttemptGuard | None, attempt_n: int, agent_id: UUID | None) -> None:

@@ -23,6 +23,7 @@ from infra.db import Q
 from schemas import limits
 from schemas.base import Payload
 from schemas.errors import (
+    JsonNotCanonical,
     PackBudgetTooSmall,
     PackEntryAfterAsOf,
     PackEntryDeleted,
@@ -35,7 +36,6 @@ from schemas.errors import (
     RenderedMarkdownRequired,
     RenderedPackNotFound,
     UnknownRenderMethod,
-    ValidationFailed,
 )
 from schemas.kernel.cids import content_hash, rendered_pack_cid_from_hash
 from schemas.kernel.compression import estimate_tokens
@@ -284,7 +284,7 @@ def compiled(
     try:
         result = compile_pack(diary_id, pack_type, params, sources, token_budget)
     except ValueError as exc:
-        raise ValidationFailed(f"The params cannot be content-addressed: {exc}") from None
+        raise JsonNotCanonical(f"The params cannot be content-addressed: {exc}") from None
     if not result.entries:
         raise PackBudgetTooSmall("Not even the first entry fits the token budget")
     return result

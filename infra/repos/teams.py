@@ -22,16 +22,19 @@ from schemas.errors import (
     Conflict,
     GroupExists,
     GroupMemberExists,
+    GroupNotFound,
     InviteExhausted,
     InviteExpired,
+    InviteNotFound,
+    NotAGroupMember,
     NotATeamMember,
-    NotFound,
     OwnerRequired,
     ProjectExists,
     TeamHasDiaries,
     TeamInUse,
     TeamLastOwner,
     TeamNotActive,
+    TeamNotFound,
     TeamPersonalImmutable,
     UnknownSubject,
     ValidationFailed,
@@ -246,7 +249,7 @@ class TeamRepo:
     ) -> None:
         deleted = await self._pool.execute(Q.invite_delete, invite_id, team_id)
         if deleted == "DELETE 0" and not retrying:
-            raise NotFound("No such invite")
+            raise InviteNotFound("No such invite")
 
     async def join(self, code: str, subject_ns: MemberNs, subject_id: uuid.UUID) -> Joined:
         """Use one invite: the checks and the use-count increment happen under the invite's row
@@ -259,7 +262,7 @@ class TeamRepo:
         async with self._pool.acquire() as conn, conn.transaction():
             invite = await conn.fetchrow(Q.invite_lock_by_code, code)
             if invite is None:
-                raise NotFound("No such invite")
+                raise InviteNotFound("No such invite")
             team_id: uuid.UUID = invite["team_id"]
             role: InviteRole = invite["role"]
             await _lock_active_shared_team(conn, team_id)
@@ -313,7 +316,7 @@ class TeamRepo:
         async with self._pool.acquire() as conn, conn.transaction():
             group = await conn.fetchrow(Q.group_get, group_id)
             if group is None:
-                raise NotFound("No such group")
+                raise GroupNotFound("No such group")
             await _lock_active_shared_team(conn, group["team_id"])
             relations = await conn.fetch(
                 Q.team_subject_relations, str(group["team_id"]), str(subject_id)
@@ -337,7 +340,7 @@ class TeamRepo:
             if not found and retrying:
                 return  # an earlier attempt removed it
             if not found:
-                raise NotFound("The subject is not in the group")
+                raise NotAGroupMember("The subject is not in the group")
             subject = Subject(ns=found[0]["subject_ns"], id=str(subject_id))
             await tuples.delete_tuples(
                 conn, [RelationTuple.grant("Group", group_id, "members", subject)]
@@ -368,7 +371,7 @@ class TeamRepo:
 async def _lock_team(conn: asyncpg.Connection, team_id: uuid.UUID) -> asyncpg.Record:
     team = await conn.fetchrow(Q.team_lock, team_id)
     if team is None:
-        raise NotFound("No such team")
+        raise TeamNotFound("No such team")
     return team
 
 

@@ -152,16 +152,16 @@ _HMAC_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class RecoveryFailure(enum.StrEnum):
-    """Why :func:`check_recovery_challenge` refused a challenge; each value is the code of an
+    """Why :func:`check_recovery_challenge` refused a challenge; the route answers each with its
     `InvalidChallenge` of the problem catalogue (the caller's own checks, nonce, agent and
     signature, raise their problems themselves).
     """
 
-    MALFORMED = "challenge-malformed"
-    KEY_MISMATCH = "challenge-key-mismatch"
-    BAD_HMAC = "challenge-hmac-invalid"
-    EXPIRED = "challenge-expired"
-    FROM_FUTURE = "challenge-from-future"
+    MALFORMED = "malformed"
+    KEY_MISMATCH = "key-mismatch"
+    BAD_HMAC = "hmac-invalid"
+    EXPIRED = "expired"
+    FROM_FUTURE = "from-future"
 
 
 class RecoveryChallengeError(Exception):

@@ -21,7 +21,6 @@ from typing import Any, Final
 
 from schemas.errors import InvalidCursor, ValidationFailed
 
-INVALID_CURSOR_CODE: Final = InvalidCursor.code
 CURSOR_MAX_CHARS: Final = 512
 _KEY_LABEL: Final = b"service:cursor:v1"
 

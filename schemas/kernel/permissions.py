@@ -79,7 +79,10 @@ from uuid import UUID
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from schemas.base import Payload
-from schemas.errors import PermissionEvaluationFailed, ValidationFailed
+from schemas.errors import (
+    PermissionEvaluationFailed,
+    RelationNotAdmitted,
+)
 
 MAX_SUBJECT_SET_DEPTH: Final = 16
 """Hops through subject sets (a group inside a group inside a diary grant…) one check follows."""
@@ -302,11 +305,11 @@ class PermissionModel(BaseModel):
         """Raise `ValidationFailed` unless the model admits this tuple (checked before writing)."""
         found = self.namespaces.get(item.namespace)
         if found is None or item.relation not in found.relations:
-            raise ValidationFailed(f"{item}: {item.namespace}#{item.relation} is not a relation")
+            raise RelationNotAdmitted(f"{item}: {item.namespace}#{item.relation} is not a relation")
         admitted = found.relations[item.relation]
         if not any(s.admits(item.subject_ns, item.subject_relation) for s in admitted):
             allowed = ", ".join(str(s) for s in admitted)
-            raise ValidationFailed(f"{item}: {item.namespace}#{item.relation} admits {allowed}")
+            raise RelationNotAdmitted(f"{item}: {item.namespace}#{item.relation} admits {allowed}")
 
     def describe(self) -> dict[str, dict[str, str]]:
         """The model as text, one line per relation and permission (docs, tests, reviews)."""

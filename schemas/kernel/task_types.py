@@ -31,7 +31,10 @@ from typing import Any, Final, Literal
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
-from schemas.errors import FieldError, ValidationFailed
+from schemas.errors import (
+    FieldError,
+    UnknownTaskType,
+)
 from schemas.kernel.cids import json_cid
 from schemas.limits import (
     CURATE_PACK_MIN_TOKEN_BUDGET,
@@ -924,7 +927,7 @@ def get_task_type(name: str) -> TaskType:
     """The registered type, or a 400 naming ``/taskType`` (SPEC: unknown types are rejected)."""
     task_type = _BY_NAME.get(name)
     if task_type is None:
-        raise ValidationFailed(
+        raise UnknownTaskType(
             f"unknown task type {name!r}",
             errors=[FieldError(pointer="/taskType", message=_unknown_type_message(name))],
         )

@@ -89,7 +89,7 @@ async def test_a_private_diary_map_is_hidden_from_others(owner, outsider, diary,
     status, problem = await outsider.call("GET", f"/diaries/{diary['id']}/map")
     assert (status, problem["code"]) == (404, "diary-not-found")
     status, problem = await anonymous(api_http, "GET", f"/diaries/{diary['id']}/map")
-    assert status == 404, problem
+    assert (status, problem["code"]) == (404, "diary-not-found"), problem
 
 
 async def test_task_counts_need_the_team(owner, outsider) -> None:
@@ -102,7 +102,7 @@ async def test_task_counts_need_the_team(owner, outsider) -> None:
     status, problem = await owner.call("GET", "/task-counts")
     assert (status, problem["code"]) == (400, "team-required")
     status, problem = await owner.call("GET", "/task-counts", team=team, params={"bogus": "1"})
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
 
 
 # --- the console's pages ---------------------------------------------------------------------

@@ -257,7 +257,7 @@ async def test_a_pack_as_of_refuses_entries_written_after(owner, story) -> None:
 
 async def test_params_as_of_is_only_what_as_of_writes(owner, story) -> None:
     status, problem = await pack(owner, story, "/preview", params={"asOf": "2020-01-01T00:00:00Z"})
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     echoed = {"asOf": as_of_text(story.old_at)}
     status, _ = await pack(owner, story, "/preview", params=echoed, asOf=story.old_at.isoformat())
     assert status == 200
@@ -275,10 +275,13 @@ async def test_a_future_or_malformed_as_of_is_400_everywhere(owner, story, as_of
     status, problem = await owner.call(
         "GET", f"/diaries/{story.diary}/entries", params={"asOf": value}
     )
-    assert status == 400 and problem["errors"][0]["pointer"] == "/query/asOf", problem
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert problem["errors"][0]["pointer"] == "/query/asOf", problem
     status, problem = await owner.call(
         "POST", "/diary/search", json={"query": QUERY, "diaryId": story.diary, "asOf": value}
     )
-    assert status == 400 and problem["errors"][0]["pointer"] == "/asOf", problem
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert problem["errors"][0]["pointer"] == "/asOf", problem
     status, problem = await pack(owner, story, "/preview", asOf=value)
-    assert status == 400 and problem["errors"][0]["pointer"] == "/asOf", problem
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert problem["errors"][0]["pointer"] == "/asOf", problem

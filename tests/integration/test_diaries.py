@@ -50,7 +50,7 @@ async def test_invalid_body_is_400_and_writes_nothing(actors, db_pool, body, poi
     team = await personal_team(owner)
     before = await db_pool.fetchval("SELECT count(*) FROM diaries")
     status, problem = await owner.call("POST", "/diaries", json=body, team=team)
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert pointer in [e["pointer"] for e in problem["errors"]]
     assert await db_pool.fetchval("SELECT count(*) FROM diaries") == before
 
@@ -94,7 +94,7 @@ async def test_public_diary_is_readable_without_credentials(actors, api_http) ->
 async def test_moltnet_diary_needs_any_credential(actors, api_http) -> None:
     diary = await new_diary(await actors.agent(), "moltnet")
     status, problem = await anonymous(api_http, "GET", f"/diaries/{diary['id']}")
-    assert status == 401, problem
+    assert (status, problem["code"]) == (401, "unauthorized"), problem
     for reader in (await actors.agent(), await actors.human()):
         status, body = await reader.call("GET", f"/diaries/{diary['id']}")
         assert status == 200 and body["id"] == diary["id"]
@@ -110,9 +110,9 @@ async def test_private_diary_is_404_for_outsiders_and_anonymous(actors, api_http
         status, problem = await outsider.call("GET", f"/diaries/{diary['id']}")
         assert status == 404 and problem["code"] == "diary-not-found"
     status, _ = await anonymous(api_http, "GET", f"/diaries/{diary['id']}")
-    assert status == 404
+    assert (status, problem["code"]) == (404, "diary-not-found")
     status, _ = await owner.call("GET", f"/diaries/{uuid.uuid4()}")
-    assert status == 404
+    assert (status, problem["code"]) == (404, "diary-not-found")
 
 
 async def test_list_shows_only_diaries_the_caller_can_read(actors) -> None:
@@ -137,12 +137,16 @@ async def test_owner_updates_and_outsiders_cannot(actors) -> None:
     status, body = await owner.call("PATCH", path, json={"name": "renamed"})
     assert status == 200 and body["name"] == "renamed" and body["visibility"] == "moltnet"
     status, problem = await outsider.call("PATCH", path, json={"name": "mine now"})
-    assert status == 403, problem  # readable (moltnet) but not manageable
+    assert (status, problem["code"]) == (403, "forbidden"), (
+        problem
+    )  # readable (moltnet) but not manageable
     status, _ = await owner.call("PATCH", path, json={"visibility": "private"})
     status, problem = await outsider.call("PATCH", path, json={"name": "mine now"})
-    assert status == 404, problem  # private: the outsider cannot know it exists
+    assert (status, problem["code"]) == (404, "diary-not-found"), (
+        problem
+    )  # private: the outsider cannot know it exists
     status, problem = await owner.call("PATCH", path, json={})
-    assert status == 400
+    assert (status, problem["code"]) == (400, "validation-failed")
 
 
 async def test_delete_removes_rows_and_tuples(actors, db_pool) -> None:
@@ -173,14 +177,14 @@ async def test_delete_removes_rows_and_tuples(actors, db_pool) -> None:
         == 0
     )
     status, _ = await owner.call("GET", f"/diaries/{diary['id']}")
-    assert status == 404
+    assert (status, _["code"]) == (404, "diary-not-found")
 
 
 async def test_outsider_cannot_delete(actors, db_pool) -> None:
     owner, outsider = await actors.agent(), await actors.agent()
     diary = await new_diary(owner, "public")
     status, problem = await outsider.call("DELETE", f"/diaries/{diary['id']}")
-    assert status == 403, problem
+    assert (status, problem["code"]) == (403, "forbidden"), problem
     assert (
         await db_pool.fetchval("SELECT count(*) FROM diaries WHERE id = $1", uuid.UUID(diary["id"]))
         == 1
@@ -195,7 +199,10 @@ async def test_writer_grant_lets_an_agent_read_and_write_but_not_manage(actors) 
     diary = await new_diary(owner, "private")
     path = f"/diaries/{diary['id']}"
     status, _ = await writer.call("POST", f"{path}/entries", json={"content": "hello"})
-    assert status == 404  # before the grant the diary does not exist for them
+    assert (status, _["code"]) == (
+        404,
+        "diary-not-found",
+    )  # before the grant the diary does not exist for them
     grant = {"subjectId": str(writer.subject_id), "subjectNs": "Agent", "role": "writer"}
     status, body = await owner.call("POST", f"{path}/grants", json=grant)
     assert status == 201 and body["role"] == "writer", body
@@ -206,9 +213,9 @@ async def test_writer_grant_lets_an_agent_read_and_write_but_not_manage(actors) 
     status, seen = await owner.call("GET", path)
     assert status == 200 and seen["yourPermissions"] == ["write", "manage"]
     status, problem = await writer.call("PATCH", path, json={"name": "taken"})
-    assert status == 403, problem
+    assert (status, problem["code"]) == (403, "forbidden"), problem
     status, problem = await writer.call("POST", f"{path}/grants", json=grant)
-    assert status == 403, problem
+    assert (status, problem["code"]) == (403, "forbidden"), problem
     status, listed = await owner.call("GET", f"{path}/grants")
     assert status == 200
     assert [(g["subjectId"], g["role"]) for g in listed["items"]] == [
@@ -217,7 +224,7 @@ async def test_writer_grant_lets_an_agent_read_and_write_but_not_manage(actors) 
     status, _ = await owner.call("DELETE", f"{path}/grants", json=grant)
     assert status == 200
     status, _ = await writer.call("GET", path)
-    assert status == 404
+    assert (status, _["code"]) == (404, "diary-not-found")
 
 
 async def test_manager_grant_to_a_human_allows_managing(actors) -> None:
@@ -241,4 +248,4 @@ async def test_grant_to_an_unknown_subject_is_404_and_bad_role_400(actors) -> No
     status, problem = await owner.call("POST", path, json=grant)
     assert status == 404 and problem["code"] == "subject-not-found"
     status, _ = await owner.call("POST", path, json={**grant, "role": "owner"})
-    assert status == 400
+    assert (status, _["code"]) == (400, "validation-failed")

@@ -111,7 +111,7 @@ async def test_prompt_injection_is_flagged_never_blocked(owner, diary) -> None:
 async def test_invalid_entry_is_400_and_writes_nothing(owner, diary, db_pool, body, pointer):
     before = await entry_count(db_pool, diary["id"])
     status, problem = await owner.call("POST", f"/diaries/{diary['id']}/entries", json=body)
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert problem["status"] == 400 and pointer in [e["pointer"] for e in problem["errors"]]
     assert await entry_count(db_pool, diary["id"]) == before
 
@@ -123,11 +123,12 @@ async def test_content_of_exactly_10000_characters_is_accepted(owner, diary) -> 
 
 async def test_malformed_diary_id_is_400_and_unknown_is_404(owner) -> None:
     status, problem = await owner.call("POST", "/diaries/nope/entries", json={"content": "x"})
-    assert status == 400 and "/path/diaryId" in [e["pointer"] for e in problem["errors"]]
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert "/path/diaryId" in [e["pointer"] for e in problem["errors"]]
     status, problem = await owner.call(
         "POST", f"/diaries/{uuid.uuid4()}/entries", json={"content": "x"}
     )
-    assert status == 404
+    assert (status, problem["code"]) == (404, "diary-not-found")
 
 
 async def test_writing_needs_write_permission_both_ways(actors, owner, db_pool) -> None:
@@ -137,11 +138,11 @@ async def test_writing_needs_write_permission_both_ways(actors, owner, db_pool) 
     status, _ = await outsider.call(
         "POST", f"/diaries/{private['id']}/entries", json={"content": "x"}
     )
-    assert status == 404
+    assert (status, _["code"]) == (404, "diary-not-found")
     status, problem = await outsider.call(
         "POST", f"/diaries/{moltnet['id']}/entries", json={"content": "x"}
     )
-    assert status == 403, problem
+    assert (status, problem["code"]) == (403, "forbidden"), problem
     assert await entry_count(db_pool, private["id"]) == 0
     assert await entry_count(db_pool, moltnet["id"]) == 0
 
@@ -174,9 +175,9 @@ async def test_list_filters_and_pages(owner) -> None:
     status, page = await owner.call("GET", path, params={"entryType": "reflection"})
     assert [e["content"] for e in page["items"]] == ["reflective"]
     status, _ = await owner.call("GET", path, params={"limit": "101"})
-    assert status == 400
+    assert (status, _["code"]) == (400, "validation-failed")
     status, _ = await owner.call("GET", path, params={"bogus": "1"})
-    assert status == 400
+    assert (status, _["code"]) == (400, "validation-failed")
 
 
 async def test_entry_reads_follow_visibility(actors, owner, api_http) -> None:
@@ -227,7 +228,7 @@ async def test_update_recomputes_cid_scan_and_vector(owner, diary, db_pool) -> N
     status, updated = await owner.call("PATCH", f"/entries/{entry['id']}", json={"importance": 2})
     assert status == 200 and updated["importance"] == 2
     status, _ = await owner.call("PATCH", f"/entries/{entry['id']}", json={})
-    assert status == 400
+    assert (status, _["code"]) == (400, "validation-failed")
 
 
 async def test_update_and_delete_need_write(actors, owner) -> None:
@@ -235,13 +236,13 @@ async def test_update_and_delete_need_write(actors, owner) -> None:
     diary = await new_diary(owner, "moltnet")
     entry = await new_entry(owner, diary["id"])
     status, _ = await outsider.call("PATCH", f"/entries/{entry['id']}", json={"importance": 1})
-    assert status == 403
+    assert (status, _["code"]) == (403, "forbidden")
     status, _ = await outsider.call("DELETE", f"/entries/{entry['id']}")
-    assert status == 403
+    assert (status, _["code"]) == (403, "forbidden")
     status, body = await owner.call("DELETE", f"/entries/{entry['id']}")
     assert status == 200 and body == {"success": True}
     status, _ = await owner.call("GET", f"/entries/{entry['id']}")
-    assert status == 404
+    assert (status, _["code"]) == (404, "entry-not-found")
 
 
 async def test_batch_delete_skips_what_the_caller_cannot_delete(actors, owner, db_pool) -> None:
@@ -260,7 +261,7 @@ async def test_batch_delete_skips_what_the_caller_cannot_delete(actors, owner, d
     assert sorted(body["skipped"]) == sorted([foreign["id"], unknown])
     assert await entry_count(db_pool, theirs["id"]) == 1
     status, _ = await owner.call("DELETE", "/entries", json={"ids": []})
-    assert status == 400
+    assert (status, _["code"]) == (400, "validation-failed")
 
 
 # --- relations --------------------------------------------------------------------------
@@ -326,11 +327,12 @@ async def test_relations_cannot_cross_diaries_or_loop(owner) -> None:
     status, problem = await owner.call(
         "POST", f"/entries/{a['id']}/relations", json={"targetId": a["id"], "relation": "supports"}
     )
-    assert status == 400
+    assert (status, problem["code"]) == (400, "self-relation")
     status, problem = await owner.call(
         "POST", f"/entries/{a['id']}/relations", json={"targetId": a["id"], "relation": "likes"}
     )
-    assert status == 400 and "/relation" in [e["pointer"] for e in problem["errors"]]
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert "/relation" in [e["pointer"] for e in problem["errors"]]
 
 
 async def test_relation_writes_need_diary_write(actors, owner) -> None:
@@ -340,15 +342,15 @@ async def test_relation_writes_need_diary_write(actors, owner) -> None:
     b = await new_entry(owner, diary["id"])
     body = {"targetId": b["id"], "relation": "elaborates"}
     status, _ = await outsider.call("POST", f"/entries/{a['id']}/relations", json=body)
-    assert status == 403
+    assert (status, _["code"]) == (403, "forbidden")
     status, relation = await owner.call("POST", f"/entries/{a['id']}/relations", json=body)
     assert status == 201
     status, _ = await outsider.call(
         "PATCH", f"/relations/{relation['id']}", json={"status": "rejected"}
     )
-    assert status == 403
+    assert (status, _["code"]) == (403, "forbidden")
     status, _ = await outsider.call("DELETE", f"/relations/{relation['id']}")
-    assert status == 403
+    assert (status, _["code"]) == (403, "forbidden")
     status, listed = await outsider.call("GET", f"/entries/{a['id']}/relations")
     assert status == 200 and listed["total"] == 1  # moltnet: readable by any principal
 

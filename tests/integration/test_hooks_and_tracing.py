@@ -58,7 +58,7 @@ async def test_hooks_need_the_shared_secret(stack) -> None:  # type: ignore[no-u
         status, body = await post(
             stack, "/hooks/kratos/after-settings", {"identity": identity}, headers
         )
-        assert status == 401 and body["code"] == "unauthorized"
+        assert status == 401 and body["code"] == "hook-secret-invalid"
 
 
 async def test_after_settings_refuses_a_new_public_key(stack) -> None:  # type: ignore[no-untyped-def]

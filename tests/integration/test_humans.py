@@ -91,7 +91,7 @@ async def test_duplicate_email_is_409(stack, http) -> None:
     status, _, problem = await post(
         http, "/self-service/registration", {"email": email, "password": PASSWORD + "!"}
     )
-    assert status == 409, problem
+    assert (status, problem["code"]) == (409, "identity-exists"), problem
     assert problem["status"] == 409
 
 
@@ -101,7 +101,7 @@ async def test_duplicate_email_in_other_case_is_409(stack, http) -> None:
     status, _, problem = await post(
         http, "/self-service/registration", {"email": email.upper(), "password": PASSWORD}
     )
-    assert status == 409, problem
+    assert (status, problem["code"]) == (409, "identity-exists"), problem
 
 
 @pytest.mark.parametrize(
@@ -119,7 +119,7 @@ async def test_duplicate_email_in_other_case_is_409(stack, http) -> None:
 )
 async def test_invalid_registration_is_400(stack, http, body: dict[str, Any], pointer: str) -> None:
     status, headers, problem = await post(http, "/self-service/registration", body)
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert headers["Content-Type"].startswith("application/problem+json")
     assert [e["pointer"] for e in problem["errors"]] == [pointer]
 
@@ -133,7 +133,7 @@ async def test_login_with_a_wrong_password_is_401(stack, http) -> None:
     status, headers, problem = await post(
         http, "/self-service/login", {"email": email, "password": PASSWORD + "x"}
     )
-    assert status == 401, problem
+    assert (status, problem["code"]) == (401, "login-failed"), problem
     assert headers["Content-Type"].startswith("application/problem+json")
     assert "Set-Cookie" not in headers
 
@@ -227,7 +227,7 @@ async def test_whoami_with_the_cookie_alone_works(stack, http) -> None:
 )
 async def test_unknown_session_is_401(stack, http, headers: dict[str, str]) -> None:
     status, problem = await whoami(http, headers)
-    assert status == 401, problem
+    assert (status, problem["code"]) == (401, "session-invalid"), problem
 
 
 async def test_logout_ends_the_session(stack, http) -> None:
@@ -264,7 +264,7 @@ async def test_logout_with_the_cookie(stack, http) -> None:
 
 async def test_logout_without_a_session_is_401(stack, http) -> None:
     status, _, problem = await post(http, "/self-service/logout", None)
-    assert status == 401, problem
+    assert (status, problem["code"]) == (401, "unauthorized"), problem
 
 
 async def test_expired_session_is_401(stack, http, db_pool) -> None:

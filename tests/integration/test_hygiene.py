@@ -299,6 +299,6 @@ async def test_the_report_needs_read_access(actors: Any, owner: Actor) -> None:
     diary = await new_diary(owner)
     stranger = await actors.agent()
     status, problem = await stranger.call("GET", f"/diaries/{diary['id']}/hygiene")
-    assert status == 404, problem
+    assert (status, problem["code"]) == (404, "diary-not-found"), problem
     status, _ = await owner.call("GET", f"/diaries/{uuid.uuid4()}/hygiene")
-    assert status == 404
+    assert (status, problem["code"]) == (404, "diary-not-found")

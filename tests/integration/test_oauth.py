@@ -362,12 +362,14 @@ def flip_a_payload_char(token: str) -> str:
     return ".".join([header, payload[:middle] + flipped + payload[middle + 1 :], signature])
 
 
-async def assert_401_problem(http: aiohttp.ClientSession, headers: dict[str, str]) -> None:
+async def assert_401_problem(
+    http: aiohttp.ClientSession, headers: dict[str, str], code: str = "access-token-invalid"
+) -> None:
     status, response_headers, problem = await whoami(http, headers)
     assert status == 401, problem
     assert response_headers["Content-Type"].startswith("application/problem+json")
     assert problem["status"] == 401
-    assert problem["code"] == "unauthorized"
+    assert problem["code"] == code
     assert response_headers["WWW-Authenticate"].startswith("Bearer")
 
 
@@ -519,20 +521,28 @@ async def test_hs256_token_keyed_with_the_public_key_is_401(stack, http, agent) 
 
 
 @pytest.mark.parametrize(
-    "authorization",
-    ["Basic {basic}", "Bearer", "Bearer not-a-jwt", "Token {token}", "{token}"],
+    "authorization,code",
+    [
+        ("Basic {basic}", "authorization-scheme-invalid"),
+        ("Bearer", "authorization-scheme-invalid"),
+        ("Bearer not-a-jwt", "access-token-invalid"),
+        ("Token {token}", "authorization-scheme-invalid"),
+        ("{token}", "authorization-scheme-invalid"),
+    ],
     ids=["basic", "empty-bearer", "garbage", "other-scheme", "no-scheme"],
 )
-async def test_wrong_authorization_header_is_401(stack, http, agent, authorization: str) -> None:
+async def test_wrong_authorization_header_is_401(
+    stack, http, agent, authorization: str, code: str
+) -> None:
     value = authorization.format(
         basic=base64.b64encode(f"{agent.client_id}:{agent.client_secret}".encode()).decode(),
         token=await fetch_token(http, agent),
     )
-    await assert_401_problem(http, {"Authorization": value})
+    await assert_401_problem(http, {"Authorization": value}, code)
 
 
 async def test_missing_auth_is_401_problem_with_www_authenticate(stack, http) -> None:
-    await assert_401_problem(http, {})
+    await assert_401_problem(http, {}, "unauthorized")
 
 
 # --- the token-exchange hook --------------------------------------------------------------
@@ -578,7 +588,7 @@ async def test_token_exchange_hook_without_the_secret_is_401(
 ) -> None:
     status, problem = await hook_call(http, {"client_id": agent.client_id}, secret)
     assert status == 401, problem
-    assert problem["code"] == "unauthorized"
+    assert problem["code"] == "hook-secret-invalid"
     assert "identity_id" not in json.dumps(problem)
 
 

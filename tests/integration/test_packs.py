@@ -228,7 +228,7 @@ async def test_bad_bodies_are_400_and_write_nothing(
         sent["entries"] = shapes[sent["entries"]]
     before = await pack_rows(db_pool, diary["id"])
     status, problem = await create(owner, diary["id"], **sent)
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert any(e["pointer"].startswith(pointer) for e in problem["errors"]), problem
     assert await pack_rows(db_pool, diary["id"]) == before
 
@@ -299,7 +299,7 @@ async def test_the_team_catalogue_filters_by_entry_and_includes_renderings(
     status, body = await owner.call("GET", "/packs", team=team, params={"diaryId": diary["id"]})
     assert status == 400
     status, body = await outsider.call("GET", "/packs", team=team)
-    assert status == 404
+    assert (status, body["code"]) == (404, "team-not-found")
 
 
 # --- permissions ------------------------------------------------------------------------------
@@ -317,13 +317,13 @@ async def test_a_private_diarys_packs_are_404_to_outsiders(outsider, diary, pack
         status, problem = await outsider.call("GET", path)
         assert status == 404, (path, problem)
     status, _ = await create(outsider, diary["id"], entries=selection(notes[0]))
-    assert status == 404
+    assert (status, problem["code"]) == (404, "diary-not-found")
     status, _ = await outsider.call("PATCH", f"/packs/{pack['packId']}", json={"pinned": True})
-    assert status == 404
+    assert (status, problem["code"]) == (404, "diary-not-found")
     status, _ = await outsider.call(
         "POST", f"/packs/{pack['packId']}/render", json={"renderMethod": "server:pack-to-docs-v1"}
     )
-    assert status == 404
+    assert (status, problem["code"]) == (404, "diary-not-found")
 
 
 async def test_a_reader_who_cannot_write_gets_403(owner, outsider) -> None:
@@ -334,15 +334,15 @@ async def test_a_reader_who_cannot_write_gets_403(owner, outsider) -> None:
     status, body = await outsider.call("GET", f"/packs/{made['packId']}")
     assert status == 200, body
     status, problem = await create(outsider, shared["id"], entries=selection(entry))
-    assert status == 403, problem
+    assert (status, problem["code"]) == (403, "forbidden"), problem
     status, problem = await outsider.call(
         "PATCH", f"/packs/{made['packId']}", json={"pinned": True}
     )
-    assert status == 403, problem
+    assert (status, problem["code"]) == (403, "forbidden"), problem
     status, problem = await outsider.call(
         "POST", f"/packs/{made['packId']}/render", json={"renderMethod": "server:pack-to-docs-v1"}
     )
-    assert status == 403, problem
+    assert (status, problem["code"]) == (403, "forbidden"), problem
 
 
 async def test_pack_scopes_gate_reads_and_writes(actors) -> None:
@@ -350,12 +350,13 @@ async def test_pack_scopes_gate_reads_and_writes(actors) -> None:
     diary = await new_diary(writer, "private")
     entry = await new_entry(writer, diary["id"], "Scoped knowledge.")
     status, problem = await create(writer, diary["id"], entries=selection(entry))
-    assert status == 403 and "pack:write" in problem["detail"]
+    assert (status, problem["code"]) == (403, "missing-scope")
+    assert "pack:write" in problem["detail"]
     status, _ = await writer.call("GET", f"/diaries/{diary['id']}/packs")
     assert status == 200
     blind = await actors.agent(scope="diary:read diary:write")
     status, _ = await blind.call("GET", f"/diaries/{diary['id']}/packs")
-    assert status == 403
+    assert (status, problem["code"]) == (403, "missing-scope")
 
 
 # --- pin and expiry ---------------------------------------------------------------------------
@@ -374,13 +375,13 @@ async def test_pinning_clears_the_expiry_and_unpinning_needs_a_future_one(owner,
     status, problem = await owner.call("PATCH", path, json={"expiresAt": future})
     assert status == 400 and problem["code"] == "pinned-expiry"
     status, problem = await owner.call("PATCH", path, json={"pinned": True, "expiresAt": future})
-    assert status == 400
+    assert (status, problem["code"]) == (400, "pinned-expiry")
     status, unpinned = await owner.call("PATCH", path, json={"pinned": False, "expiresAt": future})
     assert status == 200, unpinned
     assert unpinned["pinned"] is False
     assert datetime.fromisoformat(unpinned["expiresAt"]) == datetime.fromisoformat(future)
     status, problem = await owner.call("PATCH", path, json={})
-    assert status == 400
+    assert (status, problem["code"]) == (400, "validation-failed")
 
 
 # --- provenance and diff ----------------------------------------------------------------------
@@ -429,7 +430,7 @@ async def test_provenance_follows_supersedes_links_to_the_depth_asked(owner, dia
     status, _ = await owner.call(
         "GET", f"/packs/{third['packId']}/provenance", params={"depth": 11}
     )
-    assert status == 400
+    assert (status, _["code"]) == (400, "validation-failed")
 
 
 async def test_diff_by_id_and_by_cid(owner, diary, notes) -> None:
@@ -553,7 +554,7 @@ async def test_rendered_packs_are_listed_filtered_and_read(owner, outsider, diar
     status, one = await owner.call("GET", f"/rendered-packs/{rendered['id']}")
     assert status == 200 and one["content"] == markdown
     status, _ = await outsider.call("GET", f"/rendered-packs/{rendered['id']}")
-    assert status == 404
+    assert (status, _["code"]) == (404, "rendered-pack-not-found")
 
 
 async def test_a_rendered_pack_is_pinned_described_and_verified_only_by_its_judge(
@@ -574,7 +575,7 @@ async def test_a_rendered_pack_is_pinned_described_and_verified_only_by_its_judg
     status, problem = await owner.call("PATCH", path, json={"verifiedTaskId": str(uuid.uuid4())})
     assert status == 400 and problem["code"] == "verification-task-invalid"
     status, problem = await owner.call("PATCH", path, json={"description": "x" * 257})
-    assert status == 400
+    assert (status, problem["code"]) == (400, "validation-failed")
 
 
 async def test_deleting_a_diary_removes_its_packs_and_their_tuples(owner, db_pool) -> None:
@@ -623,7 +624,7 @@ async def test_the_worker_schedules_the_sweep_and_a_triggered_run_deletes_expire
         if status == 404:
             break
         await asyncio.sleep(0.05)
-    assert status == 404
+    assert (status, _["code"]) == (404, "pack-not-found")
 
 
 async def test_params_json_cannot_carry_exactly_are_400(owner, diary, notes, db_pool) -> None:
@@ -638,7 +639,7 @@ async def test_params_json_cannot_carry_exactly_are_400(owner, diary, notes, db_
             data=(raw % notes[0]["id"]).encode(),
             headers={"content-type": "application/json"},
         )
-        assert status == 400, problem
+        assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert await pack_rows(db_pool, diary["id"]) == before
 
 

@@ -179,7 +179,7 @@ async def test_tampered_or_foreign_cursor_is_400(
 )
 async def test_bad_query_is_400(api_http: aiohttp.ClientSession, params: dict[str, str]) -> None:
     status, problem = await anonymous(api_http, "GET", "/public/feed", params=params)
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
 
 
 # --- one entry ----------------------------------------------------------------------------------
@@ -199,13 +199,13 @@ async def test_one_public_entry(
 
     for hidden in corpus["hidden"]:
         status, problem = await anonymous(api_http, "GET", f"{path}/{hidden['id']}")
-        assert status == 404, problem
+        assert (status, problem["code"]) == (404, "entry-not-found"), problem
     status, _ = await anonymous(api_http, "GET", f"{path}/{uuid.uuid4()}")
-    assert status == 404
+    assert (status, problem["code"]) == (404, "entry-not-found")
 
     flagged = corpus["flagged"]["id"]
     status, _ = await anonymous(api_http, "GET", f"{path}/{flagged}")
-    assert status == 404
+    assert (status, problem["code"]) == (404, "entry-not-found")
     status, body = await anonymous(
         api_http, "GET", f"{path}/{flagged}", params={"includeSuspicious": "true"}
     )
@@ -217,7 +217,7 @@ async def test_private_entry_stays_hidden_from_its_own_author_here(
 ) -> None:
     """The public routes ignore credentials: a private entry is not public for anyone."""
     status, _ = await author.call("GET", f"/public/entry/{corpus['hidden'][0]['id']}")
-    assert status == 404
+    assert (status, _["code"]) == (404, "entry-not-found")
 
 
 # --- search -------------------------------------------------------------------------------------
@@ -275,4 +275,4 @@ async def test_search_filters(api_http: aiohttp.ClientSession, corpus: dict[str,
 )
 async def test_bad_search_is_400(api_http: aiohttp.ClientSession, params: dict[str, str]) -> None:
     status, problem = await anonymous(api_http, "GET", "/public/feed/search", params=params)
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem

@@ -118,7 +118,7 @@ async def test_challenge_for_an_unknown_key_is_still_issued(stack, http) -> None
 
 async def test_challenge_for_a_malformed_key_is_400(stack, http) -> None:
     status, problem = await post(http, "/recovery/challenge", {"publicKey": "ed25519:AAAA"})
-    assert_problem(status, problem, 400, "validation-failed")
+    assert_problem(status, problem, 400, "public-key-invalid")
 
 
 # --- every refusal of /recovery/verify ----------------------------------------------------
@@ -449,7 +449,7 @@ async def test_expired_flow_is_gone(stack, http, db_pool) -> None:
 
 async def test_unknown_flow_is_404(stack, http) -> None:
     status, problem = await redeem(http, f"/self-service/recovery?flow={uuid.uuid4()}", "code")
-    assert_problem(status, problem, 404, "not-found")
+    assert_problem(status, problem, 404, "recovery-flow-not-found")
 
 
 @pytest.mark.parametrize(

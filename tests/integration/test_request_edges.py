@@ -40,14 +40,14 @@ async def diary(agent: Actor) -> dict[str, Any]:
 
 async def test_a_nul_in_a_search_query_is_a_400_naming_it(agent: Actor) -> None:
     status, problem = await agent.call("POST", "/diary/search", json={"query": "find\x00me"})
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert _pointers(problem) == ["/query"] and "/query" in problem["detail"]
 
 
 async def test_a_lone_surrogate_in_a_tag_is_named_by_its_index(agent: Actor, diary: Any) -> None:
     text = '{"content": "fine", "tags": ["a", "b", "c", "x\\ud800"]}'
     status, problem = await _raw_json(agent, "POST", f"/diaries/{diary['id']}/entries", text)
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert _pointers(problem) == ["/tags/3"]
     status, listed = await agent.call("GET", f"/diaries/{diary['id']}/entries")
     assert status == 200 and listed["items"] == [], listed
@@ -57,15 +57,18 @@ async def test_unstorable_text_in_free_form_json_is_named(agent: Actor, diary: A
     entry = await agent.call("POST", f"/diaries/{diary['id']}/entries", json={"content": "x"})
     body = {"entries": [{"entryId": entry[1]["id"], "rank": 1}], "params": {"note": "a\x00"}}
     status, problem = await agent.call("POST", f"/diaries/{diary['id']}/packs", json=body)
-    assert status == 400 and _pointers(problem) == ["/params/note"], problem
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert _pointers(problem) == ["/params/note"], problem
 
 
 async def test_a_nul_in_a_query_or_path_value_is_a_400(agent: Actor) -> None:
     team = await personal_team(agent)
     status, problem = await agent.call("GET", "/tasks", params={"cursor": "a\x00"}, team=team)
-    assert status == 400 and _pointers(problem) == ["/query/cursor"], problem
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert _pointers(problem) == ["/query/cursor"], problem
     status, problem = await agent.call("GET", "/agents/abcd%00efgh")
-    assert status == 400 and _pointers(problem) == ["/path/fingerprint"], problem
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert _pointers(problem) == ["/path/fingerprint"], problem
 
 
 async def test_a_one_value_query_parameter_given_twice_is_a_400(agent: Actor) -> None:
@@ -74,7 +77,8 @@ async def test_a_one_value_query_parameter_given_twice_is_a_400(agent: Actor) ->
     team = await personal_team(agent)
     params = [("limit", "5"), ("limit", "6")]
     status, problem = await agent.call("GET", "/tasks", params=params, team=team)
-    assert status == 400 and _pointers(problem) == ["/query/limit"], problem
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert _pointers(problem) == ["/query/limit"], problem
     status, listed = await agent.call("GET", "/tasks", params=[("limit", "5")], team=team)
     assert status == 200, listed
     page = [("done", "profile-saved"), ("done", "x")]
@@ -93,7 +97,7 @@ async def test_a_pack_rank_beyond_a_postgres_integer_is_a_400(agent: Actor, diar
     entry = await agent.call("POST", f"/diaries/{diary['id']}/entries", json={"content": "r"})
     body = {"entries": [{"entryId": entry[1]["id"], "rank": 121660867788975}]}
     status, problem = await agent.call("POST", f"/diaries/{diary['id']}/packs", json=body)
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert _pointers(problem) == ["/entries/0/rank"]
 
 
@@ -101,7 +105,8 @@ async def test_a_json_body_is_read_by_json_types(agent: Actor) -> None:
     team = await personal_team(agent)
     body = {"name": "strict", "visibility": "private", "signed": 0}
     status, problem = await agent.call("POST", "/diaries", json=body, team=team)
-    assert status == 400 and _pointers(problem) == ["/signed"], problem
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert _pointers(problem) == ["/signed"], problem
     status, problem = await agent.call("POST", "/diary/search", json={"query": "q", "limit": "5"})
     assert status == 400 and _pointers(problem) == ["/limit"], problem
 

@@ -227,7 +227,7 @@ async def test_a_bad_profile_is_a_400_and_writes_nothing(
     status, problem = await crew.manager.call(
         "POST", "/runtime-profiles", json=sent, team=crew.team_id
     )
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert any(e["pointer"] == pointer for e in problem["errors"]), problem
     assert not await db_pool.fetchval(
         "SELECT count(*) FROM runtime_profiles WHERE name = $1", sent["name"] or "-"
@@ -244,7 +244,7 @@ async def test_names_are_unique_in_a_team_and_updates_need_a_change(crew: Crew) 
     )
     assert status == 409 and body["code"] == "runtime-profile-name-taken"
     status, body = await crew.manager.call("PATCH", f"/runtime-profiles/{profile['id']}", json={})
-    assert status == 400, body
+    assert (status, body["code"]) == (400, "validation-failed"), body
 
 
 async def test_the_same_create_again_answers_the_same_profile(crew: Crew) -> None:
@@ -394,7 +394,7 @@ async def test_a_cursor_is_bound_to_its_profile(crew: Crew) -> None:
     status, body = await crew.executor.call(
         "GET", "/tasks", team=crew.team_id, params={"limit": "1", "cursor": page["nextCursor"]}
     )
-    assert status == 400, body
+    assert (status, body["code"]) == (400, "invalid-cursor"), body
 
 
 # --- scopes narrowed for the attempt -----------------------------------------------------------

@@ -783,7 +783,7 @@ async def test_route_scope_follows_visibility(
     )
     assert status == 404 and body["code"] == "diary-not-found"
     status, body = await post_search(outsider, query="sprinkler fault", diaryId=str(uuid.uuid4()))
-    assert status == 404
+    assert (status, body["code"]) == (404, "diary-not-found")
 
 
 @pytest.mark.parametrize(
@@ -805,7 +805,7 @@ async def test_route_scope_follows_visibility(
 )
 async def test_route_rejects_bad_input(author: Actor, body: dict[str, Any]) -> None:
     status, problem = await author.call("POST", "/diary/search", json=body)
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert problem["status"] == 400 and problem["errors"]
 
 

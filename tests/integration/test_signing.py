@@ -232,7 +232,8 @@ async def test_an_unknown_field_in_the_signature_body_is_400(actors, db_pool) ->
 
     status, problem = await agent.call("POST", f"{PATH}/{created['request_id']}/sign", json=body)
 
-    assert status == 400 and problem["errors"][0]["pointer"] == "/valid"
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert problem["errors"][0]["pointer"] == "/valid"
     assert (await row(db_pool, created["request_id"]) or {})["status"] == "pending"
 
 
@@ -262,9 +263,9 @@ async def test_another_agent_cannot_see_or_sign_a_request(actors, db_pool) -> No
     request_id = created["request_id"]
 
     status, problem = await stranger.call("GET", f"{PATH}/{request_id}")
-    assert status == 404 and problem["code"] == "not-found"
+    assert status == 404 and problem["code"] == "signing-request-not-found"
     status, problem = await sign(stranger, request_id, stranger.sign(created["signing_payload"]))
-    assert status == 404
+    assert (status, problem["code"]) == (404, "signing-request-not-found")
     status, listed = await stranger.call("GET", PATH)
     assert status == 200 and listed["items"] == [] and listed["total"] == 0
 
@@ -277,11 +278,12 @@ async def test_another_agent_cannot_see_or_sign_a_request(actors, db_pool) -> No
 async def test_an_unknown_request_is_404_and_a_malformed_id_400(actors) -> None:
     agent = await actors.agent()
     status, _ = await agent.call("GET", f"{PATH}/{uuid.uuid4()}")
-    assert status == 404
+    assert (status, _["code"]) == (404, "signing-request-not-found")
     status, _ = await sign(agent, str(uuid.uuid4()), agent.sign("x"))
-    assert status == 404
+    assert (status, _["code"]) == (404, "signing-request-not-found")
     status, problem = await agent.call("GET", f"{PATH}/not-a-uuid")
-    assert status == 400 and problem["errors"][0]["pointer"] == "/path/id"
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert problem["errors"][0]["pointer"] == "/path/id"
 
 
 async def test_a_human_gets_403_agents_only(actors, db_pool) -> None:
@@ -314,7 +316,7 @@ async def test_signing_routes_need_a_credential(api_http) -> None:
     status, problem = await anonymous(api_http, "POST", PATH, json={"message": "hi"})
     assert status == 401 and problem["code"] == "unauthorized"
     status, _ = await anonymous(api_http, "GET", PATH)
-    assert status == 401
+    assert (status, problem["code"]) == (401, "unauthorized")
 
 
 # --- listing ----------------------------------------------------------------------------------
@@ -347,7 +349,8 @@ async def test_an_offset_beyond_a_postgres_integer_is_400(actors, offset: int) -
     """A page offset goes into SQL: past an integer it is refused, not an overflow (500)."""
     agent = await actors.agent()
     status, problem = await agent.call("GET", PATH, params={"offset": str(offset)})
-    assert status == 400 and problem["errors"][0]["pointer"] == "/query/offset", problem
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert problem["errors"][0]["pointer"] == "/query/offset", problem
     status, page = await agent.call("GET", PATH, params={"offset": str(2**31 - 1)})
     assert status == 200 and page["items"] == [], page
 

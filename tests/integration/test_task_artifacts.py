@@ -334,14 +334,14 @@ async def test_a_non_binary_body_is_415(world: World, db_pool: Any) -> None:
     status, body = await world.owner.call(
         "PUT", "/task-artifacts/staged", team=world.team_id, json={"not": "bytes"}
     )
-    assert status == 415, body
+    assert (status, body["code"]) == (415, "unsupported-media-type"), body
     assert await rows_naming(db_pool, json_cid({"not": "bytes"})) == NOTHING
 
 
 async def test_bad_labels_are_400(world: World) -> None:
     for params in ({"contentType": "not a type"}, {"contentEncoding": "gzip\r\nx: y"}):
         status, body = await stage(world.owner, world.team_id, b"x", **params)
-        assert status == 400, (params, body)
+        assert (status, body["code"]) == (400, "validation-failed"), (params, body)
 
 
 async def test_a_staged_cid_is_not_downloadable(world: World, db_pool: Any) -> None:
@@ -416,7 +416,7 @@ async def test_an_outsider_uploading_is_404(world: World, db_pool: Any) -> None:
     task_id = await running_task(db_pool, world)
     data = os.urandom(256)
     status, body = await upload(world.outsider, task_id, 1, data)
-    assert status == 404, body
+    assert (status, body["code"]) == (404, "task-not-found"), body
     assert await rows_naming(db_pool, bytes_cid(data)) == NOTHING
 
 
@@ -453,7 +453,7 @@ async def test_an_oversized_output_is_413_and_nothing_is_stored(world: World, db
     task_id = await running_task(db_pool, world)
     data = os.urandom(26 * MIB)
     status, body = await upload(world.executor, task_id, 1, data)
-    assert status == 413, body
+    assert (status, body["code"]) == (413, "payload-too-large"), body
     assert await rows_naming(db_pool, bytes_cid(data)) == NOTHING
     assert await stored_object(world, bytes_cid(data)) is None
 
@@ -463,7 +463,7 @@ async def test_upload_needs_kind_and_title(world: World, db_pool: Any) -> None:
     status, body = await world.executor.call(
         "PUT", f"/tasks/{task_id}/attempts/1/artifacts", data=b"x", params={"kind": "k"}
     )
-    assert status == 400, body
+    assert (status, body["code"]) == (400, "validation-failed"), body
     assert any(e["pointer"] == "/query/title" for e in body["errors"])
 
 
@@ -553,7 +553,7 @@ async def test_downloads_of_what_is_not_there_are_404(world: World, db_pool: Any
         status, body, _ = await download(world.owner, path)
         assert status == 404, (path, body)
     status, body, _ = await download(world.owner, f"/tasks/{task_id}/artifacts/not-a-cid/content")
-    assert status == 400, body
+    assert (status, body["code"]) == (400, "validation-failed"), body
 
 
 async def test_outsiders_see_nothing(world: World, db_pool: Any) -> None:
@@ -567,12 +567,12 @@ async def test_outsiders_see_nothing(world: World, db_pool: Any) -> None:
         f"/tasks/{task_id}/attempts/1/artifacts/{cid}/content",
     ):
         status, body, _ = await download(world.outsider, path)
-        assert status == 404, (path, body)
+        assert (status, body["code"]) == (404, "task-not-found"), (path, body)
     # a member naming another team in the header does not see it either
     status, body = await world.owner.call(
         "GET", f"/tasks/{task_id}/artifacts", team=world.outsider_team_id
     )
-    assert status == 404, body
+    assert (status, body["code"]) == (404, "task-not-found"), body
 
 
 async def test_a_bound_input_is_downloadable_before_any_attempt(world: World, db_pool: Any) -> None:
@@ -646,7 +646,7 @@ async def test_a_cursor_is_bound_to_its_task(world: World, db_pool: Any) -> None
     status, body = await world.member.call(
         "GET", f"/tasks/{task_id}/artifacts", params={"limit": 101}
     )
-    assert status == 400, body
+    assert (status, body["code"]) == (400, "validation-failed"), body
 
 
 # --- deletion with the task, and the sweep's schedule -------------------------------------------

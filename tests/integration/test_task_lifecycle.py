@@ -242,9 +242,11 @@ async def test_claim_takes_a_lease_ttl_within_bounds(crew: Crew, db_pool: Any) -
     task_id = await create(crew)
     for bad in (0, 3601, "long"):
         status, body = await claim(crew.executor, task_id, leaseTtlSec=bad)
-        assert status == 400 and body["errors"][0]["pointer"] == "/leaseTtlSec", body
+        assert (status, body["code"]) == (400, "validation-failed")
+        assert body["errors"][0]["pointer"] == "/leaseTtlSec", body
     status, body = await claim(crew.executor, task_id, executorManifest={})
-    assert status == 400 and body["errors"][0]["message"] == "Unknown field"
+    assert (status, body["code"]) == (400, "validation-failed")
+    assert body["errors"][0]["message"] == "Unknown field"
     assert (await task_row(db_pool, task_id))["status"] == "queued"
     status, body = await claim(crew.executor, task_id, leaseTtlSec=60)
     assert status == 200 and body["attempt"]["leaseTtlSec"] == 60
@@ -255,14 +257,14 @@ async def test_only_executors_and_grantees_claim(crew: Crew, db_pool: Any) -> No
     # the owner, a manager and a member see the task but hold no claim
     for actor in (crew.owner, crew.manager, crew.member, crew.human_owner):
         status, body = await claim(actor, task_id)
-        assert status == 403, (actor.kind, body)
+        assert (status, body["code"]) == (403, "forbidden"), (actor.kind, body)
     status, body = await claim(crew.outsider, task_id)
-    assert status == 404, body
+    assert (status, body["code"]) == (404, "task-not-found"), body
     # a team header naming another team hides the task
     status, body = await crew.executor.call(
         "POST", f"/tasks/{task_id}/claim", json={}, team=uuid.uuid4()
     )
-    assert status == 404, body
+    assert (status, body["code"]) == (404, "task-not-found"), body
     # the scope is task:claim
     reader = await scoped(crew.executor, "task:read task:execute")
     status, body = await claim(reader, task_id)
@@ -393,9 +395,9 @@ async def test_only_the_claimant_heartbeats(crew: Crew, db_pool: Any) -> None:
     assert (await claim(crew.executor, task_id))[0] == 200
     for actor in (crew.executor2, crew.member, crew.owner):
         status, body = await heartbeat(actor, task_id)
-        assert status == 403, body
+        assert (status, body["code"]) == (403, "not-claimant"), body
     status, body = await heartbeat(crew.outsider, task_id)
-    assert status == 404, body
+    assert (status, body["code"]) == (404, "task-not-found"), body
     status, body = await heartbeat(crew.executor, task_id, n=2)
     assert status == 404, body
     status, body = await heartbeat(await scoped(crew.executor, "task:claim"), task_id)
@@ -424,11 +426,11 @@ async def test_complete_stores_output_cid_signature_and_usage(crew: Crew, db_poo
     assert claimant(crew.executor) not in await task_tuples(db_pool, task_id)
     # a result arrives once
     status, body = await complete(crew.executor, task_id)
-    assert status == 409, body
+    assert (status, body["code"]) == (409, "attempt-finished"), body
     status, body = await fail(crew.executor, task_id)
-    assert status == 409, body
+    assert (status, body["code"]) == (409, "attempt-finished"), body
     status, body = await heartbeat(crew.executor, task_id)
-    assert status == 409, body
+    assert (status, body["code"]) == (409, "attempt-finished"), body
 
 
 async def test_complete_before_the_first_heartbeat_is_409(crew: Crew, db_pool: Any) -> None:
@@ -474,7 +476,8 @@ async def test_a_wrong_output_cid_or_signature_is_400(crew: Crew, db_pool: Any) 
         status, problem = await complete(crew.executor, task_id, contentSignature=signature)
         assert status == 400 and problem["code"] == "invalid-signature", problem
     status, problem = await complete(crew.executor, task_id, verdict="great")
-    assert status == 400 and problem["errors"][0]["pointer"] == "/verdict"
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert problem["errors"][0]["pointer"] == "/verdict"
     attempt = (await attempt_rows(db_pool, task_id))[0]
     assert attempt["status"] == "running" and attempt["output"] is None
 
@@ -485,7 +488,7 @@ async def test_only_the_claimant_completes(crew: Crew, db_pool: Any) -> None:
         status, body = await complete(actor, task_id)
         assert status == 403 and body["code"] == "not-claimant", body
     status, body = await complete(crew.outsider, task_id)
-    assert status == 404, body
+    assert (status, body["code"]) == (404, "task-not-found"), body
     assert (await task_row(db_pool, task_id))["status"] == "running"
 
 
@@ -522,7 +525,7 @@ async def test_a_non_retryable_failure_fails_the_task(crew: Crew, db_pool: Any) 
     assert status == 200 and body["status"] == "failed", body
     assert (await task_row(db_pool, task_id))["completed_at"] is not None
     status, body = await fail(crew.executor, task_id)
-    assert status == 409, body
+    assert (status, body["code"]) == (409, "attempt-finished"), body
 
 
 async def test_fail_bodies_are_closed(crew: Crew) -> None:
@@ -531,7 +534,7 @@ async def test_fail_bodies_are_closed(crew: Crew) -> None:
         status, body = await crew.executor.call(
             "POST", f"/tasks/{task_id}/attempts/1/fail", json={"error": error}
         )
-        assert status == 400, body
+        assert (status, body["code"]) == (400, "validation-failed"), body
 
 
 # --- abort ---------------------------------------------------------------------------------------
@@ -563,11 +566,11 @@ async def test_only_the_current_claimant_aborts(crew: Crew, db_pool: Any) -> Non
     task_id = await started(crew)
     for actor in (crew.executor2, crew.manager, crew.owner):
         status, body = await abort(actor, task_id)
-        assert status == 403, body
+        assert (status, body["code"]) == (403, "not-claimant"), body
     status, body = await abort(crew.outsider, task_id)
-    assert status == 404, body
+    assert (status, body["code"]) == (404, "task-not-found"), body
     status, body = await abort(crew.executor, task_id, reason="x" * 513)
-    assert status == 400, body
+    assert (status, body["code"]) == (400, "validation-failed"), body
     assert (await attempt_rows(db_pool, task_id))[0]["status"] == "running"
 
 
@@ -602,11 +605,12 @@ async def test_others_cannot_cancel(crew: Crew, db_pool: Any) -> None:
     task_id = await create(crew)
     for actor in (crew.member, crew.executor):
         status, body = await cancel(actor, task_id)
-        assert status == 403, body
+        assert (status, body["code"]) == (403, "forbidden"), body
     status, body = await cancel(crew.outsider, task_id)
-    assert status == 404, body
+    assert (status, body["code"]) == (404, "task-not-found"), body
     status, body = await crew.owner.call("POST", f"/tasks/{task_id}/cancel", json={})
-    assert status == 400 and body["errors"][0]["pointer"] == "/reason"
+    assert (status, body["code"]) == (400, "validation-failed")
+    assert body["errors"][0]["pointer"] == "/reason"
     status, body = await cancel(crew.owner, task_id, reason="")
     assert status == 400, body
     status, body = await cancel(await scoped(crew.owner, "task:read task:write"), task_id)
@@ -631,7 +635,7 @@ async def test_the_worker_learns_of_a_cancel_on_its_next_heartbeat(
         assert body["cancelled"] is True and body["cancelReason"] == "the brief changed"
     for call in (complete, fail, abort):
         status, body = await call(crew.executor, task_id)
-        assert status == 409, body
+        assert (status, body["code"]) == (409, "attempt-finished"), body
     # cancelling again is the decision already made: 200, the first reason kept
     status, body = await cancel(crew.owner, task_id, reason="another reason")
     assert (status, body["status"], body["cancelReason"]) == (200, "cancelled", "the brief changed")

@@ -254,7 +254,8 @@ async def test_an_attempt_number_beyond_a_postgres_integer_is_400_not_500(
     status, problem = await crew.owner.call(
         "GET", f"/tasks/{task_id}/attempts/1/messages", params={"afterSeq": str(n)}
     )
-    assert status == 400 and problem["errors"][0]["pointer"] == "/query/afterSeq", problem
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert problem["errors"][0]["pointer"] == "/query/afterSeq", problem
 
 
 async def test_appending_needs_task_execute(crew: Crew, db_pool: Any) -> None:
@@ -309,7 +310,7 @@ async def test_bad_messages_are_400_and_nothing_is_written(
 ) -> None:
     task_id = await running_task(crew)
     status, problem = await post(crew.executor, task_id, body)
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert problem["errors"], problem  # a pointer per invalid field (a NUL's too: /payload)
     assert await stored(db_pool, task_id) == []
 
@@ -329,9 +330,9 @@ async def test_reading_messages_is_for_those_who_see_the_task(crew: Crew) -> Non
     status, _ = await crew.member.call("GET", f"/tasks/{task_id}/attempts/1/messages")
     assert status == 200
     status, body = await crew.outsider.call("GET", f"/tasks/{task_id}/attempts/1/messages")
-    assert status == 404, body
+    assert (status, body["code"]) == (404, "task-not-found"), body
     for params in ({"limit": "201"}, {"limit": "0"}, {"afterSeq": "-1"}):
         status, body = await crew.owner.call(
             "GET", f"/tasks/{task_id}/attempts/1/messages", params=params
         )
-        assert status == 400, (params, body)
+        assert (status, body["code"]) == (400, "validation-failed"), (params, body)

@@ -237,7 +237,7 @@ async def test_unknown_input_field_is_named(world: World) -> None:
     status, body = await world.owner.call(
         "POST", "/tasks", json=freeform(world, input={"brief": "x", "sneaky": True})
     )
-    assert status == 400
+    assert (status, body["code"]) == (400, "task-input-invalid")
     assert [e["pointer"] for e in body["errors"]] == ["/input/sneaky"]
 
 
@@ -421,7 +421,7 @@ async def test_continuation_source_rules(world: World, db_pool: Any) -> None:
         (continuation(world, uuid.uuid4()), "continuation-source-not-found"),
         (continuation(world, foreign), "continuation-source-not-found"),
         (continuation(world, queued), "continuation-source-not-completed"),
-        (continuation(world, judged), "validation-failed"),
+        (continuation(world, judged), "continuation-type-mismatch"),
         (continuation(world, done, attemptN=1), "continuation-source-not-completed"),
         (continuation(world, done, attemptN=7), "continuation-source-not-completed"),
     ]
@@ -811,7 +811,7 @@ async def test_list_rejects_bad_filters(world: World, listed: dict[str, uuid.UUI
         {"colour": "blue"},
     ):
         status, body = await world.owner.call("GET", "/tasks", team=listed["team"], params=params)
-        assert status == 400, (params, body)
+        assert (status, body["code"]) == (400, "validation-failed"), (params, body)
 
 
 async def test_list_pages_with_a_signed_cursor(world: World, listed: dict[str, uuid.UUID]) -> None:
@@ -884,11 +884,11 @@ async def test_get_is_for_the_owning_team(world: World, db_pool: Any) -> None:
     status, body = await world.outsider.call("GET", f"/tasks/{task_id}")
     assert status == 404 and body["code"] == "task-not-found"
     status, body = await world.owner.call("GET", f"/tasks/{uuid.uuid4()}")
-    assert status == 404
+    assert (status, body["code"]) == (404, "task-not-found")
     status, body = await world.owner.call("GET", f"/tasks/{task_id}", team=world.other_team_id)
-    assert status == 404
+    assert (status, body["code"]) == (404, "task-not-found")
     status, body = await world.owner.call("GET", "/tasks/not-a-uuid")
-    assert status == 400
+    assert (status, body["code"]) == (400, "validation-failed")
 
 
 async def test_attempts_are_listed_in_order(world: World, db_pool: Any) -> None:
@@ -906,7 +906,7 @@ async def test_attempts_are_listed_in_order(world: World, db_pool: Any) -> None:
     # the executor named as people read it (the console's task page), without a lookup per row
     assert body["items"][0]["claimedByFingerprint"] == world.executor.fingerprint
     status, body = await world.outsider.call("GET", f"/tasks/{task_id}/attempts")
-    assert status == 404
+    assert (status, body["code"]) == (404, "task-not-found")
 
 
 async def test_an_explicit_grantee_reads_by_id_only(world: World, db_pool: Any) -> None:
@@ -957,7 +957,7 @@ async def test_grants_need_team_write_or_task_manager(world: World, db_pool: Any
         )
         assert status == 403 and body["code"] == "task-manage-forbidden", (who, body)
     status, body = await world.outsider.call("POST", f"/tasks/{task_id}/grants", json=grant)
-    assert status == 404
+    assert (status, body["code"]) == (404, "task-not-found")
     auth = await scoped_token(world.owner, "task:read task:write")
     status, body = await call_with(
         world.owner, auth, "POST", f"/tasks/{task_id}/grants", json=grant

@@ -158,7 +158,7 @@ async def test_a_team_key_finds_nothing_of_another_team(world: World) -> None:
     status, found = await hits(world.team_key, world.personal)
     assert status == 200 and not found & {e["id"] for e in world.entries}, found
     status, _ = await hits(world.team_key, world.personal, diaryId=world.private["id"])
-    assert status == 404
+    assert (status, body["code"]) == (404, "diary-not-found")
 
 
 async def test_a_team_keys_lists_hold_its_own_team_only(world: World) -> None:

@@ -116,11 +116,12 @@ async def test_a_team_is_invisible_to_outsiders(actors) -> None:
     team_id = await new_team(owner)
     for path in ("", "/members", "/groups", "/projects"):
         status, body = await outsider.call("GET", f"/teams/{team_id}{path}")
-        assert status == 404, (path, body)
+        assert (status, body["code"]) == (404, "team-not-found"), (path, body)
     status, body = await outsider.call("GET", f"/teams/{uuid.uuid4()}")
-    assert status == 404
+    assert (status, body["code"]) == (404, "team-not-found")
     status, body = await outsider.call("GET", "/teams/not-a-uuid")
-    assert status == 400 and body["errors"][0]["pointer"] == "/path/id"
+    assert (status, body["code"]) == (400, "validation-failed")
+    assert body["errors"][0]["pointer"] == "/path/id"
     status, body = await outsider.call("GET", "/teams")
     assert team_id not in {t["id"] for t in body["items"]}
 
@@ -206,11 +207,12 @@ async def test_founding_members_must_be_distinct_known_and_not_the_creator(actor
     status, problem = await owner.call(
         "POST", "/teams", json={"name": "c", "foundingMembers": [me]}
     )
-    assert status == 400 and problem["errors"][0]["pointer"] == "/foundingMembers/0/subjectId"
+    assert (status, problem["code"]) == (400, "creator-listed-as-founder")
+    assert problem["errors"][0]["pointer"] == "/foundingMembers/0/subjectId"
     status, problem = await owner.call(
         "POST", "/teams", json={"name": "c", "foundingMembers": [them, them]}
     )
-    assert status == 400
+    assert (status, problem["code"]) == (400, "validation-failed")
     status, problem = await owner.call(
         "POST", "/teams", json={"name": "c", "foundingMembers": [them, ghost]}
     )
@@ -271,7 +273,7 @@ async def test_founding_becomes_active_when_every_member_accepts(actors, db_pool
     assert status == 200 and got["role"] == "member" and got["members"] == []
     assert (await outsider.call("GET", f"/teams/{team_id}"))[0] == 404
     status, problem = await outsider.call("POST", f"/teams/{team_id}/accept-founding")
-    assert status == 404, problem
+    assert (status, problem["code"]) == (404, "team-not-found"), problem
 
     # accepting is idempotent; every founder but the creator accepting is not enough
     for _ in range(2):
@@ -355,7 +357,7 @@ async def test_accept_founding_on_a_team_never_founded_is_404(actors) -> None:
     team_id = await team_with(owner, member=member)
     for actor in (owner, member):
         status, problem = await actor.call("POST", f"/teams/{team_id}/accept-founding")
-        assert status == 404, problem
+        assert (status, problem["code"]) == (404, "team-not-found"), problem
 
 
 # --- deleting teams -----------------------------------------------------------------------------
@@ -372,7 +374,7 @@ async def test_only_an_owner_deletes_a_team_and_everything_of_it_goes(actors, db
     assert (await outsider.call("DELETE", f"/teams/{team_id}"))[0] == 404
     for actor in (manager, member):
         status, problem = await actor.call("DELETE", f"/teams/{team_id}")
-        assert status == 403, problem
+        assert (status, problem["code"]) == (403, "forbidden"), problem
     assert await tuples_of(db_pool, "Team", team_id)
     assert await owner.call("DELETE", f"/teams/{team_id}") == (200, {"success": True})
     assert (
@@ -449,7 +451,7 @@ async def test_role_changes_follow_the_permission_table(actors, db_pool) -> None
 
     assert (await patch(outsider, other, "manager"))[0] == 404
     status, problem = await patch(member, other, "manager")
-    assert status == 403, problem
+    assert (status, problem["code"]) == (403, "forbidden"), problem
     assert await role_of(db_pool, team_id, other) == {"members"}
     # a manager moves non-owners between manager, executor and member ...
     status, body = await patch(manager, other, "executor")
@@ -482,11 +484,12 @@ async def test_role_changes_follow_the_permission_table(actors, db_pool) -> None
     status, problem = await member.call(
         "PATCH", f"/teams/{team_id}/members/{other.subject_id}", json={"role": "member", "x": 1}
     )
-    assert status == 400
+    assert (status, problem["code"]) == (400, "validation-failed")
     status, problem = await member.call(
         "PATCH", f"/teams/{team_id}/members/not-a-uuid", json={"role": "member"}
     )
-    assert status == 400 and problem["errors"][0]["pointer"] == "/path/subjectId"
+    assert (status, problem["code"]) == (400, "validation-failed")
+    assert problem["errors"][0]["pointer"] == "/path/subjectId"
     assert await role_of(db_pool, team_id, other) == {"executors"}
 
 
@@ -580,7 +583,7 @@ async def test_owners_and_managers_issue_invites_others_cannot(actors, db_pool) 
     assert status == 201 and (invite["role"], invite["maxUses"]) == ("manager", 3)
     for actor in (executor, member):
         status, problem = await actor.call("POST", f"/teams/{team_id}/invites", json={})
-        assert status == 403, problem
+        assert (status, problem["code"]) == (403, "forbidden"), problem
     assert (await outsider.call("POST", f"/teams/{team_id}/invites", json={}))[0] == 404
     assert await invites_of(db_pool, team_id) == before + 2
 
@@ -601,7 +604,7 @@ async def test_bad_invite_bodies_are_400_and_write_nothing(actors, db_pool, body
     owner = await actors.agent()
     team_id = await new_team(owner)
     status, problem = await owner.call("POST", f"/teams/{team_id}/invites", json=body)
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert await invites_of(db_pool, team_id) == 0
 
 
@@ -699,7 +702,7 @@ async def test_unknown_and_malformed_codes(actors) -> None:
     assert status == 404, problem
     for body in ({"code": "nope"}, {}, {"code": "service_inv_" + "A" * 22, "x": 1}):
         status, problem = await joiner.call("POST", "/teams/join", json=body)
-        assert status == 400, (body, problem)
+        assert (status, problem["code"]) == (400, "validation-failed"), (body, problem)
 
 
 async def test_a_manager_invite_makes_a_manager(actors, db_pool) -> None:

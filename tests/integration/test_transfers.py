@@ -150,9 +150,9 @@ async def test_accept_moves_the_diary_and_swaps_its_team_binding(
 
     # the old team lost the private diary; the new owner reads and writes it
     status, _ = await giver.call("GET", f"/diaries/{diary['id']}")
-    assert status == 404
+    assert (status, _["code"]) == (404, "diary-not-found")
     status, _ = await giver.call("GET", f"/entries/{entry['id']}")
-    assert status == 404
+    assert (status, _["code"]) == (404, "entry-not-found")
     status, body = await receiver.call("GET", f"/diaries/{diary['id']}")
     assert status == 200 and body["teamId"] == destination
     status, body = await receiver.call("GET", f"/entries/{entry['id']}")
@@ -223,7 +223,7 @@ async def test_reject_keeps_the_diary_with_its_team(
     status, _ = await giver.call("GET", f"/diaries/{diary['id']}")
     assert status == 200
     status, _ = await receiver.call("GET", f"/diaries/{diary['id']}")
-    assert status == 404
+    assert (status, _["code"]) == (404, "diary-not-found")
     status, again = await decide(receiver, transfer, "reject")  # a retry: the state reached
     assert (status, again["status"]) == (200, "rejected"), again
     status, problem = await decide(receiver, transfer, "accept")
@@ -264,13 +264,13 @@ async def test_only_a_destination_owner_decides(
     status, problem = await decide(outsider, transfer, "accept")
     assert status == 404 and problem["code"] == "diary-transfer-not-found"
     status, _ = await outsider.call("GET", f"/diaries/{diary['id']}/transfers/{transfer['id']}")
-    assert status == 404
+    assert (status, problem["code"]) == (404, "diary-transfer-not-found")
     # a transfer id under another diary's path is not found either
     other = await new_diary(giver, "private")
     status, _ = await receiver.call(
         "POST", f"/diaries/{other['id']}/transfers/{transfer['id']}/accept"
     )
-    assert status == 404
+    assert (status, problem["code"]) == (404, "diary-transfer-not-found")
 
     assert [r["status"] for r in await transfer_rows(db_pool, diary["id"])] == ["pending"]
     assert await team_bindings(db_pool, diary["id"]) == {f"Team:{source}"}
@@ -341,7 +341,7 @@ async def test_invalid_body_is_400(
 ) -> None:
     diary = await new_diary(giver, "private")
     status, problem = await giver.call("POST", f"/diaries/{diary['id']}/transfers", json=body)
-    assert status == 400, problem
+    assert (status, problem["code"]) == (400, "validation-failed"), problem
     assert pointer in {e["pointer"] for e in problem["errors"]}
     assert await transfer_rows(db_pool, diary["id"]) == []
 
@@ -361,7 +361,7 @@ async def test_the_diary_history_is_for_its_team(
     status, history = await giver.call("GET", f"/diaries/{diary['id']}/transfers")
     assert status == 200 and len(history["items"]) == 1
     status, problem = await outsider.call("GET", f"/diaries/{diary['id']}/transfers")
-    assert status == 403, problem
+    assert (status, problem["code"]) == (403, "forbidden"), problem
 
 
 async def test_transfers_name_the_diary_and_both_teams(
@@ -398,6 +398,6 @@ async def test_a_member_lists_what_waits_for_the_team_but_only_an_owner_decides(
     )
     assert status == 200 and transfer["id"] in {t["id"] for t in waiting["items"]}
     status, problem = await decide(destination_manager, transfer, "accept")
-    assert status == 403, problem
+    assert (status, problem["code"]) == (403, "not-destination-owner"), problem
     status, problem = await outsider.call("GET", "/transfers", params={"teamId": destination})
-    assert status == 404, problem
+    assert (status, problem["code"]) == (404, "team-not-found"), problem

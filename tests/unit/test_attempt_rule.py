@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from schemas.errors import Conflict, Forbidden
+from schemas.errors import AttemptFinished, AttemptNotStarted, Conflict, Forbidden, NotClaimant
 from schemas.kernel.attempts import (
     is_claimant,
     message_refusal,
@@ -14,9 +14,6 @@ from schemas.kernel.attempts import (
     state_refusal,
 )
 from schemas.task_attempts import (
-    ATTEMPT_FINISHED_CODE,
-    NOT_CLAIMANT_CODE,
-    NOT_STARTED_CODE,
     report_refused,
 )
 from schemas.tasks import TERMINAL_ATTEMPT_STATUSES
@@ -65,11 +62,11 @@ def test_no_one_else_posts_messages_before_or_after_the_first_heartbeat() -> Non
 def test_each_refusal_has_its_problem() -> None:
     refused = report_refused("not-claimant", 2, "running", "uploads its artifacts")
     assert isinstance(refused, Forbidden)
-    assert refused.instance_code == NOT_CLAIMANT_CODE
+    assert refused.instance_code == NotClaimant.code
     assert "uploads its artifacts" in refused.detail
     started = report_refused("not-started", 2, "claimed")
     assert isinstance(started, Conflict)
-    assert started.instance_code == NOT_STARTED_CODE
+    assert started.instance_code == AttemptNotStarted.code
     finished = report_refused("finished", 2, "failed")
-    assert (finished.instance_code, finished.status) == (ATTEMPT_FINISHED_CODE, 409)
+    assert (finished.instance_code, finished.status) == (AttemptFinished.code, 409)
     assert "failed" in finished.detail

@@ -25,7 +25,7 @@ from api.genai import (
     MemoryTelemetry,
     memory_operation,
 )
-from schemas.errors import NotFound
+from schemas.errors import EntryNotFound
 
 
 def _telemetry(capture: bool) -> tuple[MemoryTelemetry, InMemorySpanExporter, InMemoryMetricReader]:
@@ -75,11 +75,11 @@ def test_a_write_records_the_new_entry_and_a_failure_its_problem_code() -> None:
     with memory_operation(telemetry, "update_memory", parsed) as call:
         call.answered(SimpleNamespace(id=entry, diaryId=diary), "update_memory")
     with (
-        pytest.raises(NotFound),
+        pytest.raises(EntryNotFound),
         memory_operation(telemetry, "delete_memory", SimpleNamespace(path=None, body=None)),
     ):
-        raise NotFound("No such entry")
+        raise EntryNotFound("No such entry")
     written, failed = spans.get_finished_spans()
     assert written.attributes is not None and failed.attributes is not None
     assert written.attributes[RECORD_ID] == str(entry)
-    assert failed.attributes[ERROR_TYPE] == NotFound.code
+    assert failed.attributes[ERROR_TYPE] == EntryNotFound.code

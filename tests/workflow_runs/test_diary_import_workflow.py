@@ -13,7 +13,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from schemas.diary_archive import DiaryImported, DiaryImportInput, staged_archive_key
-from schemas.errors import ValidationFailed
+from schemas.errors import ArchiveInvalid
 from workers.interceptors import DomainErrorInterceptor
 from workflows.diary_archive import DiaryImportWorkflow, diary_import_workflow_id
 
@@ -30,7 +30,7 @@ class StagedFiles:
     async def write(self, inp: DiaryImportInput) -> DiaryImported:
         assert inp.archive_key in self.staged
         if self.refuse:
-            raise ValidationFailed("block b...: its bytes do not hash", code="archive-invalid")
+            raise ArchiveInvalid("block b...: its bytes do not hash")
         return DiaryImported(entries=0)
 
     @activity.defn(name="diary_archive.discard")

@@ -340,7 +340,7 @@ async def test_refused_updates_leave_no_trace_in_history_or_rows(run: Run) -> No
         (409, "attempt-not-started"),
         (409, "attempt-not-started"),
         (403, "not-claimant"),
-        (409, "conflict"),
+        (409, "attempt-not-claimed"),
     ]
     history = await run.handle.fetch_history()
     assert update_events(history, CLAIM_UPDATE) == 1
