@@ -4,8 +4,10 @@ DECISIONS "Trust at the edges": every POST that creates or decides honours the h
 endpoint says `idempotent=True`, which documents it). Temporal does the remembering:
 
 - A create mints its resource id with `new_id`: a uuid5 of (area, principal, key) when a key is
-  sent, so a retry names the same resource, hence the same workflow id (derived from the id),
-  and lands on the same run. A route whose workflow id is a natural key (a grant names its
+  sent, so a retry names the same resource, hence the same workflow id (derived from the id
+  alone, never from a parent: the key sent again under another team or diary must find the
+  first run and be refused, not start a second run over the same id), and lands on the same
+  run. A route whose workflow id is a natural key (a grant names its
   diary and subject) takes `keyed_workflow_id` instead.
 - `api.flows` starts a keyed run with the request's `fingerprint` in its memo. A retry finds the
   run: the same fingerprint is answered from it (running or completed: its result), another one

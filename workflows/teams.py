@@ -209,8 +209,10 @@ class TeamMemberRemoveWorkflow:
         await run_step(TeamActivities.remove_member, inp)
 
 
-def invite_create_workflow_id(team_id: UUID, invite_id: UUID) -> str:
-    return f"teams/{team_id}/invites/{invite_id}"
+def invite_create_workflow_id(invite_id: UUID) -> str:
+    """Named by the invite alone: an id minted from an `Idempotency-Key` names one run, so the
+    key reused under another team finds it and is told `idempotency-key-reused`."""
+    return f"invites/{invite_id}"
 
 
 @workflow.defn(name="TeamInviteCreate")
@@ -242,8 +244,9 @@ class TeamJoinWorkflow:
         return await run_step(TeamActivities.join, inp)
 
 
-def group_create_workflow_id(team_id: UUID, group_id: UUID) -> str:
-    return f"teams/{team_id}/groups/{group_id}"
+def group_create_workflow_id(group_id: UUID) -> str:
+    """Named by the group alone (see `invite_create_workflow_id`)."""
+    return f"groups/{group_id}"
 
 
 @workflow.defn(name="GroupCreate")
@@ -283,8 +286,9 @@ class GroupMemberRemoveWorkflow:
         await run_step(TeamActivities.remove_group_member, inp)
 
 
-def project_create_workflow_id(team_id: UUID, project_id: UUID) -> str:
-    return f"teams/{team_id}/projects/{project_id}"
+def project_create_workflow_id(project_id: UUID) -> str:
+    """Named by the project alone (see `invite_create_workflow_id`)."""
+    return f"projects/{project_id}"
 
 
 @workflow.defn(name="ProjectCreate")

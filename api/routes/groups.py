@@ -97,7 +97,7 @@ async def create_group(
     await require_team(request, path.id, "manage_members")
     group_id = new_id(request, "group")
     create = GroupCreate(group_id=group_id, team_id=path.id, name=body.name)
-    workflow_id = group_create_workflow_id(path.id, group_id)
+    workflow_id = group_create_workflow_id(group_id)
     group = await run_team_write(request, GroupCreateWorkflow.run, create, path.id, workflow_id)
     return group.model_copy(update={"members": []})
 

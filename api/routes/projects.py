@@ -54,7 +54,7 @@ async def create_project(
     create = ProjectCreate(
         project_id=project_id, team_id=path.id, name=body.name, created_by=principal.subject_id
     )
-    workflow_id = project_create_workflow_id(path.id, project_id)
+    workflow_id = project_create_workflow_id(project_id)
     return await run_team_write(request, ProjectCreateWorkflow.run, create, path.id, workflow_id)
 
 

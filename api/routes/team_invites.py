@@ -87,7 +87,7 @@ async def create_team_invite(
         expires_at=datetime.now(UTC) + timedelta(hours=body.expiresInHours),
         created_by=principal.subject_id,
     )
-    workflow_id = invite_create_workflow_id(path.id, invite_id)
+    workflow_id = invite_create_workflow_id(invite_id)
     return await run_team_write(request, TeamInviteCreateWorkflow.run, create, path.id, workflow_id)
 
 

@@ -187,6 +187,36 @@ async def test_the_same_key_and_body_answer_the_first_response_another_body_409(
     assert (status, problem["code"]) == (409, "idempotency-key-reused"), problem
 
 
+# A create under a parent (a team, a diary), sent with one key under two parents.
+UNDER_PARENTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "invite": ("/teams/{team}/invites", {"role": "member"}),
+    "group": ("/teams/{team}/groups", {"name": "reused"}),
+    "project": ("/teams/{team}/projects", {"name": "reused"}),
+    "entry": ("/diaries/{diary}/entries", {"content": "a note under one key"}),
+}
+
+
+@pytest.mark.parametrize("name", list(UNDER_PARENTS))
+async def test_one_key_under_another_parent_is_409(world: World, name: str) -> None:
+    """The id a key mints names the resource and its run, never the parent: the key sent again
+    under another team or diary finds the first run and is refused, with nothing made there."""
+    owner = world.owner
+    status, team = await owner.call("POST", "/teams", json={"name": f"second {name}"})
+    assert status == 201, team
+    parents = [
+        {"team": world.team_id, "diary": world.diary["id"]},
+        {"team": team["id"], "diary": (await new_diary(owner))["id"]},
+    ]
+    template, body = UNDER_PARENTS[name]
+    key = keyed(str(uuid.uuid4()))
+    status, first = await owner.call("POST", template.format(**parents[0]), json=body, headers=key)
+    assert status == 201, first
+    status, problem = await owner.call(
+        "POST", template.format(**parents[1]), json=body, headers=key
+    )
+    assert (status, problem["code"]) == (409, "idempotency-key-reused"), problem
+
+
 async def test_a_voucher_retried_with_its_key_is_the_same_voucher(world: World) -> None:
     key = keyed(str(uuid.uuid4()))
     status, first = await world.peer.call("POST", "/vouch", headers=key)
