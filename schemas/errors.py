@@ -1862,6 +1862,14 @@ class AgentKeyRotationRunning(Conflict):
     title = "The key is being rotated"
 
 
+class AgentKeyRotated(Conflict):
+    """This key was already rotated for this Idempotency-Key: its new secret was shown once, in
+    that answer, and is stored nowhere. Rotate again (another key) if it was not kept."""
+
+    code = "agent-key-rotated"
+    title = "The key was already rotated for this Idempotency-Key"
+
+
 class AgentKeyRevocationRunning(Conflict):
     """A revocation of this key is running; read the key again once it is done."""
 

@@ -58,6 +58,15 @@ def rotate_workflow_id(key_id: UUID) -> str:
     return f"agent-keys/{key_id}/rotate"
 
 
+def keyed_rotate_workflow_id(
+    caller_ns: str, caller_id: UUID, key_id: UUID, idempotency_key: str
+) -> str:
+    """One rotation per caller, key and Idempotency-Key: sent again, it mints nothing (the new
+    secret was shown once), as a create under its key does (DECISIONS, "agent keys")."""
+    caller = f"{caller_ns}:{caller_id}"
+    return f"agent-keys/rotate/{caller}/{key_id}/{idempotency_key_hash(idempotency_key)}"
+
+
 def revoke_workflow_id(key_id: UUID) -> str:
     return f"agent-keys/{key_id}/revoke"
 

@@ -6,7 +6,8 @@ manage which key (a plain member's list is their 403). A secret is shown once, i
 the POST that minted it (create or rotate): never in a URL, a redirect or a later page. Sent
 again under the same idempotency key (a reload, the back button), a create is the route's 409
 `agent-key-duplicate`, which mints nothing: the page then says the key exists and its secret was
-shown once, and shows no secret.
+shown once, and shows no secret. A rotation sent again under its key is the route's 409
+`agent-key-rotated`, shown beside the keys: nothing rotates twice.
 """
 
 from __future__ import annotations
@@ -181,8 +182,10 @@ async def console_key_rotate(
     """A new secret for the key, shown in this answer only; the old one stops working."""
     form = parsed.body
     path = parsed.path
+    # the page's key goes with it: sent again (a reload, the back button), the route's 409
+    # `agent-key-rotated` is shown beside the form and nothing rotates twice
     rotating = act(
-        request, agent_keys.rotate_agent_key, path={"id": str(path.keyId)}, team=path.teamId
+        request, agent_keys.rotate_agent_key, form, path={"id": str(path.keyId)}, team=path.teamId
     )
     outcome = await attempt(f"rotate-{path.keyId}", form, rotating)
     if outcome.refusal is not None:

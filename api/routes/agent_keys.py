@@ -20,6 +20,9 @@ Every route needs scope `key:manage`. A team operation names its team in `x-serv
   key id, derive from the caller and that key, and a second create under it is a 409
   `agent-key-duplicate` that mints nothing (the secret is never stored: list, then rotate or
   revoke). A create that failed may be retried under the same key.
+- rotate honours an `Idempotency-Key` when one is sent (DECISIONS): the key rotates once, and
+  the same request again is a 409 `agent-key-rotated` that mints nothing, so a reloaded page
+  that showed the new secret does not rotate again. Without one, each call rotates.
 
 Choices where the spec is terse: a key revokes itself if asked (a holder who finds it leaked
 must be able to kill it at once); revoking a revoked key answers the key as it is (200).
@@ -28,6 +31,7 @@ The store filters by binding itself, so every page is full (DECISIONS "Agent key
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 from uuid import UUID
@@ -70,8 +74,10 @@ from schemas.errors import (
     AgentKeyNotActive,
     AgentKeyNotFound,
     AgentKeyRevocationRunning,
+    AgentKeyRotated,
     AgentKeyRotationRunning,
     AgentNotTeamMember,
+    DomainError,
     IdempotencyKeyRequired,
     IdentityKeyForbidden,
     KeyManageForbidden,
@@ -93,6 +99,7 @@ from workflows.agent_keys import (
     create_workflow_id,
     idempotency_key_hash,
     key_id_for,
+    keyed_rotate_workflow_id,
     revoke_workflow_id,
     rotate_workflow_id,
 )
@@ -365,12 +372,17 @@ async def list_agent_keys(
         AgentNotTeamMember,
         AgentKeyNotFound,
         AgentKeyNotActive,
+        AgentKeyRotationRunning,
+        AgentKeyRotated,
     ),
+    idempotent=True,  # with a key: one rotation, and every repeat a 409 that mints nothing
 )
 async def rotate_agent_key(
     request: web.Request, parsed: Parsed[None, BindingScopeQuery, AgentKeyPath]
 ) -> IssuedAgentKey:
-    """A new secret for the key; the old one fails from now on. Scopes and expiry stay."""
+    """A new secret for the key; the old one fails from now on. Scopes and expiry stay. With an
+    `Idempotency-Key`, the key rotates once: sent again, 409 `agent-key-rotated` (the secret
+    was shown once and is stored nowhere)."""
     path = parsed.path
     query = parsed.query
     principal = require_principal(request)
@@ -382,17 +394,49 @@ async def rotate_agent_key(
     if key.status != "active":
         raise AgentKeyNotActive(f"The key is {key.status}")
     secret = new_agent_key_secret(key.id)
+    rotation = _rotation_run(request, principal, key.id)
     rotated = await execute(
         request,
         AgentKeyRotateWorkflow.run,
         AgentKeyRotate(key_id=key.id, secret_hash=hash_secret(secret, _server_secret(request))),
-        workflow_id=rotate_workflow_id(key.id),
-        on_duplicate=AgentKeyRotationRunning("This key is being rotated"),
+        workflow_id=rotation.workflow_id,
+        reuse=rotation.reuse,
+        on_duplicate=rotation.on_duplicate,
         search=[SearchAttributePair(AGENT_ID, str(key.actor_id))],
     )
     issued = key_to_wire(rotated, secret)
     assert isinstance(issued, IssuedAgentKey)
     return issued
+
+
+def _rotation_run(request: web.Request, principal: Principal, key_id: UUID) -> RotationRun:
+    """Without an Idempotency-Key, each call rotates (one at a time: a second while one runs is
+    409 `agent-key-rotation-running`); with one, the first call rotates and every later one
+    (a reload of the page that showed the secret) is 409 `agent-key-rotated`, minting nothing.
+    A rotation that failed (nothing stored) may be sent again under its key."""
+    key = idempotency_key(request)
+    if key is None:
+        return RotationRun(
+            workflow_id=rotate_workflow_id(key_id),
+            on_duplicate=AgentKeyRotationRunning("This key is being rotated"),
+        )
+    return RotationRun(
+        workflow_id=keyed_rotate_workflow_id(
+            principal.subject_ns, principal.subject_id, key_id, key
+        ),
+        reuse=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+        on_duplicate=AgentKeyRotated(
+            "This key was already rotated for this Idempotency-Key; its new secret was shown "
+            "once. Rotate it again if that secret was not kept"
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class RotationRun:
+    workflow_id: str
+    on_duplicate: DomainError
+    reuse: WorkflowIDReusePolicy = WorkflowIDReusePolicy.ALLOW_DUPLICATE
 
 
 @endpoint(

@@ -193,6 +193,9 @@ async def test_rotation_shows_the_new_secret_once_and_the_old_one_stops_working(
     await page.goto(f"/console/teams/{team}/keys")
     row = _row(page, name)
     await row.get_by_text("Rotate…").click()
+    form = row.locator("form[action$='/rotate']")
+    sent = await form.evaluate("f => [...new FormData(f)]")
+    action = await form.get_attribute("action")
     async with page.expect_response(lambda r: r.request.method == "POST") as answered:
         await row.get_by_role("button", name=f"Rotate {name}").click()
     response = await answered.value
@@ -203,6 +206,18 @@ async def test_rotation_shows_the_new_secret_once_and_the_old_one_stops_working(
     await audit(page, "agent-key-rotated")
     assert await _works(worker, new, team)
     assert not await _works(worker, old, team)
+
+    # the same form again (a reload, the back button): the route's 409, nothing rotates twice
+    again = await page.request.post(
+        str(action),
+        data=urlencode([(k, v) for k, v in sent]),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    shown = await again.text()
+    assert again.status == 409, shown[:500]
+    assert "already rotated" in shown and new not in shown
+    assert await _works(worker, new, team)  # the secret shown once still works
+
     await page.goto(f"/console/teams/{team}/keys")
     await expect(_row(page, name)).to_contain_text("rotated")
     assert new not in await page.content()

@@ -456,6 +456,30 @@ async def test_rotation_keeps_scopes_and_expiry_and_kills_the_old_secret(actors:
     assert status == 200, again
 
 
+async def test_a_rotation_under_an_idempotency_key_rotates_once(actors: Any) -> None:
+    """DECISIONS: rotation honours `Idempotency-Key`. The same request again (a reloaded page)
+    is 409 `agent-key-rotated` and mints nothing: the secret shown first still works. Another
+    key rotates again; without one, every call rotates."""
+    agent = await actors.agent()
+    team = await personal_team(agent)
+    key = await issued(agent, team=team)
+    path = f"/agent-keys/{key['id']}/rotate"
+    once = {"Idempotency-Key": str(uuid.uuid4())}
+    status, rotated = await agent.call("POST", path, team=team, headers=once)
+    assert status == 200, rotated
+    status, problem = await agent.call("POST", path, team=team, headers=once)
+    assert (status, problem["code"]) == (409, "agent-key-rotated"), problem
+    assert "secret" not in problem
+    status, _ = await holding(agent, rotated["secret"]).call("GET", "/agents/whoami", team=team)
+    assert status == 200  # the repeat minted nothing
+    status, again = await agent.call(
+        "POST", path, team=team, headers={"Idempotency-Key": str(uuid.uuid4())}
+    )
+    assert status == 200 and again["secret"] != rotated["secret"], again
+    status, unkeyed = await rotate(agent, key["id"], team=team)
+    assert status == 200 and unkeyed["secret"] != again["secret"], unkeyed
+
+
 async def test_revocation_takes_effect_at_once_and_needs_a_reason(
     actors: Any, db_pool: Any
 ) -> None:

@@ -52,7 +52,6 @@ EXEMPT: dict[tuple[str, str], str] = {
     # A2A: keyed by the protocol itself; each operation runs its REST route with the same rule
     ("POST", "/a2a"): "SendMessage's message id is the Idempotency-Key of the POST /tasks it runs",
     # secrets shown once: a retry cannot answer the secret again
-    ("POST", "/agent-keys/{id}/rotate"): "a new secret, shown once; recover by listing",
 }
 
 
