@@ -99,6 +99,10 @@ DELETE_RULES: Mapping[str, DeleteRule] = MappingProxyType(
         "diary_entries_superseded_by_fkey": _set_null("a superseded entry stays, unsuperseded"),
         "entry_relations_source_id_fkey": _cascade("a relation needs both of its entries"),
         "entry_relations_target_id_fkey": _cascade("a relation needs both of its entries"),
+        "entry_retrievals_entry_id_fkey": _cascade("an entry's retrieval date is its own"),
+        "consolidation_pending_entry_id_fkey": _cascade(
+            "a deleted entry has nothing left for the sweep to probe"
+        ),
         # a pending transfer refuses the delete first (409 diary-in-use, kind transfer)
         "diary_transfers_diary_id_fkey": _cascade("a settled transfer record describes its diary"),
         "context_packs_diary_id_fkey": _cascade("a pack selects entries of its diary"),

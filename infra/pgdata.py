@@ -20,6 +20,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -209,5 +210,18 @@ def _run(os_user: str | None, cwd: Path, binary: Path, *args: str) -> None:
         output = (result.stdout + result.stderr)[-_OUTPUT_TAIL:]
         raise DataDirectoryRefused(
             f"{binary.name} failed ({result.returncode}); the data directory is unchanged:\n"
-            f"{output}"
+            f"{output}{_named_log_tail(output)}"
         )
+
+
+def _named_log_tail(output: str) -> str:
+    """The end of the log pg_upgrade names for the cause ("Consult the last few lines of ..."):
+    it lives in the new directory, which is removed with the failed attempt."""
+    named = re.search(r'Consult the last few lines of "([^"]+)"', output)
+    if named is None:
+        return ""
+    try:
+        text = Path(named.group(1)).read_text(errors="replace")
+    except OSError:
+        return ""
+    return f"\n{Path(named.group(1)).name}, its last lines:\n{text[-_OUTPUT_TAIL:]}"

@@ -44,8 +44,14 @@ CREATE TABLE consolidation_pending (
 );
 CREATE INDEX consolidation_pending_by_seq ON consolidation_pending (seq);
 
+-- The vectors are compared in the function, not in the trigger's WHEN: a WHEN clause is restored
+-- by pg_dump/pg_upgrade with an empty search_path, where pgvector's `=` (behind IS DISTINCT
+-- FROM) does not resolve, so the restore of the whole schema would fail on it.
 CREATE FUNCTION consolidation_pending_mark() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.embedding IS NOT DISTINCT FROM OLD.embedding THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO consolidation_pending (entry_id) VALUES (NEW.id)
     ON CONFLICT (entry_id) DO UPDATE SET seq = excluded.seq;
     RETURN NULL;
@@ -55,7 +61,7 @@ CREATE TRIGGER consolidation_pending_on_insert AFTER INSERT ON diary_entries
     FOR EACH ROW WHEN (NEW.embedding IS NOT NULL)
     EXECUTE FUNCTION consolidation_pending_mark();
 CREATE TRIGGER consolidation_pending_on_embedding AFTER UPDATE OF embedding ON diary_entries
-    FOR EACH ROW WHEN (NEW.embedding IS NOT NULL AND NEW.embedding IS DISTINCT FROM OLD.embedding)
+    FOR EACH ROW WHEN (NEW.embedding IS NOT NULL)
     EXECUTE FUNCTION consolidation_pending_mark();
 
 -- Before this change the sweep had no position kept between its daily runs: every entry with a
