@@ -85,7 +85,13 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def wait_for_port(port: int, *, timeout: float, process: subprocess.Popen[bytes] | None) -> None:
+def wait_for_port(
+    port: int,
+    *,
+    timeout: float,
+    process: subprocess.Popen[bytes] | None,
+    log_path: Path | None = None,
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if port_open(port):
@@ -93,9 +99,17 @@ def wait_for_port(port: int, *, timeout: float, process: subprocess.Popen[bytes]
         if process is not None and process.poll() is not None:
             raise RuntimeError(
                 f"process exited with {process.returncode} before port {port} opened"
+                f"{_log_tail(log_path)}"
             )
         time.sleep(0.05)
     raise TimeoutError(f"port {port} did not open within {timeout} s")
+
+
+def _log_tail(log_path: Path | None, size: int = 2000) -> str:
+    """The end of a child's log, for the error that says it died (a taken port, a bad flag)."""
+    if log_path is None or not log_path.exists():
+        return ""
+    return f"; the end of {log_path.name}:\n{log_path.read_text(errors='replace')[-size:]}"
 
 
 @dataclass
@@ -305,7 +319,9 @@ class TemporalDevServer:
             self.db_file.parent.mkdir(parents=True, exist_ok=True)
         self.child = ChildProcess("temporal", self.command(), self.log_path)
         self.child.start()
-        wait_for_port(self.port, timeout=timeout, process=self.child.process)
+        wait_for_port(
+            self.port, timeout=timeout, process=self.child.process, log_path=self.child.log_path
+        )
 
     def stop(self) -> None:
         if self.child is not None:
@@ -344,7 +360,9 @@ class RcloneS3:
         ]
         self.child = ChildProcess("rclone", args, self.log_path)
         self.child.start()
-        wait_for_port(self.port, timeout=timeout, process=self.child.process)
+        wait_for_port(
+            self.port, timeout=timeout, process=self.child.process, log_path=self.child.log_path
+        )
 
     def stop(self) -> None:
         if self.child is not None:
@@ -483,7 +501,9 @@ class PgBouncer:
         args.append(str(self.root / "pgbouncer.ini"))
         self.child = ChildProcess("pgbouncer", args, self.root / "pgbouncer.log")
         self.child.start()
-        wait_for_port(self.port, timeout=timeout, process=self.child.process)
+        wait_for_port(
+            self.port, timeout=timeout, process=self.child.process, log_path=self.child.log_path
+        )
 
     def stop(self) -> None:
         if self.child is not None:
