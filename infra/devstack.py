@@ -107,9 +107,8 @@ def wait_for_port(
 
 def _log_tail(log_path: Path | None, size: int = 2000) -> str:
     """The end of a child's log, for the error that says it died (a taken port, a bad flag)."""
-    if log_path is None or not log_path.exists():
-        return ""
-    return f"; the end of {log_path.name}:\n{log_path.read_text(errors='replace')[-size:]}"
+    tail = pgdata.log_tail(log_path, size)
+    return f"; the end of {log_path.name}:\n{tail}" if log_path is not None and tail else ""
 
 
 @dataclass

@@ -220,8 +220,17 @@ def _named_log_tail(output: str) -> str:
     named = re.search(r'Consult the last few lines of "([^"]+)"', output)
     if named is None:
         return ""
+    path = Path(named.group(1))
+    tail = log_tail(path, _OUTPUT_TAIL)
+    return f"\n{path.name}, its last lines:\n{tail}" if tail else ""
+
+
+def log_tail(path: Path | None, size: int) -> str:
+    """The last `size` characters of a log file, for an error that says a process failed; ""
+    when there is no such file to read."""
+    if path is None:
+        return ""
     try:
-        text = Path(named.group(1)).read_text(errors="replace")
+        return path.read_text(errors="replace")[-size:]
     except OSError:
         return ""
-    return f"\n{Path(named.group(1)).name}, its last lines:\n{text[-_OUTPUT_TAIL:]}"
