@@ -55,46 +55,21 @@ WHERE namespace = $1 AND relation = $2
 -- reads, fetched at once instead of one query per breadth-first level.
 
 -- name: object_closure
--- Every object a check of $1:$2 may read the tuples of, with those tuples: the object, and
--- recursively each object its tuples lead to, a subject set (`Group:g#members`) always, a whole
--- object only through the relations of $3/$4 (the model's arrows and owner paths: a member's
--- own tuples are never needed). $5 bounds the levels; UNION makes cycles end. An object
--- without tuples comes back once, its relation NULL (it was reached: it has none).
-WITH RECURSIVE reached (namespace, object_id, depth) AS (
-    SELECT $1::text, $2::text, 0
-  UNION
-    SELECT t.subject_ns, t.subject_id, r.depth + 1
-    FROM reached r
-    JOIN relation_tuples t ON t.namespace = r.namespace AND t.object_id = r.object_id
-    WHERE r.depth < $5
-      AND (t.subject_relation <> ''
-           OR (t.namespace, t.relation) IN (SELECT * FROM unnest($3::text[], $4::text[])))
-)
-SELECT o.namespace, o.object_id, t.relation, t.subject_ns, t.subject_id, t.subject_relation
-FROM (SELECT DISTINCT namespace, object_id FROM reached) o
-LEFT JOIN relation_tuples t ON t.namespace = o.namespace AND t.object_id = o.object_id
+-- Every object a check of $1:$2 may read the tuples of, with those tuples (the walk is the
+-- migration's `permission_closure`; $3/$4 the followed relations, $5 the level bound).
+SELECT namespace, object_id, relation, subject_ns, subject_id, subject_relation
+FROM permission_closure($1::text, $2::text, $3::text[], $4::text[], $5::integer)
 
 -- name: diary_with_closure
 -- A diary (memory_get_diary's columns) and, in `closure`, object_closure's rows for it as
 -- JSON arrays ($2..$4 as object_closure's $3..$5): reading a diary and deciding what its
 -- reader may do with it is one statement. No row when there is no such diary.
-WITH RECURSIVE reached (namespace, object_id, depth) AS (
-    SELECT 'Diary'::text, $1::text, 0
-  UNION
-    SELECT t.subject_ns, t.subject_id, r.depth + 1
-    FROM reached r
-    JOIN relation_tuples t ON t.namespace = r.namespace AND t.object_id = r.object_id
-    WHERE r.depth < $4
-      AND (t.subject_relation <> ''
-           OR (t.namespace, t.relation) IN (SELECT * FROM unnest($2::text[], $3::text[])))
-)
 SELECT d.id, d.created_by, d.team_id, d.name, d.visibility, d.signed, d.created_at,
        d.updated_at, tm.status AS team_status,
-       (SELECT jsonb_agg(jsonb_build_array(o.namespace, o.object_id, t.relation, t.subject_ns,
-                                           t.subject_id, t.subject_relation))
-        FROM (SELECT DISTINCT namespace, object_id FROM reached) o
-        LEFT JOIN relation_tuples t
-          ON t.namespace = o.namespace AND t.object_id = o.object_id) AS closure
+       (SELECT jsonb_agg(jsonb_build_array(c.namespace, c.object_id, c.relation, c.subject_ns,
+                                           c.subject_id, c.subject_relation))
+        FROM permission_closure('Diary', $1::text, $2::text[], $3::text[], $4::integer) c)
+         AS closure
 FROM diaries d
 JOIN teams tm ON tm.id = d.team_id
 WHERE d.id = $1::text::uuid
