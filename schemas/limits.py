@@ -341,6 +341,10 @@ ARTIFACT_ORPHAN_GRACE: Final = timedelta(seconds=ARTIFACT_ORPHAN_GRACE_SEC)
 # --- diary archives (GET /diaries/{id}/export, POST /diaries/import) --------------------------
 DIARY_IMPORT_MAX_BYTES: Final = 32 * MIB  # a CAR upload; ~10 000 entries of 2 KB with room
 DIARY_IMPORT_EMBED_BATCH: Final = 32  # entries one embedding step of an import embeds
+# ours: a peer record's own id and metadata are kept on its entry (`origin`), bounded like any
+# travelling value so one record cannot grow a row (and every read of it) without limit
+PEER_RECORD_ID_MAX_CHARS: Final = 255
+PEER_RECORD_METADATA_MAX_BYTES: Final = 16_384
 # Memory hygiene (issue 26; workflows/consolidation.py, bench/near_duplicates.py)
 # Cosine similarity from which an entry's nearest older live entry of its diary is proposed as
 # what it supersedes (or elaborates): chosen on the labelled set (bench/results/near_duplicates)

@@ -8,6 +8,7 @@ read, so a file is refused at its first record that the API would refuse, and na
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, ValidationError
 
+from schemas import limits
 from schemas.errors import DomainError, ImportInvalid, PayloadTooLarge
 from schemas.kernel.diary_car import ArchivedEntry, ArchivedRelation, DiaryArchive
 from schemas.memory import EntryCreateRequest, EntryOrigin, PeerFormat, RelationType
@@ -147,6 +149,7 @@ def entry(
     except ValidationError as error:
         raise record_error(record, error) from None
     storable(record, {"id": record_id, "metadata": dict(metadata or {})})
+    _within_origin_limits(record, record_id, metadata or {})
     return PeerEntry(
         content=checked.content,
         title=checked.title or None,
@@ -157,6 +160,22 @@ def entry(
         updated_at=updated_at,
         metadata=dict(metadata or {}),
     )
+
+
+def _within_origin_limits(record: str, record_id: str, metadata: Mapping[str, Any]) -> None:
+    """A record's own id and metadata travel on its entry's `origin`: a file whose record holds
+    more than the limits is refused at it (413), not stored."""
+    if len(record_id) > limits.PEER_RECORD_ID_MAX_CHARS:
+        raise RecordRejected(
+            record, f"id: over {limits.PEER_RECORD_ID_MAX_CHARS} characters", too_large=True
+        )
+    size = len(json.dumps(dict(metadata), ensure_ascii=False, default=str).encode())
+    if size > limits.PEER_RECORD_METADATA_MAX_BYTES:
+        raise RecordRejected(
+            record,
+            f"metadata: {size} bytes of JSON, over {limits.PEER_RECORD_METADATA_MAX_BYTES}",
+            too_large=True,
+        )
 
 
 def relation_for(predicate: str) -> str:

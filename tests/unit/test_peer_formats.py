@@ -102,6 +102,23 @@ def test_a_mem0_memory_over_the_entry_limit_is_refused() -> None:
     assert "content" in error.reason
 
 
+def test_a_record_whose_own_id_or_metadata_passes_its_bound_is_too_large() -> None:
+    """What a record keeps on its entry's origin is bounded: a file past it is refused (413)."""
+    listing = mem0_listing()
+    listing["results"][0]["metadata"] = {"blob": "x" * limits.PEER_RECORD_METADATA_MAX_BYTES}
+    error = rejected(as_json(listing))
+    assert error.too_large and error.record.startswith("results/0")
+    assert "metadata" in error.reason
+    assert refusal(error).status == 413
+    listing = mem0_listing()
+    listing["results"][1]["id"] = "r" * (limits.PEER_RECORD_ID_MAX_CHARS + 1)
+    error = rejected(as_json(listing))
+    assert error.too_large and error.record.startswith("results/1") and "id" in error.reason
+    listing = mem0_listing()
+    listing["results"][0]["metadata"] = {"blob": "x" * (limits.PEER_RECORD_METADATA_MAX_BYTES // 2)}
+    assert read_peer_file(as_json(listing)).entries[0].metadata["blob"]
+
+
 # --- Letta ----------------------------------------------------------------------------------
 
 
