@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import logging
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,7 @@ def daemon_config(
         poll_max_sec=float(config.get("poll_max_sec", 30.0)),
         grace_sec=float(config.get("grace_sec", 10.0)),
         byte_limit=int(config.get("byte_limit", limits.DAEMON_LOCAL_BYTE_LIMIT)),
+        workdir=Path(str(config.get("workdir") or tempfile.gettempdir())),
         **({"runtime_id": rid} if (rid := args.runtime_id or config.get("runtime_id")) else {}),
         runtime_profile_id=_profile_id(args, config, environ or {}),
     )

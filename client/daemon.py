@@ -35,6 +35,7 @@ import contextlib
 import logging
 import os
 import random
+import shutil
 import signal
 import socket
 import tempfile
@@ -95,6 +96,7 @@ class DaemonConfig:
     poll_max_sec: float = 30.0
     grace_sec: float = 10.0
     byte_limit: int = limits.DAEMON_LOCAL_BYTE_LIMIT
+    # where each attempt's working directory is made (and removed when the attempt ends)
     workdir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
     # the daemon's stable id, kept on each attempt it claims (`runtimeId`)
     runtime_id: str = field(default_factory=lambda: f"cairn-daemon@{socket.gethostname()}")
@@ -334,6 +336,15 @@ class Attempt:
         return {**self.daemon._team(), "traceparent": self.claim.traceparent}
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            # the attempt's working directory is the executor's scratch space: what it made that
+            # matters was uploaded (artifacts) or reported (output); a daemon that runs for
+            # months must not fill its disk with finished attempts
+            await asyncio.to_thread(shutil.rmtree, self._dir, ignore_errors=True)
+
+    async def _run(self) -> None:
         if (await self._heartbeat()).cancelled:
             return
         await self.executor.start(self.claim.model_dump(mode="json"))

@@ -109,7 +109,10 @@ async def daemons(team: Team, tmp_path: Path) -> AsyncIterator[Any]:
         script = tmp_path / "executor.py"
         script.write_text(textwrap.dedent(EXECUTOR))
         config = tmp_path / "daemon.toml"
-        config.write_text("grace_sec = 1.0\npoll_max_sec = 1.0\n")
+        (tmp_path / "attempts").mkdir(exist_ok=True)
+        config.write_text(
+            f"grace_sec = 1.0\npoll_max_sec = 1.0\nworkdir = '{tmp_path / 'attempts'}'\n"
+        )
         pid_file = tmp_path / f"executor-{len(started)}.pid"
         env = {k: v for k, v in os.environ.items() if not k.startswith("SERVICE_")}
         env.update(
@@ -186,7 +189,9 @@ def _kill_quietly(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-async def test_a_daemon_claims_runs_and_completes_a_task(team: Team, daemons: Any) -> None:
+async def test_a_daemon_claims_runs_and_completes_a_task(
+    team: Team, daemons: Any, tmp_path: Path
+) -> None:
     task_id = await create_task(team)
     daemon = await daemons("--once", "--runtime-id", "rack-7/slot-a")
     assert await daemon.exit_code() == 0, daemon.log.read_text()
@@ -215,6 +220,8 @@ async def test_a_daemon_claims_runs_and_completes_a_task(team: Team, daemons: An
     )
     assert status == 200, artifacts
     assert [(a["title"], a["kind"]) for a in artifacts["artifacts"]] == [("Notes", "notes")]
+    # the attempt's working directory (where the executor wrote its notes) went with it
+    assert list((tmp_path / "attempts").iterdir()) == []
 
 
 async def new_profile(team: Team, **policy: Any) -> dict[str, Any]:
@@ -380,4 +387,3 @@ async def test_an_attempts_report_is_sent_again_once_the_api_is_back(
     _, attempts = await team.owner.call("GET", f"/tasks/{task_id}/attempts", team=team.team_id)
     assert [a["status"] for a in attempts["items"]] == ["completed"]
     assert daemon.process.returncode is None, daemon.log.read_text()
-
