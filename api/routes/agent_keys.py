@@ -89,7 +89,7 @@ from schemas.errors import (
     ValidationFailed,
 )
 from schemas.kernel.crypto import hash_secret
-from schemas.kernel.cursors import decode_cursor, encode_cursor
+from schemas.kernel.cursors import Keyset
 from schemas.kernel.permissions import Subject
 from schemas.principals import Principal
 from workflows.agent_keys import (
@@ -317,13 +317,7 @@ async def list_agent_keys(
         "agentId": str(query.agentId) if query.agentId else None,
         "status": query.status,
     }
-    secret = _server_secret(request)
-    after = None
-    if query.cursor is not None:
-        position = decode_cursor(
-            query.cursor, secret=secret, scope=LIST_CURSOR_SCOPE, binding=binding
-        )
-        after = (datetime.fromisoformat(position["at"]), UUID(position["id"]))
+    keyset = Keyset(_server_secret(request), LIST_CURSOR_SCOPE, binding, fields=("at", "id"))
     rows = await list_keys(
         _pool(request),
         KeyFilter(
@@ -332,19 +326,10 @@ async def list_agent_keys(
             agent_id=agent_id,
             status=query.status,
         ),
-        after,
+        keyset.after(query.cursor),
         query.limit + 1,
     )
-    page = rows[: query.limit]
-    next_cursor = None
-    if len(rows) > query.limit:
-        last = page[-1]
-        next_cursor = encode_cursor(
-            {"at": last.created_at.isoformat(), "id": str(last.id)},
-            secret=secret,
-            scope=LIST_CURSOR_SCOPE,
-            binding=binding,
-        )
+    page, next_cursor = keyset.page(rows, query.limit, lambda row: (row.created_at, row.id))
     items = []
     for row in page:
         wire = key_to_wire(row)

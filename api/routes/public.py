@@ -23,9 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from datetime import datetime
 from typing import Any
-from uuid import UUID
 
 import numpy as np
 from aiohttp import web
@@ -40,10 +38,9 @@ from schemas import limits
 from schemas.embedding import SearchFilters
 from schemas.errors import (
     EntryNotFound,
-    InvalidCursor,
     RequestInvalid,
 )
-from schemas.kernel.cursors import decode_cursor, encode_cursor
+from schemas.kernel.cursors import Keyset
 from schemas.public import (
     PublicEntry,
     PublicEntryPath,
@@ -85,30 +82,17 @@ async def public_feed(
 ) -> web.StreamResponse:
     """Entries of public diaries, newest first, a page at a time."""
     query = parsed.query
-    secret = request.app[keys.SETTINGS].secret_bytes
-    binding = _feed_binding(query)
-    after = None
-    if query.cursor is not None:
-        after = _position(
-            decode_cursor(query.cursor, secret=secret, scope=FEED_CURSOR_SCOPE, binding=binding)
-        )
+    keyset = Keyset(
+        request.app[keys.SETTINGS].secret_bytes, FEED_CURSOR_SCOPE, _feed_binding(query)
+    )
     entries = await public_reads.feed_page(
         reader(request),
         query.tag,
         query.includeSuspicious,
-        after,
+        keyset.after(query.cursor),
         query.limit + 1,  # one more than asked tells whether another page follows
     )
-    page = entries[: query.limit]
-    next_cursor = None
-    if len(entries) > query.limit:
-        last = page[-1]
-        next_cursor = encode_cursor(
-            {"c": last.createdAt.isoformat(), "i": str(last.id)},
-            secret=secret,
-            scope=FEED_CURSOR_SCOPE,
-            binding=binding,
-        )
+    page, next_cursor = keyset.page(entries, query.limit, lambda e: (e.createdAt, e.id))
     feed = PublicFeed(items=page, nextCursor=next_cursor)
     payload = feed.model_dump(mode="json", exclude_none=True)
     payload["nextCursor"] = next_cursor  # null on the last page, not absent
@@ -117,14 +101,6 @@ async def public_feed(
 
 def _feed_binding(query: PublicFeedQuery) -> dict[str, str | bool | None]:
     return {"tag": query.tag, "includeSuspicious": query.includeSuspicious}
-
-
-def _position(position: dict[str, Any]) -> tuple[datetime, UUID]:
-    """The `(created_at, id)` a verified cursor carries."""
-    try:
-        return datetime.fromisoformat(position["c"]), UUID(position["i"])
-    except (KeyError, TypeError, ValueError):
-        raise InvalidCursor("The cursor is malformed") from None
 
 
 # --- one entry -----------------------------------------------------------------------------------

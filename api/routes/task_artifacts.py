@@ -46,7 +46,6 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import IO, Any, Final, TypeVar
 from uuid import UUID
 
@@ -93,7 +92,6 @@ from schemas.errors import (
     AttemptNotFound,
     Conflict,
     Forbidden,
-    InvalidCursor,
     NotFound,
     PayloadTooLarge,
     PermissionDenied,
@@ -106,7 +104,7 @@ from schemas.errors import (
 )
 from schemas.kernel.attempts import is_claimant
 from schemas.kernel.cids import BytesCidHasher
-from schemas.kernel.cursors import decode_cursor, encode_cursor
+from schemas.kernel.cursors import Keyset
 from workflows.artifacts import (
     ArtifactAttachWorkflow,
     ArtifactStageWorkflow,
@@ -363,37 +361,19 @@ async def list_task_artifacts(
     path = parsed.path
     query = parsed.query
     await visible_task(request, path.id)
-    secret = request.app[keys.SETTINGS].secret_bytes
-    binding = {"taskId": str(path.id)}
-    after = None
-    if query.cursor is not None:
-        after = _position(
-            decode_cursor(query.cursor, secret=secret, scope=LIST_CURSOR_SCOPE, binding=binding)
-        )
-    artifacts = await artifact_reads.list_page(reader(request), path.id, after, query.limit + 1)
-    page = artifacts[: query.limit]
-    next_cursor = None
-    if len(artifacts) > query.limit:
-        last = page[-1]
-        next_cursor = encode_cursor(
-            {"c": last.createdAt.isoformat(), "i": str(last.id)},
-            secret=secret,
-            scope=LIST_CURSOR_SCOPE,
-            binding=binding,
-        )
+    keyset = Keyset(
+        request.app[keys.SETTINGS].secret_bytes, LIST_CURSOR_SCOPE, {"taskId": str(path.id)}
+    )
+    artifacts = await artifact_reads.list_page(
+        reader(request), path.id, keyset.after(query.cursor), query.limit + 1
+    )
+    page, next_cursor = keyset.page(artifacts, query.limit, lambda a: (a.createdAt, a.id))
     listing = TaskArtifactList(artifacts=page, nextCursor=next_cursor)
     payload = listing.model_dump(mode="json", exclude_none=True)
     for artifact in payload["artifacts"]:
         artifact.setdefault("attemptN", None)  # null for an input, not absent
     payload["nextCursor"] = next_cursor  # null on the last page, not absent
     return web.json_response(payload)
-
-
-def _position(position: dict[str, Any]) -> tuple[datetime, UUID]:
-    try:
-        return datetime.fromisoformat(position["c"]), UUID(position["i"])
-    except (KeyError, TypeError, ValueError):
-        raise InvalidCursor("The cursor is malformed") from None
 
 
 # --- downloads --------------------------------------------------------------------------------

@@ -92,7 +92,6 @@ from schemas.errors import (
     GrantInProgress,
     IdempotencyKeyFailed,
     InternalError,
-    InvalidCursor,
     NotFound,
     PermissionDenied,
     ProjectNotFound,
@@ -111,7 +110,7 @@ from schemas.errors import (
     TeamNotFound,
 )
 from schemas.kernel.cids import json_cid
-from schemas.kernel.cursors import decode_cursor, encode_cursor
+from schemas.kernel.cursors import Keyset
 from schemas.kernel.permissions import RelationTuple, Subject, TupleDelete, TupleWrite
 from schemas.kernel.task_types import (
     TASK_TYPES,
@@ -497,25 +496,13 @@ async def list_tasks(
         claimable_only=bool(query.claimable),
         **await _profile_view(request, team_id, query.runtimeProfileId),
     )
-    secret = request.app[keys.SETTINGS].secret_bytes
-    binding = _cursor_binding(where)
-    after = None
-    if query.cursor is not None:
-        position = decode_cursor(
-            query.cursor, secret=secret, scope=LIST_CURSOR_SCOPE, binding=binding
-        )
-        after = _position(position)
-    tasks = await task_reads.list_tasks(_pool(request), where, after, query.limit + 1)
-    page = tasks[: query.limit]
-    next_cursor = None
-    if len(tasks) > query.limit:
-        last = page[-1]
-        next_cursor = encode_cursor(
-            {"c": last.createdAt.isoformat(), "i": str(last.id)},
-            secret=secret,
-            scope=LIST_CURSOR_SCOPE,
-            binding=binding,
-        )
+    keyset = Keyset(
+        request.app[keys.SETTINGS].secret_bytes, LIST_CURSOR_SCOPE, _cursor_binding(where)
+    )
+    tasks = await task_reads.list_tasks(
+        _pool(request), where, keyset.after(query.cursor), query.limit + 1
+    )
+    page, next_cursor = keyset.page(tasks, query.limit, lambda t: (t.createdAt, t.id))
     listed = TaskList(items=page)
     payload = listed.model_dump(mode="json", exclude_none=True)
     payload["nextCursor"] = next_cursor  # null on the last page, not absent
@@ -547,13 +534,6 @@ def _cursor_binding(where: task_reads.TaskFilter) -> dict[str, str | bool | None
         "claimable": where.claimable_only,
         "profile": str(where.runtime_profile_id) if where.runtime_profile_id else None,
     }
-
-
-def _position(position: dict[str, Any]) -> tuple[datetime, UUID]:
-    try:
-        return datetime.fromisoformat(position["c"]), UUID(position["i"])
-    except (KeyError, TypeError, ValueError):
-        raise InvalidCursor("The cursor is malformed") from None
 
 
 @endpoint(

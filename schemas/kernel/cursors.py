@@ -16,8 +16,11 @@ import binascii
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, TypeVar
+from uuid import UUID
 
 from schemas.errors import InvalidCursor, ValidationFailed
 
@@ -25,6 +28,9 @@ CURSOR_MAX_CHARS: Final = 512
 _KEY_LABEL: Final = b"service:cursor:v1"
 
 Scalar = str | int | float | bool | None
+# where a keyset-ordered list stands: the `(created_at, id)` of the last item served
+Position = tuple[datetime, UUID]
+T = TypeVar("T")
 
 
 def _b64(raw: bytes) -> str:
@@ -74,3 +80,43 @@ def decode_cursor(
 
 def _invalid() -> ValidationFailed:
     return InvalidCursor("The cursor is not one this list gave for this query")
+
+
+@dataclass(frozen=True)
+class Keyset:
+    """One keyset-paged list as a route serves it: the position a request's cursor names, and a
+    page cut from one row more than asked (the extra row says another page follows) with the
+    cursor after its last row. `fields` name the position's two parts in the cursor."""
+
+    secret: bytes
+    scope: str
+    binding: Mapping[str, Scalar]
+    fields: tuple[str, str] = ("c", "i")
+
+    def after(self, cursor: str | None) -> Position | None:
+        """Where the page a cursor asks for starts; None for the first page."""
+        if cursor is None:
+            return None
+        position = decode_cursor(cursor, secret=self.secret, scope=self.scope, binding=self.binding)
+        at, key = self.fields
+        try:
+            return datetime.fromisoformat(position[at]), UUID(position[key])
+        except (KeyError, TypeError, ValueError):
+            raise InvalidCursor("The cursor is malformed") from None
+
+    def page(
+        self, rows: Sequence[T], limit: int, position: Callable[[T], Position]
+    ) -> tuple[list[T], str | None]:
+        """The first `limit` rows, and the cursor of the next page (None when this is the last:
+        `rows` holds `limit + 1` when another follows)."""
+        page = list(rows[:limit])
+        if len(rows) <= limit or not page:
+            return page, None
+        at, key = position(page[-1])
+        cursor = encode_cursor(
+            {self.fields[0]: at.isoformat(), self.fields[1]: str(key)},
+            secret=self.secret,
+            scope=self.scope,
+            binding=self.binding,
+        )
+        return page, cursor
