@@ -27,6 +27,7 @@ from schemas.errors import (
     PermissionDenied,
     RuntimeProfileNotFound,
     TaskNotFound,
+    TeamNotFound,
 )
 from schemas.kernel.permissions import Subject
 from schemas.kernel.runtime_profiles import scopes_denied
@@ -195,6 +196,16 @@ async def is_team_member(request: web.Request, team_id: UUID) -> bool:
     """Any role in the team (owners, managers, executors, members): who reads the task queue,
     and the runtime profiles a daemon claims under."""
     return await allowed(request, "Team", team_id, "verify_claim")
+
+
+async def require_team_visible(
+    request: web.Request, team_id: UUID, permission: str = "verify_claim"
+) -> None:
+    """The team as its routes see it: 404 `team-not-found` unless the caller holds `permission`
+    on it (by default any role in it), so a team the caller is not in is indistinguishable
+    from one that does not exist."""
+    if not await allowed(request, "Team", team_id, permission):
+        raise TeamNotFound("No such team")
 
 
 async def visible_profile(request: web.Request, profile_id: UUID) -> RuntimeProfile:

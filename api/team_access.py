@@ -19,7 +19,7 @@ from aiohttp import web
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed
+from api.access import allowed, require_team_visible
 from api.auth import require_principal
 from api.flows import execute
 from infra.repos import team_reads
@@ -98,15 +98,13 @@ async def require_team(request: web.Request, team_id: uuid.UUID, permission: str
     """`permission` on the team, else 403 for its members and 404 for everyone else."""
     if await allowed(request, "Team", team_id, permission):
         return
-    if await allowed(request, "Team", team_id, "verify_claim"):
-        raise PermissionDenied(f"Your role in this team does not allow this ({permission})")
-    raise TeamNotFound("No such team")
+    await require_team_visible(request, team_id)
+    raise PermissionDenied(f"Your role in this team does not allow this ({permission})")
 
 
 async def require_membership(request: web.Request, team_id: uuid.UUID) -> None:
     """Any role in the team, else 404."""
-    if not await allowed(request, "Team", team_id, "verify_claim"):
-        raise TeamNotFound("No such team")
+    await require_team_visible(request, team_id)
 
 
 # --- views --------------------------------------------------------------------------------------

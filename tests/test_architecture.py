@@ -227,6 +227,39 @@ def test_the_workflow_id_check_can_fail(tmp_path: Path) -> None:
     assert _built_workflow_ids(route) == ["route.py:1"]
 
 
+# A caller's membership of a team is asked through `api.access` (`require_team_visible`,
+# `is_team_member`), so the 404 a non-member gets is decided in one place. Asking it of
+# another subject (an agent a key is minted for) is not the caller's visibility.
+MEMBERSHIP_OF_ANOTHER = {"agent_keys.py"}
+
+
+def _hand_written_team_checks(path: Path) -> list[str]:
+    """Calls that pass the membership permission ("verify_claim") themselves."""
+    return [
+        f"{path.name}:{node.lineno}"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and any(isinstance(a, ast.Constant) and a.value == "verify_claim" for a in node.args)
+    ]
+
+
+def test_routes_check_team_membership_through_the_one_guard() -> None:
+    routes = [p for p in _modules("api") if p.parent.name in ("routes", "console")]
+    offenders = [
+        found
+        for path in routes
+        if path.name not in MEMBERSHIP_OF_ANOTHER
+        for found in _hand_written_team_checks(path)
+    ]
+    assert offenders == []
+
+
+def test_the_team_guard_check_can_fail(tmp_path: Path) -> None:
+    route = tmp_path / "route.py"
+    route.write_text('if not await allowed(request, "Team", t, "verify_claim"):\n    pass\n')
+    assert _hand_written_team_checks(route) == ["route.py:1"]
+
+
 def test_no_package_named_mcp() -> None:
     """A local package named `mcp` would shadow the MCP SDK."""
     assert not (ROOT / "mcp").exists()

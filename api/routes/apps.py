@@ -11,7 +11,7 @@ from uuid import UUID
 from aiohttp import web
 
 from api import keys
-from api.access import allowed, readable_diary
+from api.access import readable_diary, require_team_visible
 from api.endpoint import Parsed, endpoint
 from api.headers import require_team_header
 from infra.repos import app_reads
@@ -21,7 +21,6 @@ from schemas.errors import (
     DiaryNotFound,
     NotFound,
     RequestInvalid,
-    TeamNotFound,
 )
 from schemas.memory import DiaryPath
 from schemas.task_api import NO_PROJECT
@@ -95,8 +94,7 @@ async def task_counts(request: web.Request, parsed: Parsed[None, TaskCountsQuery
     """The team's tasks (`x-service-team-id`) counted by status, filtered by type and project."""
     query = parsed.query
     team_id = require_team_header(request)
-    if not await allowed(request, "Team", team_id, "verify_claim"):
-        raise TeamNotFound("No such team")
+    await require_team_visible(request, team_id)
     project_id = query.projectId if isinstance(query.projectId, UUID) else None
     return await app_reads.task_counts(
         request.app[keys.READ_POOL],

@@ -21,13 +21,13 @@ from temporalio.common import SearchAttributePair
 
 from api import keys
 from api.access import (
-    allowed,
     allowed_ids,
     changeable_diary,
     diary_access,
     load_diary,
     readable_diary,
     require,
+    require_team_visible,
 )
 from api.auth import optional_principal, require_principal
 from api.endpoint import Parsed, endpoint
@@ -158,7 +158,8 @@ async def _team_for_new_diary(request: web.Request) -> UUID:
     404 `team-not-found`) with Team `write` (else 403), the team active (else 409)."""
     team_id = require_team_header(request)
     team = await team_reads.team_state(request.app[keys.READ_POOL], team_id)
-    if team is None or not await allowed(request, "Team", team_id, "access"):
+    await require_team_visible(request, team_id, "access")
+    if team is None:
         raise TeamNotFound("No such team")
     await require(request, "Team", team_id, "write")
     if team.status != "active":

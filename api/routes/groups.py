@@ -16,7 +16,7 @@ import uuid
 
 from aiohttp import web
 
-from api.access import allowed
+from api.access import allowed, is_team_member
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.idempotency import keyed_workflow_id, new_id
@@ -62,7 +62,7 @@ TAG = "teams"
 async def _group_row(request: web.Request, group_id: uuid.UUID) -> Group:
     """The group, visible to members of its team only (404 otherwise)."""
     group = await team_reads.get_group(read_pool(request), group_id)
-    if group is None or not await allowed(request, "Team", group.teamId, "verify_claim"):
+    if group is None or not await is_team_member(request, group.teamId):
         raise GroupNotFound("No such group")
     return group
 

@@ -30,7 +30,7 @@ from aiohttp import web
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed, readable_diary, require
+from api.access import allowed, readable_diary, require, require_team_visible
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
@@ -57,7 +57,6 @@ from schemas.errors import (
     RenderedPackBusy,
     RenderedPackNotFound,
     RequestInvalid,
-    TeamNotFound,
     VerificationFixed,
     VerificationTaskInvalid,
 )
@@ -350,8 +349,7 @@ async def list_team_packs(request: web.Request, parsed: Parsed[None, PackCatalog
     Team `access`), optionally only those holding `containsEntry`, with their renderings
     when `includeRendered=true`."""
     team_id = require_team_header(request)
-    if not await allowed(request, "Team", team_id, "access"):
-        raise TeamNotFound("No such team")
+    await require_team_visible(request, team_id, "access")
     query = parsed.query
     items, total = await repo.list_team_packs(
         _pool(request),

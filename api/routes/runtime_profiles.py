@@ -25,7 +25,7 @@ from aiohttp import web
 from temporalio.common import SearchAttributePair
 
 from api import keys
-from api.access import allowed, is_team_member, visible_profile
+from api.access import allowed, require_team_visible, visible_profile
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
@@ -119,8 +119,7 @@ async def create_runtime_profile(
             "The x-service-team-id header names another team than teamId",
             errors=[FieldError(pointer="/teamId", message="differs from x-service-team-id")],
         )
-    if not await is_team_member(request, body.teamId):
-        raise TeamNotFound("No such team")
+    await require_team_visible(request, body.teamId)
     await _require_manager(request, body.teamId)
     create = ProfileCreate(
         team_id=body.teamId,
@@ -159,8 +158,7 @@ async def create_runtime_profile(
 async def list_runtime_profiles(request: web.Request, parsed: Parsed) -> RuntimeProfileList:
     """The team's runtime profiles (the `x-service-team-id` header names it), oldest first."""
     team_id = require_team_header(request)
-    if not await is_team_member(request, team_id):
-        raise TeamNotFound("No such team")
+    await require_team_visible(request, team_id)
     return RuntimeProfileList(items=await repo.list_profiles(_pool(request), team_id))
 
 

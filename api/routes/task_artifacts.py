@@ -58,7 +58,7 @@ from temporalio.common import (
 )
 
 from api import keys
-from api.access import allowed, require_attempt_scopes, visible_task
+from api.access import allowed, require_attempt_scopes, require_team_visible, visible_task
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import waiting_on_workflow
@@ -228,7 +228,8 @@ async def run_upload_workflow(
 async def _proposing_team(request: web.Request, team_id: UUID) -> None:
     """The team of the header, if the caller may create tasks in it (and so stage for them)."""
     team = await team_reads.get_team(request.app[keys.READ_POOL], team_id)
-    if team is None or not await allowed(request, "Team", team_id, "verify_claim"):
+    await require_team_visible(request, team_id)
+    if team is None:
         raise TeamNotFound("No such team")
     if not await allowed(request, "Team", team_id, "propose_tasks"):
         raise TaskProposeForbidden("Staging artifacts needs 'propose_tasks' on the team")

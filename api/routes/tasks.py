@@ -64,6 +64,7 @@ from api.access import (
     can_read,
     can_view_task,
     load_diary,
+    require_team_visible,
     visible_task,
 )
 from api.auth import require_principal
@@ -107,7 +108,6 @@ from schemas.errors import (
     TaskNotFound,
     TaskProposeForbidden,
     TeamMismatch,
-    TeamNotFound,
 )
 from schemas.kernel.cids import json_cid
 from schemas.kernel.cursors import Keyset
@@ -483,8 +483,7 @@ async def list_tasks(
     """The team's tasks, newest first, filtered; `nextCursor` pages with the same filters."""
     query = parsed.query
     team_id = require_team_header(request)
-    if not await allowed(request, "Team", team_id, "verify_claim"):
-        raise TeamNotFound("No such team")
+    await require_team_visible(request, team_id)
     where = task_reads.TaskFilter(
         team_id=team_id,
         statuses=query.status_filter(),
