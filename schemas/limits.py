@@ -46,6 +46,13 @@ EMBEDDING_BATCH_TEXTS: Final = 16  # texts of similar length share one batch of 
 # (recall@10 with identifier links): 0.6 → 0.645, 0.7 → 0.656, 0.8 → 0.675, 0.9 and 1.0 → 0.675:
 # MiniLM puts a paraphrase's answer at 0.6-0.8 from the query as often as below 0.6.
 SEARCH_MAX_COSINE_DISTANCE: Final = 0.8
+# The relevance floor (schemas/ranking.py, `fuse`): a vector candidate farther than this enters
+# the results only with a full-text match too. Measured on the tuning half of bench/quality.py
+# (bench/results/quality.json, floor_sweep), with queries whose answer is in no diary.
+SEARCH_RELEVANCE_FLOOR_DISTANCE: Final = 0.75
+# An injection-flagged entry keeps this share of its relevance (DECISIONS, turn 4): it ranks
+# below unflagged entries of similar relevance. Measured like the floor (flagged_sweep).
+SEARCH_FLAGGED_RELEVANCE_FACTOR: Final = 0.5
 SEARCH_CANDIDATE_FACTOR: Final = 2  # each arm fetches top 2 x limit before fusion
 SEARCH_RRF_K: Final = 60  # reciprocal-rank-fusion constant, the usual value
 # Weights of the two arms in the fusion, tuned on the tuning half of bench/quality.py (nDCG@10
