@@ -4,11 +4,11 @@ One pure function for the repository (`infra/repos/search.py`) and the quality b
 (`bench/quality.py`), so that the constants tuned there are the ones that ship. The steps, each
 a function below:
 
-1. `fuse`: weighted reciprocal-rank fusion of the two arms into a relevance in 0..1 (1 = first
-   in both arms), after the relevance floor: a vector candidate farther than
-   `SEARCH_RELEVANCE_FLOOR_DISTANCE` from the query counts only if it also matches the full-text
-   query. A query about nothing in the scope then returns nothing, instead of whatever is least
-   far (the nearest of five unrelated notes is always first in its arm).
+1. `fuse`: the relevance floor, then weighted reciprocal-rank fusion of the two arms into a
+   relevance in 0..1 (1 = first in both arms). A query is answered only when something is
+   evidence of an answer: a full-text match, or a vector candidate within
+   `SEARCH_ANSWER_MAX_DISTANCE`; otherwise nothing is returned, instead of whatever is least far
+   (the nearest of five unrelated notes is always first in its arm).
 2. `with_links`: the entries that share a rare identifier with the best candidate (`link_seeds`)
    join at `SEARCH_LINK_RELEVANCE` × its relevance. "Rare" is `link_max_carriers`: a token that
    half the scope carries names the scope (a project prefix in every title), not an event.
@@ -39,7 +39,7 @@ class RankingRules:
     rrf_k: int = limits.SEARCH_RRF_K
     weight_vector: float = limits.SEARCH_RRF_WEIGHT_VECTOR
     weight_fulltext: float = limits.SEARCH_RRF_WEIGHT_FULLTEXT
-    floor_distance: float = limits.SEARCH_RELEVANCE_FLOOR_DISTANCE
+    answer_distance: float = limits.SEARCH_ANSWER_MAX_DISTANCE
     link_relevance: float = limits.SEARCH_LINK_RELEVANCE
     flagged_factor: float = limits.SEARCH_FLAGGED_RELEVANCE_FACTOR
     inherit: bool = True
@@ -74,16 +74,15 @@ def fuse(
     fulltext: Sequence[UUID] | None,
     rules: RankingRules = RULES,
 ) -> dict[UUID, float]:
-    """Relevance in 0..1 of every candidate that passes the floor: the weighted sum of
-    1/(k + rank) over the arms it appears in, divided by the best possible sum (first in both).
-    `vector` is (id, cosine distance), nearest first; `fulltext` best first. A vector candidate
-    beyond the floor keeps its rank (the arm's order is the arm's) but enters only with a
-    full-text match."""
-    matched = set(fulltext or ())
+    """Relevance in 0..1 of every candidate: the weighted sum of 1/(k + rank) over the arms it
+    appears in, divided by the best possible sum (first in both). `vector` is (id, cosine
+    distance), nearest first; `fulltext` best first. Nothing when no candidate is evidence of an
+    answer (the floor)."""
+    if not fulltext and not any(d <= rules.answer_distance for _, d in vector or ()):
+        return {}
     fused: dict[UUID, float] = {}
-    for rank, (entry_id, distance) in enumerate(vector or (), start=1):
-        if distance <= rules.floor_distance or entry_id in matched:
-            fused[entry_id] = rules.weight_vector / (rules.rrf_k + rank)
+    for rank, (entry_id, _) in enumerate(vector or (), start=1):
+        fused[entry_id] = rules.weight_vector / (rules.rrf_k + rank)
     for rank, entry_id in enumerate(fulltext or (), start=1):
         fused[entry_id] = fused.get(entry_id, 0.0) + rules.weight_fulltext / (rules.rrf_k + rank)
     best = (rules.weight_vector + rules.weight_fulltext) / (rules.rrf_k + 1)
