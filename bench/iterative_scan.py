@@ -125,7 +125,7 @@ async def shipped(conn: Any, vector: NDArray[np.float32], filters: Any) -> list[
     inputs = await _plan_inputs(conn, "", filters)
     plan = choose_vector_plan(inputs.scoped_rows, inputs.table_rows, 2 * filters.limit)
     await conn.execute(Q.search_custom_plans)
-    return await vector_arm(conn, vector, filters, plan)
+    return [entry_id for entry_id, _ in await vector_arm(conn, vector, filters, plan)]
 
 
 def iterative(order: str, ef_search: int | None) -> Callable[..., Awaitable[list[uuid.UUID]]]:

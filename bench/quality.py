@@ -16,13 +16,16 @@ Starts the embedded stack (bench/_stack.py), then:
    supersession queries whose current fact ranks first; how often an injection-flagged entry
    reaches the first five results; each mode's search latency (p50, p95; one at a time); and,
    searching `asOf` just before each supersession, the share where the superseded fact (then
-   current) ranks first.
+   current) ranks first; and per split, the share of the unanswerable queries (their answer is
+   in no diary) that return anything at all.
 
-`--sweep` also re-fuses the two arms' candidate lists of the *tuning* queries offline (the same
-lists the search fused and linked, the same tie-break and ranking rules) over a grid of the RRF
-constant and the vector arm's weight: how the fusion constants in `schemas/limits.py` were
-chosen; and the tuning metrics with each ranking rule switched off (its share). Prints one
-JSON document and writes it to bench/results/quality.json (~3 minutes).
+`--sweep` also ranks the two arms' candidate lists of the *tuning* queries again offline through
+`schemas.ranking` (the function the search ranks with: the same lists the search fused and
+linked, the same rules and tie-break) over a grid of the RRF constant and the vector arm's
+weight, of the relevance floor (with the tuning half's unanswerable queries), and of the flagged
+entries' factor: how those constants in `schemas/limits.py` were chosen; and the tuning metrics
+with each ranking rule switched off (its share). Prints one JSON document and writes it to
+bench/results/quality.json (~3 minutes).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -46,6 +50,9 @@ from bench._stack import BenchAgent, BenchStack, register_agent, run_and_report
 from bench.memory import machine_info
 from bench.quality_metrics import mean_metrics, query_metrics
 from bench.quality_set import CATEGORIES, SPLITS, QualitySet, SetQuery, load
+from schemas import limits, ranking
+from schemas.embedding import SearchWeights
+from schemas.ranking import RULES, RankingRules
 
 RESULTS = Path(__file__).resolve().parent / "results" / "quality.json"
 MODES = ("hybrid", "vector", "fulltext")
@@ -55,6 +62,9 @@ TARGETS = {
     "hybrid_recall_at_10": 0.90,
     "supersession_current_first": 0.95,
 }
+UNANSWERED_AT_MOST = 0.10  # the share of unanswerable queries that may return anything
+ANSWER_DISTANCES = (0.55, 0.6, 0.625, 0.65, 0.675, 0.7, 0.725, 0.75, 0.8)
+FLAGGED_FACTORS = (1.0, 0.8, 0.6, 0.5, 0.4, 0.3)
 
 
 def log(message: str) -> None:
@@ -229,6 +239,15 @@ def evaluate(
     return report
 
 
+def any_hit_share(queries: Sequence[SetQuery], rankings: dict[str, list[str]]) -> dict[str, Any]:
+    """Per split, the share of the (unanswerable) queries that returned anything."""
+    return {
+        split: round(sum(bool(rankings[q.key]) for q in of_split) / len(of_split), 4)
+        for split in SPLITS
+        if (of_split := [q for q in queries if q.split == split])
+    }
+
+
 def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
     """p50 and p95 of the searches of one mode, in milliseconds (one request at a time)."""
     ordered = sorted(latencies_ms)
@@ -276,81 +295,108 @@ async def as_of_before_supersession(
     }
 
 
-# --- the fusion sweep (tuning half only) --------------------------------------------------------
+# --- the ranking sweep (tuning half only) -------------------------------------------------------
 
 
-async def fusion_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) -> dict[str, Any]:
-    """nDCG@10 and recall@10 of the tuning queries for each (k, vector weight), re-fusing the
-    arms' candidate lists the repository returned (the route's scope, limit 10) through the same
-    ranking rules as the search (identifier links at the link factor of the best candidate,
-    successors inheriting relevance, `successors_first`); and each rule's share at the shipped
-    constants (the metrics with that rule off)."""
+Arms = tuple[list[tuple[uuid.UUID, float]], list[uuid.UUID], dict[uuid.UUID, uuid.UUID]]
+
+
+async def ranking_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) -> dict[str, Any]:
+    """The tuning queries ranked again offline through `schemas.ranking` from the candidates the
+    repository found (the route's scope, limit 10: each arm's list, the vector arm's distances,
+    the identifier links with their seed): nDCG@10 and recall@10 for each (k, vector weight);
+    recall, nDCG and the unanswerable queries answered for each relevance floor; the flagged
+    entries in the first five for each flagged factor; and each rule's share at the shipped
+    constants (the metrics with that rule off). A link counts only while its seed is still the
+    best candidate: links from another seed are not known offline."""
     from infra.embeddings import OnnxEmbedder
-    from infra.repos.search import (
-        SearchHit,
-        SearchRepo,
-        reciprocal_rank_fusion,
-        successors_first,
-        successors_inherit,
-    )
-    from schemas import limits
+    from infra.repos.search import SearchRepo
     from schemas.embedding import SearchFilters
 
     embedder = OnnxEmbedder.load()
     repo = SearchRepo(read_pool)
     tune = [q for q in quality_set.queries if q.split == "tune"]
+    unanswerable = [q for q in quality_set.unanswerable if q.split == "tune"]
     every_diary = tuple(sorted(loaded.diaries.values()))
-    arms: dict[str, tuple[list[uuid.UUID], list[uuid.UUID], list[uuid.UUID]]] = {}
-    for query in tune:
+    arms: dict[str, Arms] = {}
+    for query in [*tune, *unanswerable]:
         scope = every_diary if query.diary is None else (loaded.diaries[query.diary],)
         outcome = await repo.search(
             query.text, embedder.embed_one(query.text), SearchFilters(diary_ids=scope, limit=LIMIT)
         )
-        arms[query.key] = (outcome.vector_ids or [], outcome.fulltext_ids or [], outcome.linked_ids)
-
-    def fused(key: str, k: int, w_vector: float, off: str = "") -> list[str]:
-        vector_ids, fulltext_ids, linked_ids = arms[key]
-        scores = reciprocal_rank_fusion(
-            vector_ids, fulltext_ids, k=k, weights=(w_vector, 1.0 - w_vector)
+        arms[query.key] = (outcome.vector or [], outcome.fulltext_ids or [], outcome.linked)
+    facts = {
+        entry_id: ranking.EntryFacts(
+            superseded_by=loaded.superseded_by.get(entry_id), flagged=key in loaded.flagged
         )
-        if off != "links" and scores:  # the links the search found, from the best candidate
-            best = max(scores.values())
-            scores |= {i: limits.SEARCH_LINK_RELEVANCE * best for i in linked_ids}
-        if off != "inheritance":
-            scores = successors_inherit(scores, loaded.superseded_by)
-        hits = [
-            SearchHit(
-                row={"id": i, "superseded_by": loaded.superseded_by.get(i)}, score=s, relevance=s
-            )
-            for i, s in scores.items()
-        ]
-        hits.sort(key=lambda hit: (-hit.score, str(hit.entry_id)))
-        ranked = hits if off == "successors_first" else successors_first(hits)
-        return [loaded.keys[hit.entry_id] for hit in ranked[:LIMIT]]
+        for key, entry_id in loaded.ids.items()
+    }
 
-    grid = []
-    for k in (5, 10, 20, 40, 60, 100):
-        for w_vector in (0.2, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7):
-            means = mean_metrics(
-                [query_metrics(fused(q.key, k, w_vector), q.judgments) for q in tune]
-            )
-            grid.append({"k": k, "w_vector": w_vector, **means})
-    best = max(grid, key=lambda row: (row["ndcg@10"], row["recall@10"]))
-    k, w_vector = limits.SEARCH_RRF_K, limits.SEARCH_RRF_WEIGHT_VECTOR
-    supersession = [q for q in tune if q.current is not None]
-    rules = {}
-    for off in ("", "links", "inheritance", "successors_first"):
-        rankings = {q.key: fused(q.key, k, w_vector, off) for q in tune}
+    def ranked(key: str, rules: RankingRules = RULES, links: bool = True) -> list[str]:
+        vector, fulltext, linked = arms[key]
+        relevance = ranking.fuse(vector, fulltext, rules)
+        seeds = ranking.link_seeds(relevance)
+        kept = {i: seed for i, seed in linked.items() if links and seed in seeds}
+        joined = ranking.with_links(relevance, kept, rules)
+        hits = ranking.rank(joined, facts, SearchWeights(), LIMIT, rules)
+        return [loaded.keys[hit.entry_id] for hit in hits]
+
+    def measured(rules: RankingRules = RULES, links: bool = True) -> dict[str, Any]:
+        rankings = {q.key: ranked(q.key, rules, links) for q in [*tune, *unanswerable]}
         means = mean_metrics([query_metrics(rankings[q.key], q.judgments) for q in tune])
-        rules[f"without {off}" if off else "all rules"] = {
+        supersession = [q for q in tune if q.current is not None]
+        return {
             "recall@10": means["recall@10"],
             "ndcg@10": means["ndcg@10"],
             "current_first": round(
                 sum(rankings[q.key][:1] == [q.current] for q in supersession) / len(supersession),
                 4,
             ),
+            "flagged_in_top5_share": round(
+                sum(bool(loaded.flagged & set(rankings[q.key][:5])) for q in tune) / len(tune), 4
+            ),
+            "unanswerable_any_hit_share": any_hit_share(unanswerable, rankings)["tune"],
         }
-    return {"queries": len(tune), "best": best, "rules": rules, "grid": grid}
+
+    grid = []
+    for k in (5, 10, 20, 40, 60, 100):
+        for w_vector in (0.2, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7):
+            rules = replace(RULES, rrf_k=k, weight_vector=w_vector, weight_fulltext=1 - w_vector)
+            means = mean_metrics([query_metrics(ranked(q.key, rules), q.judgments) for q in tune])
+            grid.append({"k": k, "w_vector": w_vector, **means})
+    floors = [
+        {"answer": a, **measured(replace(RULES, answer_distance=a))} for a in ANSWER_DISTANCES
+    ]
+    passing = [row for row in floors if row["unanswerable_any_hit_share"] <= UNANSWERED_AT_MOST]
+    flagged = [{"factor": f, **measured(replace(RULES, flagged_factor=f))} for f in FLAGGED_FACTORS]
+    rules_off = {
+        "all rules": measured(),
+        "without links": measured(links=False),
+        "without inheritance": measured(replace(RULES, inherit=False)),
+        "without successors_first": measured(replace(RULES, successors_first=False)),
+        "without the floor": measured(
+            replace(RULES, answer_distance=limits.SEARCH_MAX_COSINE_DISTANCE)
+        ),
+        "without the flagged demotion": measured(replace(RULES, flagged_factor=1.0)),
+    }
+    return {
+        "queries": len(tune),
+        "unanswerable_queries": len(unanswerable),
+        "fusion": {"best": max(grid, key=lambda row: (row["ndcg@10"], row["recall@10"]))},
+        "floor": {
+            # the best recall@10 that answers at most UNANSWERED_AT_MOST of the unanswerable
+            "chosen": max(
+                passing,
+                key=lambda r: (r["recall@10"], r["ndcg@10"], -r["unanswerable_any_hit_share"]),
+            )
+            if passing
+            else None,
+            "sweep": floors,
+        },
+        "flagged_factor": flagged,
+        "rules": rules_off,
+        "grid": grid,
+    }
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -358,7 +404,6 @@ async def fusion_sweep(read_pool: Any, quality_set: QualitySet, loaded: Loaded) 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from infra.db import create_pool
-    from schemas import limits
 
     quality_set = load()
     result: dict[str, Any] = {
@@ -376,6 +421,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 for split in SPLITS
             },
             "supersessions": len(quality_set.relations),
+            "unanswerable": {
+                split: sum(q.split == split for q in quality_set.unanswerable) for split in SPLITS
+            },
         },
         "fusion": {
             "rrf_k": limits.SEARCH_RRF_K,
@@ -386,6 +434,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "link_seeds": limits.SEARCH_LINK_SEEDS,
             "link_max_shared": limits.SEARCH_LINK_MAX_SHARED,
             "link_relevance": limits.SEARCH_LINK_RELEVANCE,
+            "answer_max_distance": limits.SEARCH_ANSWER_MAX_DISTANCE,
+            "flagged_relevance_factor": limits.SEARCH_FLAGGED_RELEVANCE_FACTOR,
             "limit": LIMIT,
         },
         "env": machine_info(),
@@ -415,6 +465,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         "search_ms": latency_summary(latencies),
                         **evaluate(quality_set.queries, rankings, loaded.flagged),
                     }
+                unanswered = await search_all(
+                    session, stack, caller, quality_set.unanswerable, loaded, "hybrid", []
+                )
+                result["unanswerable_any_hit_share"] = any_hit_share(
+                    quality_set.unanswerable, unanswered
+                )
                 log("supersession queries asOf before the supersession")
                 result[
                     "as_of_superseded_first_before_supersession"
@@ -422,8 +478,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     session, stack, caller, quality_set.queries, loaded
                 )
             if args.sweep:
-                log("fusion sweep on the tuning half")
-                result["fusion_sweep"] = await fusion_sweep(read_pool, quality_set, loaded)
+                log("ranking sweep on the tuning half")
+                result["ranking_sweep"] = await ranking_sweep(read_pool, quality_set, loaded)
         finally:
             await pool.close()
             await read_pool.close()

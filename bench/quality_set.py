@@ -42,6 +42,12 @@ fact a supersession replaced; unjudged: 0):
 
 Forms that alternate within a category alternate in pairs, so that both halves get both.
 
+Unanswerable queries (40, `quality_set.unanswerable`, not in `queries`): ten per diary, scoped to
+it, about subjects none of the diaries covers (`volcanic obsidian glass shards`, a knitting
+pattern, tide tables); a few share a common word with the diary (`team`, `schedule`), none has
+every content word in one of its entries. Any result is a wrong one: `bench/quality.py` reports
+how often one is returned.
+
 Every query but `cross_diary` is scoped to its diary. The split is by query and fixed: within
 each category, queries alternate between `tune` and `heldout` in generation order.
 """
@@ -129,6 +135,7 @@ class QualitySet:
     queries: list[SetQuery]
     relations: list[SetRelation]
     construction: str = ""
+    unanswerable: list[SetQuery] = field(default_factory=list)  # whose answer is in no diary
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -137,6 +144,7 @@ class QualitySet:
             "entries": [asdict(e) for e in self.entries],
             "queries": [asdict(q) for q in self.queries],
             "relations": [asdict(r) for r in self.relations],
+            "unanswerable": [asdict(q) for q in self.unanswerable],
         }
 
 
@@ -149,7 +157,70 @@ def load(path: Path = DATA) -> QualitySet:
         queries=[SetQuery(**q) for q in data["queries"]],
         relations=[SetRelation(**r) for r in data["relations"]],
         construction=data["construction"],
+        unanswerable=[SetQuery(**q) for q in data.get("unanswerable", [])],
     )
+
+
+# Queries about subjects no diary covers, ten per diary (the module's docstring).
+UNANSWERABLE: dict[str, tuple[str, ...]] = {
+    "ops-notes": (
+        "volcanic obsidian glass shards",
+        "who repainted the lighthouse lens housing",
+        "recipe for the team's sourdough bread",
+        "which hiking trail did we take at the offsite",
+        "cost of the new espresso machine in the kitchen",
+        "birthday cake order for the summer party",
+        "how to tune a violin string",
+        "migration pattern of arctic terns",
+        "parking permit renewal for the car park",
+        "which novel did the book club read",
+    ),
+    "support-desk": (
+        "knitting pattern for a wool scarf",
+        "best time to plant tulip bulbs",
+        "how many moons does jupiter have",
+        "chess opening repertoire for black",
+        "menu of the canteen on friday",
+        "who painted the mural in the lobby",
+        "yoga class schedule for staff",
+        "fishing licence for the lake",
+        "restoring a vintage wooden sailboat",
+        "harvest dates for the vineyard grapes",
+    ),
+    "data-pipeline": (
+        "watercolour brushes for landscape painting",
+        "training plan for a marathon",
+        "how to brew green tea properly",
+        "orchestra rehearsal before the concert",
+        "feeding schedule of the aquarium fish",
+        "renaissance fresco restoration techniques",
+        "pottery glaze firing temperature",
+        "bird watching near the estuary",
+        "choosing hiking boots for the alps",
+        "origami crane folding steps",
+    ),
+    "research-journal": (
+        "bee keeping hive inspection in spring",
+        "carpentry joints for a dining table",
+        "medieval castle siege tactics",
+        "how to care for a bonsai tree",
+        "snorkelling spots along the coral reef",
+        "baking croissants with laminated dough",
+        "history of the roman aqueducts",
+        "wedding seating plan for the guests",
+        "tide tables for the harbour",
+        "sewing a button on a coat",
+    ),
+}
+
+
+def unanswerable_queries() -> list[SetQuery]:
+    """The unanswerable queries, alternating between the splits in generation order."""
+    texts = [(diary, text) for diary, texts in UNANSWERABLE.items() for text in texts]
+    return [
+        SetQuery(f"unanswerable-{n:02d}", text, "unanswerable", SPLITS[n % 2], diary, {})
+        for n, (diary, text) in enumerate(texts)
+    ]
 
 
 # --- the domains (hand-written) -----------------------------------------------------------------
@@ -1198,6 +1269,7 @@ def build(seed: int = SEED) -> QualitySet:
         queries=b.queries,
         relations=b.relations,
         construction=(__doc__ or "").split("How the set is built", 1)[1].strip(),
+        unanswerable=unanswerable_queries(),
     )
 
 

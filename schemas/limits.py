@@ -46,6 +46,18 @@ EMBEDDING_BATCH_TEXTS: Final = 16  # texts of similar length share one batch of 
 # (recall@10 with identifier links): 0.6 → 0.645, 0.7 → 0.656, 0.8 → 0.675, 0.9 and 1.0 → 0.675:
 # MiniLM puts a paraphrase's answer at 0.6-0.8 from the query as often as below 0.6.
 SEARCH_MAX_COSINE_DISTANCE: Final = 0.8
+# The relevance floor (schemas/ranking.py, `fuse`): a query without a full-text match is answered
+# only if a vector candidate is within this distance, else nothing is returned. Measured on the
+# tuning half of bench/quality.py with 20 queries whose answer is in no diary
+# (bench/results/quality.json, ranking_sweep.floor): the best recall@10 that answers at most 10 %
+# of them. 0.675: recall@10 0.679, 5 % answered; 0.7: the same recall, 10 %; 0.75: 0.693, 30 %;
+# no floor (0.8, the cut-off): 0.697, 55 %.
+SEARCH_ANSWER_MAX_DISTANCE: Final = 0.675
+# An injection-flagged entry keeps this share of its relevance (DECISIONS, turn 4): it ranks
+# below unflagged entries of similar relevance. Measured like the floor (ranking_sweep.
+# flagged_factor): a flagged entry in the first five of 4 % of the tuning queries at 1.0, none
+# from 0.8 down to 0.3, at the same recall and nDCG; 0.5 leaves a margin for closer text.
+SEARCH_FLAGGED_RELEVANCE_FACTOR: Final = 0.5
 SEARCH_CANDIDATE_FACTOR: Final = 2  # each arm fetches top 2 x limit before fusion
 SEARCH_RRF_K: Final = 60  # reciprocal-rank-fusion constant, the usual value
 # Weights of the two arms in the fusion, tuned on the tuning half of bench/quality.py (nDCG@10

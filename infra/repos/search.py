@@ -5,15 +5,13 @@ Two arms, each the best `2 × limit` candidates inside the scope and the filters
 - the vector arm: cosine distance to the query vector, at most 0.8;
 - the full-text arm: `websearch_to_tsquery('english', query)` over `tsv`, ranked by `ts_rank`;
 
-fused by weighted reciprocal rank (k = 60; full text 0.6, vector 0.4) into a relevance in 0..1;
 then the entries that share a rare identifier (a ticket, an error code) with the best candidate
-join at 0.9 of its relevance (`linked_entries`: a follow-up that names only the ticket); a
-successor found with the entry it superseded takes the better relevance of the two
-(`successors_inherit`); relevance is mixed with recency and importance by the caller's weights,
-and a superseded entry ranks just below its successor (`successors_first`). A query with a negation
-(`-word`) keeps only entries that match its full-text query. `mode` (`vector`, `fulltext`) runs
-one arm alone, to measure it. `as_of` reads the scope as it stood at an instant: entries created
-by then, superseded as they were then (migration 0021).
+(`linked_entries`: a follow-up that names only the ticket). What the arms and the links found is
+ranked by `schemas.ranking` (fusion, the relevance floor, the flagged entries' demotion,
+successors, the caller's weights), the one ranking the quality benchmark measures. A query with a
+negation (`-word`) keeps only entries that match its full-text query. `mode` (`vector`,
+`fulltext`) runs one arm alone, to measure it. `as_of` reads the scope as it stood at an instant:
+entries created by then, superseded as they were then (migration 0021).
 
 The vector arm's plan is chosen per scope, because pgvector 0.6 applies `WHERE diary_id = ANY`
 *after* its HNSW scan, which yields at most `hnsw.ef_search` rows: a scope that is a small share
@@ -38,8 +36,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from infra.db import Q
-from schemas import limits
-from schemas.embedding import SearchFilters, SearchType, SearchWeights
+from schemas import limits, ranking
+from schemas.embedding import SearchFilters, SearchType
 from schemas.memory import Entry, entry_from_row
 
 Vector = Sequence[float] | NDArray[np.float32]
@@ -77,62 +75,6 @@ def choose_vector_plan(scoped_rows: int, table_rows: int, wanted: int) -> Vector
     return VectorPlan("hnsw", ef_search=max(limits.SEARCH_HNSW_EF_MIN, ef), reason="large scope")
 
 
-# --- fusion and scores ----------------------------------------------------------------------
-
-
-def reciprocal_rank_fusion(
-    vector_ids: Sequence[UUID] | None,
-    fulltext_ids: Sequence[UUID] | None,
-    *,
-    k: int = limits.SEARCH_RRF_K,
-    weights: tuple[float, float] = (
-        limits.SEARCH_RRF_WEIGHT_VECTOR,
-        limits.SEARCH_RRF_WEIGHT_FULLTEXT,
-    ),
-) -> dict[UUID, float]:
-    """Relevance in 0..1 of every candidate: the weighted sum of 1/(k + rank) over the arms it
-    appears in, divided by the best possible sum (first in both arms). The full-text arm weighs
-    more (`limits.SEARCH_RRF_WEIGHT_FULLTEXT`, measured in bench/quality.py)."""
-    fused: dict[UUID, float] = {}
-    for weight, ranking in zip(weights, (vector_ids, fulltext_ids), strict=True):
-        for rank, entry_id in enumerate(ranking or (), start=1):
-            fused[entry_id] = fused.get(entry_id, 0.0) + weight / (k + rank)
-    best = sum(weights) / (k + 1)
-    return {entry_id: score / best for entry_id, score in fused.items()}
-
-
-def successors_inherit(
-    relevance: Mapping[UUID, float], superseded_by: Mapping[UUID, UUID | None]
-) -> dict[UUID, float]:
-    """Relevance with every candidate successor raised to the best relevance of the candidates
-    it superseded, directly or down a chain (issue 26: a query in the old fact's words is a
-    question whose answer is now the new fact, so the new fact takes the old one's place and
-    `successors_first` puts the old one just below it). Measured in bench/quality.py: current
-    fact first 0.70 → 0.75 on the tuning half."""
-    inherited = dict(relevance)
-    links = [(old, new) for old, new in superseded_by.items() if old in inherited and new]
-    for _ in range(len(links)):  # a chain of n supersessions settles in at most n passes
-        raised = False
-        for old, new in links:
-            if new in inherited and inherited[old] > inherited[new]:
-                inherited[new] = inherited[old]
-                raised = True
-        if not raised:
-            break
-    return inherited
-
-
-def combined_score(
-    relevance: float, hours_since_access: float, importance: int, weights: SearchWeights
-) -> float:
-    recency: float = limits.SEARCH_RECENCY_DECAY_PER_HOUR ** max(0.0, hours_since_access)
-    return (
-        weights.relevance * relevance
-        + weights.recency * recency
-        + weights.importance * importance / limits.ENTRY_IMPORTANCE_MAX
-    )
-
-
 def search_type_of(vector_ran: bool, fulltext_ran: bool) -> SearchType:
     if vector_ran and fulltext_ran:
         return "hybrid"
@@ -165,10 +107,20 @@ class SearchOutcome:
     hits: list[SearchHit]
     search_type: SearchType
     vector_plan: VectorPlan | None = None
-    # What each arm returned, best first (None: the arm did not run); for tests and benchmarks.
-    vector_ids: list[UUID] | None = field(default=None, repr=False)
+    # What each arm returned, best first (None: the arm did not run), the vector arm with each
+    # candidate's cosine distance, and the linked entries with the seed each came from; for
+    # tests and benchmarks (which rank them again through `schemas.ranking`).
+    vector: list[tuple[UUID, float]] | None = field(default=None, repr=False)
     fulltext_ids: list[UUID] | None = field(default=None, repr=False)
-    linked_ids: list[UUID] = field(default_factory=list, repr=False)
+    linked: dict[UUID, UUID] = field(default_factory=dict, repr=False)
+
+    @property
+    def vector_ids(self) -> list[UUID] | None:
+        return None if self.vector is None else [entry_id for entry_id, _ in self.vector]
+
+    @property
+    def linked_ids(self) -> list[UUID]:
+        return list(self.linked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,23 +153,25 @@ class SearchRepo:
             await conn.execute(Q.search_custom_plans)
             inputs = await _plan_inputs(conn, query, filters)
             plan: VectorPlan | None = None
-            vector_ids: list[UUID] | None = None
+            vector: list[tuple[UUID, float]] | None = None
             if filters.mode == "vector":  # the vector arm first: without it, full text after all
-                vector_ids, plan = await _vector_ids(conn, query_vector, filters, inputs)
-            run_fulltext = inputs.has_lexemes and (filters.mode != "vector" or vector_ids is None)
+                vector, plan = await _vector_candidates(conn, query_vector, filters, inputs)
+            run_fulltext = inputs.has_lexemes and (filters.mode != "vector" or vector is None)
             fulltext_ids = await fulltext_arm(conn, query, filters) if run_fulltext else None
             if filters.mode == "hybrid":  # the query vector computed meanwhile
-                vector_ids, plan = await _vector_ids(conn, query_vector, filters, inputs)
-            relevance = reciprocal_rank_fusion(vector_ids, fulltext_ids)
-            linked = await linked_entries(conn, relevance, filters)
-            hits = await _fused_hits(conn, query, filters, relevance | linked, inputs)
+                vector, plan = await _vector_candidates(conn, query_vector, filters, inputs)
+            relevance = ranking.fuse(vector, fulltext_ids)
+            linked = await linked_entries(conn, relevance, filters, inputs.scoped_rows)
+            hits = await _ranked_hits(
+                conn, query, filters, ranking.with_links(relevance, linked), inputs
+            )
         return SearchOutcome(
             hits=hits,
-            search_type=search_type_of(vector_ids is not None, fulltext_ids is not None),
+            search_type=search_type_of(vector is not None, fulltext_ids is not None),
             vector_plan=plan,
-            vector_ids=vector_ids,
+            vector=vector,
             fulltext_ids=fulltext_ids,
-            linked_ids=list(linked),
+            linked=linked,
         )
 
 
@@ -229,21 +183,21 @@ async def _resolve(query_vector: QueryVector) -> Vector | None:
     return query_vector
 
 
-async def _vector_ids(
+async def _vector_candidates(
     conn: asyncpg.Connection, query_vector: QueryVector, filters: SearchFilters, inputs: _PlanInputs
-) -> tuple[list[UUID] | None, VectorPlan | None]:
-    """The vector arm's ids and plan; None when the query has no vector or no entry in scope has
-    one (the search is then full text only)."""
+) -> tuple[list[tuple[UUID, float]] | None, VectorPlan | None]:
+    """The vector arm's candidates and plan; None when the query has no vector or no entry in
+    scope has one (the search is then full text only)."""
     vector = await _resolve(query_vector)
     if vector is None:
         return None, None
     plan = choose_vector_plan(inputs.scoped_rows, inputs.table_rows, _candidates(filters))
-    vector_ids = await vector_arm(conn, vector, filters, plan)
-    if not vector_ids and not await conn.fetchval(
+    candidates = await vector_arm(conn, vector, filters, plan)
+    if not candidates and not await conn.fetchval(
         Q.search_scope_has_vectors, list(filters.diary_ids)
     ):
         return None, plan
-    return vector_ids, plan
+    return candidates, plan
 
 
 def _candidates(filters: SearchFilters) -> int:
@@ -292,8 +246,9 @@ async def fulltext_arm(conn: asyncpg.Connection, query: str, filters: SearchFilt
 
 async def vector_arm(
     conn: asyncpg.Connection, vector: Vector, filters: SearchFilters, plan: VectorPlan
-) -> list[UUID]:
-    """Ids of the nearest entries in scope within the distance cut-off, nearest first.
+) -> list[tuple[UUID, float]]:
+    """The nearest entries in scope within the distance cut-off with their cosine distance,
+    nearest first.
 
     On the HNSW plan, a scan that returns fewer rows than asked may have run out of candidates
     inside the scope and filters (pgvector filters after the scan): the arm is then recomputed
@@ -305,7 +260,9 @@ async def vector_arm(
         rows = await conn.fetch(Q.search_vector_hnsw, vector, *_filter_args(filters), wanted)
         if len(rows) >= wanted:
             return [
-                row["id"] for row in rows if row["distance"] <= limits.SEARCH_MAX_COSINE_DISTANCE
+                (row["id"], row["distance"])
+                for row in rows
+                if row["distance"] <= limits.SEARCH_MAX_COSINE_DISTANCE
             ]
     rows = await conn.fetch(
         Q.search_vector_exact,
@@ -314,91 +271,53 @@ async def vector_arm(
         limits.SEARCH_MAX_COSINE_DISTANCE,
         wanted,
     )
-    return [row["id"] for row in rows]
+    return [(row["id"], row["distance"]) for row in rows]
 
 
 async def linked_entries(
-    conn: asyncpg.Connection, relevance: Mapping[UUID, float], filters: SearchFilters
-) -> dict[UUID, float]:
-    """The entries that share a rare identifier with the best of the candidates given
-    (`search_linked_entries`), each at `SEARCH_LINK_RELEVANCE` × the relevance of the candidate
-    it came from."""
-    ranked = sorted(relevance, key=lambda entry_id: (-relevance[entry_id], str(entry_id)))
-    seeds = ranked[: limits.SEARCH_LINK_SEEDS]
+    conn: asyncpg.Connection,
+    relevance: Mapping[UUID, float],
+    filters: SearchFilters,
+    scoped_rows: int,
+) -> dict[UUID, UUID]:
+    """The entries that share a rare identifier (`ranking.link_max_carriers` of the scope's
+    entries carry it at most) with the best of the candidates given (`ranking.link_seeds`),
+    each with the seed it came from."""
+    seeds = ranking.link_seeds(relevance)
     if not seeds:
         return {}
     rows = await conn.fetch(
         Q.search_linked_entries,
         seeds,
         *_filter_args(filters),
-        limits.SEARCH_LINK_MAX_SHARED,
+        ranking.link_max_carriers(scoped_rows),
         filters.limit,
     )
-    return {
-        row["id"]: limits.SEARCH_LINK_RELEVANCE * relevance[row["seed_id"]]
-        for row in rows
-        if row["id"] not in relevance
-    }
+    return {row["id"]: row["seed_id"] for row in rows if row["id"] not in relevance}
 
 
-async def _fused_hits(
+async def _ranked_hits(
     conn: asyncpg.Connection,
     query: str,
     filters: SearchFilters,
-    fused: Mapping[UUID, float],
+    relevance: Mapping[UUID, float],
     inputs: _PlanInputs,
 ) -> list[SearchHit]:
-    if not fused:
+    if not relevance:
         return []
-    rows = [
-        row
-        for row in await conn.fetch(Q.search_fetch_entries, list(fused), query, filters.as_of)
+    rows = {
+        row["id"]: row
+        for row in await conn.fetch(Q.search_fetch_entries, list(relevance), query, filters.as_of)
         if row["matches_query"] or not inputs.negated
-    ]
-    relevance = successors_inherit(
-        {row["id"]: fused[row["id"]] for row in rows},
-        {row["id"]: row["superseded_by"] for row in rows},
-    )
-    hits = [
-        SearchHit(
-            row=row,
-            score=combined_score(
-                relevance[row["id"]],
-                float(row["hours_since_access"]),
-                row["importance"],
-                filters.weights,
-            ),
-            relevance=relevance[row["id"]],
+    }
+    facts = {
+        entry_id: ranking.EntryFacts(
+            superseded_by=row["superseded_by"],
+            flagged=row["injection_risk"],
+            hours_since_access=float(row["hours_since_access"]),
+            importance=row["importance"],
         )
-        for row in rows
-    ]
-    hits.sort(key=lambda hit: (-hit.score, -hit.relevance, str(hit.row["id"])))
-    return successors_first(hits)[: filters.limit]
-
-
-def successors_first(hits: Sequence[SearchHit]) -> list[SearchHit]:
-    """The ranking with every superseded entry moved just below the entry that superseded it,
-    when both are candidates (issue 26: the current fact wins over the one it replaced, however
-    much closer the old wording is to the query). `superseded_by` is what accepting a
-    `supersedes` relation sets; an entry whose successor is not a candidate keeps its place.
-    """
-    candidates = {hit.entry_id for hit in hits}
-    placed: set[UUID] = set()
-    waiting: dict[UUID, list[SearchHit]] = {}  # successor id -> hits to place right after it
-    ranked: list[SearchHit] = []
-
-    def place(hit: SearchHit) -> None:
-        ranked.append(hit)
-        placed.add(hit.entry_id)
-        for follower in waiting.pop(hit.entry_id, []):
-            place(follower)
-
-    for hit in hits:
-        successor: UUID | None = hit.row["superseded_by"]
-        if successor in candidates and successor not in placed:
-            waiting.setdefault(successor, []).append(hit)
-        else:
-            place(hit)
-    # a cycle of supersessions (each accepted by someone) leaves its members waiting: keep them
-    ranked.extend(hit for hit in hits if hit.entry_id not in placed)
-    return ranked
+        for entry_id, row in rows.items()
+    }
+    ranked = ranking.rank(relevance, facts, filters.weights, filters.limit)
+    return [SearchHit(rows[hit.entry_id], hit.score, hit.relevance) for hit in ranked]

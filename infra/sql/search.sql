@@ -2,8 +2,9 @@
 -- full-text arm, each the top N candidates inside the scope and the filters, fused by
 -- reciprocal rank in `cairn/infra/repos/search.py`.
 --
--- Every arm repeats the same filter block, because a filter must run *inside* the arm (before
--- its LIMIT) or the arm returns fewer than N candidates. The block's parameters are:
+-- Every arm reads its candidates from `search_scope` (migration 0026: the filter written once,
+-- inlined by the planner), because a filter must run *inside* the arm (before its LIMIT) or the
+-- arm returns fewer than N candidates. Its parameters, $2..$10 of every arm, are:
 --   $2 diary ids (the scope), $3 tags (all required; '{}' = any), $4 excluded tags ('{}' =
 --   none), $5 entry types ('{}' = all), $6 exclude superseded, $7 exclude suspicious,
 --   $8 created before (NULL = open), $9 created after (NULL = open), $10 as of (NULL = now:
@@ -48,21 +49,8 @@ SELECT set_config('hnsw.ef_search', $1::integer::text, true)
 -- after its scan): the scope's vectors are read from the covering index of migration 0004
 -- (an index-only scan) and all compared.
 SELECT e.id, cosine_distance(e.embedding, $1) AS distance
-FROM diary_entries e
-WHERE e.diary_id = ANY($2::uuid[])
-  AND e.embedding IS NOT NULL
-  AND e.tags @> $3::text[]
-  AND NOT (e.tags && $4::text[])
-  AND (cardinality($5::text[]) = 0 OR e.entry_type = ANY($5::text[]))
-  AND (NOT $6::boolean OR CASE WHEN $10::timestamptz IS NULL
-        THEN e.superseded_by IS NULL AND NOT EXISTS (
-            SELECT 1 FROM entry_relations r
-            WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')
-        ELSE superseded_by_as_of(e.id, $10::timestamptz) IS NULL END)
-  AND (NOT $7::boolean OR NOT e.injection_risk)
-  AND ($8::timestamptz IS NULL OR e.created_at < $8::timestamptz)
-  AND ($9::timestamptz IS NULL OR e.created_at > $9::timestamptz)
-  AND ($10::timestamptz IS NULL OR e.created_at <= $10::timestamptz)
+FROM search_scope($2, $3, $4, $5, $6, $7, $8, $9, $10) e
+WHERE e.embedding IS NOT NULL
   AND cosine_distance(e.embedding, $1) <= $11::float8
 ORDER BY cosine_distance(e.embedding, $1), e.id
 LIMIT $12
@@ -73,20 +61,7 @@ LIMIT $12
 -- whether it got the $11 rows it asked for. The distance cut-off is applied by the caller too:
 -- inside this query it would be one more filter after the scan.
 SELECT e.id, e.embedding <=> $1 AS distance
-FROM diary_entries e
-WHERE e.diary_id = ANY($2::uuid[])
-  AND e.tags @> $3::text[]
-  AND NOT (e.tags && $4::text[])
-  AND (cardinality($5::text[]) = 0 OR e.entry_type = ANY($5::text[]))
-  AND (NOT $6::boolean OR CASE WHEN $10::timestamptz IS NULL
-        THEN e.superseded_by IS NULL AND NOT EXISTS (
-            SELECT 1 FROM entry_relations r
-            WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')
-        ELSE superseded_by_as_of(e.id, $10::timestamptz) IS NULL END)
-  AND (NOT $7::boolean OR NOT e.injection_risk)
-  AND ($8::timestamptz IS NULL OR e.created_at < $8::timestamptz)
-  AND ($9::timestamptz IS NULL OR e.created_at > $9::timestamptz)
-  AND ($10::timestamptz IS NULL OR e.created_at <= $10::timestamptz)
+FROM search_scope($2, $3, $4, $5, $6, $7, $8, $9, $10) e
 ORDER BY e.embedding <=> $1
 LIMIT $11
 
@@ -94,21 +69,9 @@ LIMIT $11
 -- The best full-text matches inside the scope: `websearch_to_tsquery` (quotes, `or`, `-word`)
 -- over the generated `tsv` (GIN index), ranked by `ts_rank`.
 SELECT e.id
-FROM diary_entries e, websearch_to_tsquery('english', $1) AS q
+FROM search_scope($2, $3, $4, $5, $6, $7, $8, $9, $10) e,
+     websearch_to_tsquery('english', $1) AS q
 WHERE e.tsv @@ q
-  AND e.diary_id = ANY($2::uuid[])
-  AND e.tags @> $3::text[]
-  AND NOT (e.tags && $4::text[])
-  AND (cardinality($5::text[]) = 0 OR e.entry_type = ANY($5::text[]))
-  AND (NOT $6::boolean OR CASE WHEN $10::timestamptz IS NULL
-        THEN e.superseded_by IS NULL AND NOT EXISTS (
-            SELECT 1 FROM entry_relations r
-            WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')
-        ELSE superseded_by_as_of(e.id, $10::timestamptz) IS NULL END)
-  AND (NOT $7::boolean OR NOT e.injection_risk)
-  AND ($8::timestamptz IS NULL OR e.created_at < $8::timestamptz)
-  AND ($9::timestamptz IS NULL OR e.created_at > $9::timestamptz)
-  AND ($10::timestamptz IS NULL OR e.created_at <= $10::timestamptz)
 ORDER BY ts_rank(e.tsv, q) DESC, e.id
 LIMIT $11
 
@@ -142,7 +105,8 @@ WHERE e.id = ANY($1::uuid[])
 -- Entries that share a rare identifier with the seeds ($1, the best fused candidates): a lexeme
 -- of a seed's `tsv` with three digits in a row (a ticket, an error code, a run id, a commit:
 -- the parser splits `OPS-2697` into `op` and `-2697`) that at most $11 entries of the scope
--- carry, so that `03:10` or `128 GPUs` link nothing. A follow-up written as "closed OPS-2697"
+-- carry (`schemas.ranking.link_max_carriers`), so that `03:10`, `128 GPUs` or a project prefix
+-- in every title link nothing. A follow-up written as "closed OPS-2697"
 -- shares no other word with the question its incident answers. Each lexeme is quoted into a
 -- tsquery only after the pattern has ruled out every character but [a-z0-9._-]. Returns each
 -- linked entry (in scope, passing the filters $2..$10 of the arms, not a seed) with the first
@@ -163,20 +127,7 @@ WITH identifiers AS (
 )
 SELECT DISTINCT ON (e.id) e.id, link.seed_id
 FROM rare link
-JOIN diary_entries e ON e.tsv @@ link.q
+JOIN search_scope($2, $3, $4, $5, $6, $7, $8, $9, $10) e ON e.tsv @@ link.q
 WHERE NOT e.id = ANY($1::uuid[])
-  AND e.diary_id = ANY($2::uuid[])
-  AND e.tags @> $3::text[]
-  AND NOT (e.tags && $4::text[])
-  AND (cardinality($5::text[]) = 0 OR e.entry_type = ANY($5::text[]))
-  AND (NOT $6::boolean OR CASE WHEN $10::timestamptz IS NULL
-        THEN e.superseded_by IS NULL AND NOT EXISTS (
-            SELECT 1 FROM entry_relations r
-            WHERE r.target_id = e.id AND r.relation = 'supersedes' AND r.status = 'accepted')
-        ELSE superseded_by_as_of(e.id, $10::timestamptz) IS NULL END)
-  AND (NOT $7::boolean OR NOT e.injection_risk)
-  AND ($8::timestamptz IS NULL OR e.created_at < $8::timestamptz)
-  AND ($9::timestamptz IS NULL OR e.created_at > $9::timestamptz)
-  AND ($10::timestamptz IS NULL OR e.created_at <= $10::timestamptz)
 ORDER BY e.id, array_position($1::uuid[], link.seed_id)
 LIMIT $12

@@ -170,7 +170,7 @@ async def test_the_schema_and_hybrid_search_work_on_postgresql_16_with_pgvector_
     scope = SearchFilters(diary_ids=(seeded.diary,), limit=10)
     async with pool.acquire() as conn, conn.transaction(readonly=True):
         nearest = await vector_arm(conn, vector, scope, VectorPlan("hnsw", ef_search=400))
-    assert nearest[0] == seeded.target
+    assert nearest[0][0] == seeded.target
 
 
 # --- an old data directory --------------------------------------------------------------------

@@ -24,7 +24,7 @@ from infra.db import Q, create_pool
 from infra.embeddings import OnnxEmbedder
 from infra.repos import search as search_repo
 from infra.repos.search import SearchOutcome, SearchRepo, VectorPlan, choose_vector_plan
-from schemas import limits
+from schemas import limits, ranking
 from schemas.embedding import SearchFilters, SearchWeights
 from schemas.kernel.embedding_text import entry_embedding_text
 
@@ -307,7 +307,7 @@ async def test_a_superseded_entry_ranks_just_below_its_successor(
     query = "signing keys for tokens rotate once a year"  # the old policy's very words
     outcome = await search(repo, embedder, query, SearchFilters(diary_ids=(rows.main,)))
     old, current = rows.id_of("superseded-policy"), rows.id_of("current-policy")
-    fused = search_repo.reciprocal_rank_fusion(outcome.vector_ids, outcome.fulltext_ids)
+    fused = ranking.fuse(outcome.vector, outcome.fulltext_ids)
     assert fused[old] > fused[current]  # by relevance alone the old policy would win
     ranked = ids_of(outcome)
     assert ranked.index(old) == ranked.index(current) + 1
@@ -316,45 +316,6 @@ async def test_a_superseded_entry_ranks_just_below_its_successor(
     by_id = {hit.entry_id: hit for hit in outcome.hits}
     assert by_id[current].relevance == pytest.approx(fused[old])
     assert ranked.index(current) == min(ranked.index(old), ranked.index(current))
-
-
-def test_successors_inherit_the_best_relevance_down_a_chain() -> None:
-    a, b, c, d, e = (uuid.uuid4() for _ in range(5))
-    # a ← superseded by b ← superseded by c; d's successor e is more relevant already
-    relevance = {a: 0.9, b: 0.2, c: 0.1, d: 0.3, e: 0.8}
-    superseded_by = {a: b, b: c, c: None, d: e, e: None}
-    assert search_repo.successors_inherit(relevance, superseded_by) == {
-        a: 0.9, b: 0.9, c: 0.9, d: 0.3, e: 0.8
-    }  # fmt: skip
-    # a successor that is not a candidate gains nothing; a cycle settles
-    assert search_repo.successors_inherit({a: 0.5}, {a: b}) == {a: 0.5}
-    assert search_repo.successors_inherit({a: 0.5, b: 0.1}, {a: b, b: a}) == {a: 0.5, b: 0.5}
-
-
-def test_fusion_weighs_a_full_text_match_above_a_vector_match_of_the_same_rank() -> None:
-    both, text_only, vector_only = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
-    fused = search_repo.reciprocal_rank_fusion([both, vector_only], [both, text_only])
-    assert fused[both] == pytest.approx(1.0)  # first in both arms
-    assert fused[text_only] > fused[vector_only]
-
-
-def hit(entry_id: uuid.UUID, successor: uuid.UUID | None = None) -> search_repo.SearchHit:
-    return search_repo.SearchHit(
-        row={"id": entry_id, "superseded_by": successor}, score=0.0, relevance=0.0
-    )
-
-
-def test_successors_first_moves_each_superseded_hit_below_its_successor() -> None:
-    a, b, c, d, e = (uuid.uuid4() for _ in range(5))
-    absent = uuid.uuid4()
-    # a ← superseded by c ← superseded by d; b's successor is not a candidate; e is plain
-    hits = [hit(a, c), hit(b, absent), hit(c, d), hit(e), hit(d)]
-    ranked = [h.entry_id for h in search_repo.successors_first(hits)]
-    assert ranked == [b, e, d, c, a]
-    # a successor already above keeps the order; a cycle loses no hit
-    assert [h.entry_id for h in search_repo.successors_first([hit(d), hit(c, d)])] == [d, c]
-    cycle = search_repo.successors_first([hit(a, b), hit(b, a), hit(e)])
-    assert [h.entry_id for h in cycle] == [e, a, b]
 
 
 async def test_mode_runs_one_arm_alone(
@@ -632,13 +593,14 @@ async def test_a_short_hnsw_answer_falls_back_to_exact(
     finally:
         await pool.close()
     assert len(raw) < 3  # the post-filtered HNSW scan lost rows of the scope
-    assert set(arm) <= set(rows.other_ids) and len(arm) >= 1
+    arm_ids = [entry_id for entry_id, _ in arm]
+    assert set(arm_ids) <= set(rows.other_ids) and len(arm_ids) >= 1
     within = [
         copy_id
         for copy_id, index in zip(rows.other_ids, (0, 20, 40), strict=True)
         if 1 - rows.vectors[index] @ query <= limits.SEARCH_MAX_COSINE_DISTANCE
     ]
-    assert set(arm) == set(within)
+    assert set(arm_ids) == set(within)
 
 
 async def test_the_exact_statement_avoids_the_hnsw_index_and_the_other_uses_it(

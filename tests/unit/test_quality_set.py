@@ -60,6 +60,19 @@ def test_counts_and_split(qs: QualitySet) -> None:
     assert len({q.text for q in qs.queries}) == len(qs.queries)
 
 
+def test_unanswerable_queries_have_no_answer_in_their_diary(qs: QualitySet) -> None:
+    """Ten per diary, half in each split, and no entry of the diary holds every content word
+    of one (so neither arm has an answer to find; any result is a wrong one)."""
+    assert Counter(q.diary for q in qs.unanswerable) == {diary: 10 for diary in qs.diaries}
+    assert Counter(q.split for q in qs.unanswerable) == {"tune": 20, "heldout": 20}
+    for query in qs.unanswerable:
+        assert query.judgments == {} and query.category == "unanswerable"
+        wanted = content_words(query.text)
+        for entry in (e for e in qs.entries if e.diary == query.diary):
+            words = content_words(f"{entry.title or ''} {entry.content} {' '.join(entry.tags)}")
+            assert not wanted <= words, (query.text, entry.key)
+
+
 def test_every_judgment_names_an_entry_and_every_query_has_a_relevant_one(qs: QualitySet) -> None:
     by_key = {e.key: e for e in qs.entries}
     for query in qs.queries:
