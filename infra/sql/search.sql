@@ -2,7 +2,7 @@
 -- full-text arm, each the top N candidates inside the scope and the filters, fused by
 -- reciprocal rank in `cairn/infra/repos/search.py`.
 --
--- Every arm reads its candidates from `search_scope` (migration 0026: the filter written once,
+-- Every arm reads its candidates from `search_scope` (migration 0027: the filter written once,
 -- inlined by the planner), because a filter must run *inside* the arm (before its LIMIT) or the
 -- arm returns fewer than N candidates. Its parameters, $2..$10 of every arm, are:
 --   $2 diary ids (the scope), $3 tags (all required; '{}' = any), $4 excluded tags ('{}' =
