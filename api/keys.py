@@ -70,8 +70,6 @@ CSRF_TOKEN = web.RequestKey("csrf_token", str)
 PAGE_STARTED = web.RequestKey("page_started", float)
 # the validated body, query and path (`api.endpoint.Parsed`), for the request's fingerprint
 PARSED = web.RequestKey("parsed", object)
-# the workflow this request starts is named by its Idempotency-Key (`api.idempotency`)
-KEYED_RUN = web.RequestKey("keyed_run", bool)
 # the CID of a raw (file) body, set by a route that reads one: part of its request fingerprint
 RAW_BODY_CID = web.RequestKey("raw_body_cid", str)
 RATE_QUOTA = web.RequestKey("rate_quota", object)
