@@ -20,6 +20,7 @@ from infra.payload_codec import PayloadEncryption
 from infra.permissions import PermissionEngine
 from infra.s3 import BlobStore
 from infra.settings import Settings
+from infra.task_changes import PolledTaskChanges, TaskChanges
 
 if TYPE_CHECKING:  # onnxruntime is imported only where the model is loaded
     from infra.embeddings import OnnxEmbedder
@@ -40,6 +41,8 @@ BLOBS = web.AppKey("blobs", BlobStore)
 EMBEDDER: web.AppKey[OnnxEmbedder | None] = web.AppKey("embedder")
 # The one writable pool of the API: append-only task messages (routes/tasks.py), nothing else.
 MESSAGE_WRITER = web.AppKey("message_writer", asyncpg.Pool)
+# Wake-ups on a task's changes, for A2A streams (infra/task_changes.py).
+TASK_CHANGES: web.AppKey[TaskChanges | PolledTaskChanges] = web.AppKey("task_changes")
 # The diary map's projections, per diary version (api/map_cache.py).
 MAP_CACHE = web.AppKey("map_cache", MapCache)
 
