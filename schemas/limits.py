@@ -268,8 +268,6 @@ TASK_MESSAGES_PAGE: Final = PageSize(200, 200)
 # behind a transaction pooler, where no session LISTENs for the task's changes
 # (infra/task_changes.py); elsewhere it reads when the task changes
 A2A_STREAM_POLL_SEC: Final = 0.5
-# the longest an A2A event stream stays silent: then an SSE comment (as sse-starlette's ping)
-A2A_STREAM_KEEPALIVE_SEC: Final = 15
 ARTIFACTS_PAGE: Final = PageSize(50, 100)
 AGENT_KEYS_PAGE: Final = PageSize(20, 100)
 SIGNING_REQUESTS_PAGE: Final = PageSize(20, 100)

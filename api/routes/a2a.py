@@ -187,32 +187,47 @@ async def _stream(request: web.Request, replies: AsyncIterator[Reply]) -> web.St
     cancel the handler: the write fails), which ends the stream and its watch of the task."""
     out = web.StreamResponse(headers=STREAM_HEADERS)
     await out.prepare(request)
-    queue: asyncio.Queue[Reply | None] = asyncio.Queue(maxsize=1)
+    queue: asyncio.Queue[Reply | Exception | None] = asyncio.Queue(maxsize=1)
 
     async def produce() -> None:
-        async for reply in replies:
-            await queue.put(reply)
+        try:
+            async for reply in replies:
+                await queue.put(reply)
+        except Exception as failure:  # the writer raises it: the request's own failure
+            await queue.put(failure)
+            return
         await queue.put(None)
 
     producer = asyncio.create_task(produce())
+    keep_alive_s = request.app[keys.SETTINGS].a2a_stream_keepalive_s
     try:
-        while True:
-            try:
-                async with asyncio.timeout(limits.A2A_STREAM_KEEPALIVE_SEC):
-                    reply = await queue.get()
-            except TimeoutError:
-                await out.write(b": keep-alive\r\n\r\n")
-                continue
-            if reply is None:
-                break
+        while (reply := await _next_or_keep_alive(queue, out, keep_alive_s)) is not None:
             await out.write(_event(reply))
-        await producer  # its failure, if any, is this request's
+    except ConnectionResetError:
+        return out  # the client left; the stream and its watch end below
     finally:
         producer.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await producer
     await out.write_eof()
     return out
+
+
+async def _next_or_keep_alive(
+    queue: asyncio.Queue[Reply | Exception | None], out: web.StreamResponse, keep_alive_s: float
+) -> Reply | None:
+    """The stream's next reply (None at its end), writing a keep-alive comment for each quiet
+    `SERVICE_A2A_STREAM_KEEPALIVE_S`."""
+    while True:
+        try:
+            async with asyncio.timeout(keep_alive_s):
+                found = await queue.get()
+        except TimeoutError:
+            await out.write(b": keep-alive\r\n\r\n")
+            continue
+        if isinstance(found, Exception):
+            raise found
+        return found
 
 
 def _event(reply: Reply) -> bytes:
