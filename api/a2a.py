@@ -1,4 +1,8 @@
-"""The task queue over A2A v1.0 (`a2a-sdk`): a third door to the same routes.
+"""The task queue over A2A v1.0 (`a2a-sdk`'s types): a third door to the same routes.
+
+JSON-RPC is answered here on aiohttp (`dispatch`): the SDK's own dispatcher is a Starlette
+handler, and the process runs one web framework; the SDK's protobuf types, error classes and
+`build_error_response` give the wire format. docs/a2a-internals.md says what was kept of it.
 
 Every A2A operation runs the REST route that does the same thing through `api.endpoint.invoke`,
 so permissions, scopes, rate limits, validation and idempotency are the routes' own, and the
@@ -13,9 +17,14 @@ attempt workflow stays the one state machine:
 - `GetTask` is `GET /tasks/{id}` (+ attempts and the last attempt's messages as history),
   `ListTasks` is `GET /tasks` of the team (the header, or the request's `tenant`),
   `CancelTask` is `POST /tasks/{id}/cancel`.
-- `SubscribeToTask` and the stream of `SendStreamingMessage` read the same rows as the REST
-  reads after one visibility check, until the task ends: a status event per state change and
-  per attempt message, then the output as artifacts.
+- `SubscribeToTask` and the stream of `SendStreamingMessage` show the rows of the task that
+  `GET /tasks/{id}` let the caller see (`TaskRows`, read by the route layer), until the task
+  ends: a status event per state change and per attempt message, then the output as
+  artifacts. The stream reads again when the task changes (`TaskRows.changes`), not on a clock.
+
+A refusal of the caller (401, 403, 429) is answered over HTTP as the route's problem: `dispatch`
+returns it as a `Refused` value. Every other refusal is a JSON-RPC error with the problem in
+its `data`.
 
 States: queued is `submitted`; dispatched and running are `working`; completed, failed and
 cancelled are theirs; expired is `failed` (nobody took it in time). The completed attempt's
@@ -25,16 +34,14 @@ and the executor's agent id in its metadata; a freeform output's own artifacts f
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator, Mapping
-from typing import Any, Final
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
 from uuid import UUID
 
-from a2a.server.context import ServerCallContext
-from a2a.server.events.event_queue import Event
-from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.server.request_handlers.response_helpers import build_error_response
 from a2a.types.a2a_pb2 import (
-    AgentCard,
     Artifact,
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
@@ -42,13 +49,13 @@ from a2a.types.a2a_pb2 import (
     GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
     ListTaskPushNotificationConfigsRequest,
-    ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     ListTasksResponse,
     Message,
     Part,
     Role,
     SendMessageRequest,
+    SendMessageResponse,
     SubscribeToTaskRequest,
     Task,
     TaskArtifactUpdateEvent,
@@ -57,35 +64,39 @@ from a2a.types.a2a_pb2 import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from a2a.utils import constants
 from a2a.utils.errors import (
     A2AError,
     ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
+    InvalidRequestError,
+    MethodNotFoundError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
+    VersionNotSupportedError,
 )
+from a2a.utils.proto_utils import to_stream_response
 from aiohttp import web
 from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.message import Message as ProtoMessage
 from google.protobuf.struct_pb2 import Struct, Value
 from google.protobuf.timestamp_pb2 import Timestamp
+from jsonrpc.jsonrpc2 import JSONRPC20Request, JSONRPC20Response
 
-from api import keys
 from api.endpoint import invoke
 from api.headers import IDEMPOTENCY_HEADER, TEAM_HEADER
 from api.routes import task_attempts, tasks
-from infra.repos import task_reads
-from schemas import limits
 from schemas.errors import DomainError
 from schemas.kernel.task_types import DEFAULT_TASK_TYPE
 from schemas.task_api import Task as CairnTask
 from schemas.task_api import TaskAttempt, TaskMessage
 from schemas.tasks import TERMINAL_TASK_STATUSES
 
-REQUEST: Final = "cairn.request"  # the aiohttp request, in the call context's state
-REFUSALS: Final = "cairn.refusals"  # 401/403/429 the route answers as problem+json over HTTP
 HTTP_REFUSALS: Final = frozenset({401, 403, 429})
+Reply = dict[str, Any]  # one JSON-RPC response object
+Event = Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
 
 STATES: Final[Mapping[str, TaskState]] = {
     "queued": TaskState.TASK_STATE_SUBMITTED,
@@ -102,134 +113,252 @@ STATUSES: Final[Mapping[TaskState, list[str]]] = {
 }
 
 
-class CairnRequestHandler(RequestHandler):
-    """A2A operations as calls of the task routes (see the module docstring)."""
+class TaskRows(Protocol):
+    """The rows of one task A2A shows, read by the route layer (`api/routes/a2a.py`) for a
+    caller `GET /tasks/{id}` already let see the task."""
 
-    async def on_message_send(
-        self, params: SendMessageRequest, context: ServerCallContext
-    ) -> Task | Message:
-        task = await _create(params, context)
-        return await _a2a_task(_request(context), task, history=0)
+    async def task(self, task_id: UUID) -> CairnTask | None: ...
 
-    async def on_message_send_stream(
-        self, params: SendMessageRequest, context: ServerCallContext
-    ) -> AsyncGenerator[Event]:
-        task = await _create(params, context)
-        async for event in _follow(_request(context), task):
-            yield event
+    async def attempts(self, task_id: UUID) -> list[TaskAttempt]: ...
 
-    async def on_subscribe_to_task(
-        self, params: SubscribeToTaskRequest, context: ServerCallContext
-    ) -> AsyncGenerator[Event]:
-        task = await _get(context, params.id)
-        async for event in _follow(_request(context), task):
-            yield event
+    async def messages(self, attempt: TaskAttempt, after_seq: int) -> list[TaskMessage]: ...
 
-    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
-        task = await _get(context, params.id)
-        history = params.history_length if params.HasField("history_length") else None
-        return await _a2a_task(_request(context), task, history=history)
+    def changes(self, task_id: UUID) -> contextlib.AbstractAsyncContextManager[Changes]: ...
 
-    async def on_list_tasks(
-        self, params: ListTasksRequest, context: ServerCallContext
-    ) -> ListTasksResponse:
-        request = _request(context)
-        query: dict[str, Any] = {}
-        if params.page_size:
-            query["limit"] = params.page_size
-        if params.page_token:
-            query["cursor"] = params.page_token
-        if params.status:
-            query["statuses"] = STATUSES.get(params.status, [])
-        if params.context_id:
-            query["correlationId"] = params.context_id
-        # the team: the x-service-team-id header, or the request's A2A `tenant`
-        headers = {TEAM_HEADER: params.tenant} if params.tenant else {}
-        listing = await _call(context, tasks.list_tasks, query=query, headers=headers)
-        found = [await _a2a_task(request, t, history=0) for t in listing.items]
-        return ListTasksResponse(
-            tasks=found,
-            next_page_token=listing.nextCursor or "",
-            page_size=len(found),
-            total_size=len(found),
+
+class Changes(Protocol):
+    """Wake-ups on a task's changes (a status, an attempt, a message), from the first read on."""
+
+    async def next(self) -> None:
+        """Return once the task changed since the last call (or since the watch began)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One A2A call: the HTTP request it came in (unread: each route runs on a clone of it) and
+    the route layer's reader of task rows."""
+
+    request: web.Request
+    rows: TaskRows
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The caller is refused (401, 403, 429): HTTP answers the route's problem, as for REST."""
+
+    problem: DomainError
+
+
+Answer = Reply | AsyncIterator[Reply] | Refused
+
+
+# --- JSON-RPC -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Method:
+    params: type[ProtoMessage]
+    run: Callable[[Call, Any], Any]  # a result, or the events of a stream (`streams`)
+    streams: bool = False
+
+
+async def dispatch(call: Call, body: Mapping[str, Any]) -> Answer:
+    """The answer to one JSON-RPC request object: a response, a stream of them (the two
+    streaming methods; its first event already read, so a refusal comes before the stream
+    opens), or the caller's refusal."""
+    request_id = _request_id(body)
+    try:
+        method, params = _parsed(body)
+        _check_version(call.request)
+        if method.streams:
+            events: AsyncIterator[Event] = method.run(call, params)
+            first = await anext(events)
+            return _replies(request_id, first, events)
+        result = await method.run(call, params)
+        return JSONRPC20Response(result=result, _id=request_id).data  # type: ignore[no-any-return]
+    except DomainError as refused:
+        if refused.status in HTTP_REFUSALS:
+            return Refused(refused)
+        return build_error_response(request_id, _a2a_error(refused))
+    except A2AError as error:
+        return build_error_response(request_id, error)
+
+
+def _request_id(body: Mapping[str, Any]) -> str | int | None:
+    found = body.get("id")
+    # a bool is an int to Python, not to JSON-RPC
+    return found if isinstance(found, str | int) and not isinstance(found, bool) else None
+
+
+def _parsed(body: Mapping[str, Any]) -> tuple[_Method, Any]:
+    """The method and its params; JSON-RPC's own errors for a request it cannot run."""
+    try:
+        base = JSONRPC20Request.from_data(dict(body))
+    except Exception as exc:  # the library's refusals are plain exceptions
+        raise InvalidRequestError(data={"parseError": str(exc)}) from None
+    if body.get("jsonrpc") != "2.0" or isinstance(body.get("id"), bool) or not base.method:
+        raise InvalidRequestError(
+            message='A JSON-RPC request has "jsonrpc": "2.0", a method and no boolean id'
+        )
+    method = METHODS.get(base.method)
+    if method is None:
+        raise MethodNotFoundError()
+    try:
+        params = ParseDict(body.get("params", {}), method.params(), ignore_unknown_fields=True)
+    except Exception as exc:  # protobuf's ParseError and its TypeErrors alike
+        raise InvalidParamsError(data={"parseError": str(exc)}) from None
+    return method, params
+
+
+def _check_version(request: web.Request) -> None:
+    """A2A 1.x only: no `A2A-Version` header means 0.3, which this server does not speak."""
+    version = request.headers.get(constants.VERSION_HEADER) or constants.PROTOCOL_VERSION_0_3
+    if version.split(".")[0] != constants.PROTOCOL_VERSION_1_0.split(".")[0]:
+        raise VersionNotSupportedError(
+            message=f"A2A version '{version}' is not supported. "
+            f"Expected version '{constants.PROTOCOL_VERSION_1_0}'."
         )
 
-    async def on_cancel_task(
-        self, params: CancelTaskRequest, context: ServerCallContext
-    ) -> Task | None:
-        reason = _metadata(params.metadata).get("reason") or "cancelled over A2A"
-        task = await _call(
-            context,
-            task_attempts.cancel_task,
-            path={"id": _task_id(params.id)},
-            body={"reason": str(reason)},
-            conflict=TaskNotCancelableError,
-        )
-        return await _a2a_task(_request(context), task, history=0)
 
-    async def on_create_task_push_notification_config(
-        self, params: TaskPushNotificationConfig, context: ServerCallContext
-    ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError
+async def _replies(
+    request_id: str | int | None, first: Event, events: AsyncIterator[Event]
+) -> AsyncIterator[Reply]:
+    """A stream's events as JSON-RPC responses; a refusal on the way is its last one."""
 
-    async def on_get_task_push_notification_config(
-        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
-    ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError
+    def reply(event: Event) -> Reply:
+        result = MessageToDict(to_stream_response(event), preserving_proto_field_name=False)
+        return JSONRPC20Response(result=result, _id=request_id).data  # type: ignore[no-any-return]
 
-    async def on_list_task_push_notification_configs(
-        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
-    ) -> ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError
+    yield reply(first)
+    try:
+        async for event in events:
+            yield reply(event)
+    except DomainError as refused:
+        yield build_error_response(request_id, _a2a_error(refused))
+    except A2AError as error:
+        yield build_error_response(request_id, error)
 
-    async def on_delete_task_push_notification_config(
-        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
-    ) -> None:
-        raise PushNotificationNotSupportedError
 
-    async def on_get_extended_agent_card(
-        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
-    ) -> AgentCard:
-        raise ExtendedAgentCardNotConfiguredError
+# --- the operations -----------------------------------------------------------------------------
+
+
+async def _send(call: Call, params: SendMessageRequest) -> Any:
+    task = await _create(call, params)
+    return MessageToDict(SendMessageResponse(task=await _a2a_task(call, task, history=0)))
+
+
+async def _send_streaming(call: Call, params: SendMessageRequest) -> AsyncIterator[Event]:
+    task = await _create(call, params)
+    async for event in _follow(call, task):
+        yield event
+
+
+async def _subscribe(call: Call, params: SubscribeToTaskRequest) -> AsyncIterator[Event]:
+    task = await _get(call, params.id)
+    async for event in _follow(call, task):
+        yield event
+
+
+async def _get_task(call: Call, params: GetTaskRequest) -> Any:
+    task = await _get(call, params.id)
+    history = params.history_length if params.HasField("history_length") else None
+    return MessageToDict(await _a2a_task(call, task, history=history))
+
+
+async def _list_tasks(call: Call, params: ListTasksRequest) -> Any:
+    query: dict[str, Any] = {}
+    if params.page_size:
+        query["limit"] = params.page_size
+    if params.page_token:
+        query["cursor"] = params.page_token
+    if params.status:
+        query["statuses"] = STATUSES.get(params.status, [])
+    if params.context_id:
+        query["correlationId"] = params.context_id
+    # the team: the x-service-team-id header, or the request's A2A `tenant`
+    headers = {TEAM_HEADER: params.tenant} if params.tenant else {}
+    listing = await _call(call, tasks.list_tasks, query=query, headers=headers)
+    found = [await _a2a_task(call, t, history=0) for t in listing.items]
+    response = ListTasksResponse(
+        tasks=found,
+        next_page_token=listing.nextCursor or "",
+        page_size=len(found),
+        total_size=len(found),
+    )
+    result = MessageToDict(
+        response, preserving_proto_field_name=False, always_print_fields_with_no_presence=True
+    )
+    if not params.include_artifacts:
+        for task in result["tasks"]:
+            task.pop("artifacts", None)
+    return result
+
+
+async def _cancel_task(call: Call, params: CancelTaskRequest) -> Any:
+    reason = _metadata(params.metadata).get("reason") or "cancelled over A2A"
+    task = await _call(
+        call,
+        task_attempts.cancel_task,
+        path={"id": _task_id(params.id)},
+        body={"reason": str(reason)},
+        conflict=TaskNotCancelableError,
+    )
+    return MessageToDict(await _a2a_task(call, task, history=0))
+
+
+async def _no_push(call: Call, params: Any) -> Any:
+    raise PushNotificationNotSupportedError
+
+
+async def _no_extended_card(call: Call, params: Any) -> Any:
+    raise ExtendedAgentCardNotConfiguredError
+
+
+METHODS: Final[Mapping[str, _Method]] = {
+    "SendMessage": _Method(SendMessageRequest, _send),
+    "SendStreamingMessage": _Method(SendMessageRequest, _send_streaming, streams=True),
+    "GetTask": _Method(GetTaskRequest, _get_task),
+    "ListTasks": _Method(ListTasksRequest, _list_tasks),
+    "CancelTask": _Method(CancelTaskRequest, _cancel_task),
+    "SubscribeToTask": _Method(SubscribeToTaskRequest, _subscribe, streams=True),
+    "GetExtendedAgentCard": _Method(GetExtendedAgentCardRequest, _no_extended_card),
+    "CreateTaskPushNotificationConfig": _Method(TaskPushNotificationConfig, _no_push),
+    "GetTaskPushNotificationConfig": _Method(GetTaskPushNotificationConfigRequest, _no_push),
+    "ListTaskPushNotificationConfigs": _Method(ListTaskPushNotificationConfigsRequest, _no_push),
+    "DeleteTaskPushNotificationConfig": _Method(DeleteTaskPushNotificationConfigRequest, _no_push),
+}
 
 
 # --- calls of the routes --------------------------------------------------------------------
 
 
-def _request(context: ServerCallContext) -> web.Request:
-    request = context.state[REQUEST]
-    assert isinstance(request, web.Request)
-    return request
-
-
 async def _call(
-    context: ServerCallContext,
+    call: Call,
     handler: Any,
     *,
     conflict: type[A2AError] = InvalidParamsError,
     missing: type[A2AError] = TaskNotFoundError,
     **parts: Any,
 ) -> Any:
-    """Run a route; its refusal as the A2A error that says the same (see `_a2a_error`)."""
+    """Run a route; its refusal as the A2A error that says the same (`_a2a_error`), a refusal
+    of the caller as it is (HTTP answers it)."""
     try:
-        return await invoke(_request(context), handler, **parts)
+        return await invoke(call.request, handler, **parts)
     except DomainError as exc:
-        raise _a2a_error(context, exc, conflict=conflict, missing=missing) from None
+        if exc.status in HTTP_REFUSALS:
+            raise
+        raise _a2a_error(exc, conflict=conflict, missing=missing) from None
 
 
 def _a2a_error(
-    context: ServerCallContext,
     exc: DomainError,
     *,
-    conflict: type[A2AError],
-    missing: type[A2AError],
+    conflict: type[A2AError] = InvalidParamsError,
+    missing: type[A2AError] = TaskNotFoundError,
 ) -> A2AError:
     """400 is invalid params, 404 the operation's not-found, 409 its conflict; the problem rides
-    along as `data`. 401, 403 and 429 are left to HTTP: the route answers them as problems."""
+    along as `data`."""
     data = {"problem": exc.to_problem().model_dump(mode="json", exclude_none=True)}
-    if exc.status in HTTP_REFUSALS:
-        context.state[REFUSALS].append(exc)
-        return InternalError(exc.detail)
     by_status: dict[int, type[A2AError]] = {400: InvalidParamsError, 404: missing, 409: conflict}
     return by_status.get(exc.status, InternalError)(exc.detail, data=data)
 
@@ -240,12 +369,12 @@ def _task_id(value: str) -> str:
     return value
 
 
-async def _get(context: ServerCallContext, task_id: str) -> CairnTask:
-    task: CairnTask = await _call(context, tasks.get_task, path={"id": _task_id(task_id)})
+async def _get(call: Call, task_id: str) -> CairnTask:
+    task: CairnTask = await _call(call, tasks.get_task, path={"id": _task_id(task_id)})
     return task
 
 
-async def _create(params: SendMessageRequest, context: ServerCallContext) -> CairnTask:
+async def _create(call: Call, params: SendMessageRequest) -> CairnTask:
     """`POST /tasks` for a message, keyed by its id."""
     message = params.message
     meta = {**_metadata(params.metadata), **_metadata(message.metadata)}
@@ -254,19 +383,19 @@ async def _create(params: SendMessageRequest, context: ServerCallContext) -> Cai
         raise InvalidParamsError(
             "The message metadata needs diaryId: the task's provenance diary (SPEC 4.5)"
         )
-    request = _request(context)
-    team_id = meta.get("teamId") or request.headers.get(TEAM_HEADER)
+    sent_team = call.request.headers.get(TEAM_HEADER)
+    team_id = meta.get("teamId") or sent_team
     if not team_id:
         raise InvalidParamsError(f"Name the team in the {TEAM_HEADER} header or metadata teamId")
     body: dict[str, Any] = {"teamId": team_id, "diaryId": diary_id, **_task_of(message)}
     if _is_uuid(message.context_id):
         body.setdefault("correlationId", message.context_id)
     # a header naming another team than teamId stays, for the route's 400 `team-mismatch`
-    headers = {} if request.headers.get(TEAM_HEADER) else {TEAM_HEADER: str(team_id)}
+    headers = {} if sent_team else {TEAM_HEADER: str(team_id)}
     if message.message_id:
         headers[IDEMPOTENCY_HEADER] = message.message_id
     task: CairnTask = await _call(
-        context, tasks.create_task, body=body, headers=headers, missing=InvalidParamsError
+        call, tasks.create_task, body=body, headers=headers, missing=InvalidParamsError
     )
     return task
 
@@ -300,14 +429,11 @@ def _metadata(struct: Struct) -> dict[str, Any]:
 # --- our task as A2A's ------------------------------------------------------------------------
 
 
-async def _a2a_task(request: web.Request, task: CairnTask, *, history: int | None) -> Task:
-    pool = request.app[keys.READ_POOL]
-    attempts = await task_reads.list_attempts(pool, task.id)
+async def _a2a_task(call: Call, task: CairnTask, *, history: int | None) -> Task:
+    attempts = await call.rows.attempts(task.id)
     messages: list[TaskMessage] = []
     if attempts and history != 0:
-        messages = await task_reads.list_messages(
-            pool, _ref(attempts[-1]), 0, limits.TASK_MESSAGES_PAGE.max
-        )
+        messages = await call.rows.messages(attempts[-1], 0)
         if history is not None:
             messages = messages[-history:]
     return Task(
@@ -402,49 +528,38 @@ def _value(value: Any) -> Value:
 # --- following a task -------------------------------------------------------------------------
 
 
-async def _follow(request: web.Request, task: CairnTask) -> AsyncGenerator[Event]:
+async def _follow(call: Call, task: CairnTask) -> AsyncIterator[Event]:
     """The task, then a status event per change and per attempt message, then its artifacts and
-    the final status. Reads the rows the REST reads read; the caller was checked once."""
-    pool = request.app[keys.READ_POOL]
-    yield await _a2a_task(request, task, history=0)
-    status, seen = task.status, {0: 0}
-    while True:
-        current = await task_reads.get_task(pool, task.id)
-        if current is None:
-            raise TaskNotFoundError
-        for attempt in await task_reads.list_attempts(pool, task.id):
-            after = seen.get(attempt.attemptN, 0)
-            for message in await task_reads.list_messages(
-                pool, _ref(attempt), after, limits.TASK_MESSAGES_PAGE.max
-            ):
-                seen[attempt.attemptN] = message.seq
-                # the executor posted it while working, whatever the task's state is by now
-                yield _update(current, _message(current, message), final=False, working=True)
-        if current.status != status:
-            status = current.status
-            if status not in TERMINAL_TASK_STATUSES:
-                yield _update(current, None, final=False)
-        if current.status in TERMINAL_TASK_STATUSES:
-            done = await _a2a_task(request, current, history=0)
-            for artifact in done.artifacts:
-                yield TaskArtifactUpdateEvent(
-                    task_id=done.id, context_id=done.context_id, artifact=artifact, last_chunk=True
-                )
-            yield _update(current, None, final=True)
-            return
-        if request.transport is None or request.transport.is_closing():
-            return  # the client left: aiohttp does not cancel the handler, so stop reading
-        await asyncio.sleep(limits.A2A_STREAM_POLL_SEC)
-
-
-def _ref(attempt: TaskAttempt) -> task_reads.AttemptRef:
-    return task_reads.AttemptRef(
-        id=attempt.id,
-        task_id=attempt.taskId,
-        attempt_n=attempt.attemptN,
-        status=attempt.status,
-        claimed_by_agent_id=attempt.claimedByAgentId,
-    )
+    the final status. Reads the task's rows (the caller was checked once) when it changes."""
+    rows = call.rows
+    async with rows.changes(task.id) as changes:
+        yield await _a2a_task(call, task, history=0)
+        status, seen = task.status, {0: 0}
+        while True:
+            current = await rows.task(task.id)
+            if current is None:
+                raise TaskNotFoundError
+            for attempt in await rows.attempts(task.id):
+                for message in await rows.messages(attempt, seen.get(attempt.attemptN, 0)):
+                    seen[attempt.attemptN] = message.seq
+                    # the executor posted it while working, whatever the task's state is by now
+                    yield _update(current, _message(current, message), final=False, working=True)
+            if current.status != status:
+                status = current.status
+                if status not in TERMINAL_TASK_STATUSES:
+                    yield _update(current, None, final=False)
+            if current.status in TERMINAL_TASK_STATUSES:
+                done = await _a2a_task(call, current, history=0)
+                for artifact in done.artifacts:
+                    yield TaskArtifactUpdateEvent(
+                        task_id=done.id,
+                        context_id=done.context_id,
+                        artifact=artifact,
+                        last_chunk=True,
+                    )
+                yield _update(current, None, final=True)
+                return
+            await changes.next()
 
 
 def _update(

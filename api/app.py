@@ -66,6 +66,7 @@ from infra.payload_codec import PayloadEncryption
 from infra.permissions import PostgresPermissionEngine
 from infra.s3 import BlobStore
 from infra.settings import Settings
+from infra.task_changes import PolledTaskChanges, TaskChanges
 from infra.telemetry import setup_metrics, setup_tracing
 from infra.temporal import connect
 from schemas import limits
@@ -162,6 +163,10 @@ def _resources(settings: Settings, deps: Deps) -> Callable[[web.Application], As
             **pool_options(settings),
         )
         app[keys.READ_POOL] = pool
+        # LISTEN needs a session: behind a transaction pooler the watch polls instead
+        app[keys.TASK_CHANGES] = (
+            PolledTaskChanges() if settings.database_transaction_pooler else TaskChanges(pool)
+        )
         app[keys.REPLICA_POOL] = replica = await _replica_pool(settings)
         app[keys.TEMPORAL] = deps.temporal or await connect(settings)
         store = SigningKeyStore(pool, settings.secret_ring)

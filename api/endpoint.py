@@ -78,28 +78,18 @@ def endpoint(
         async def run(request: web.Request) -> web.StreamResponse:
             if spec.path_params is not None:
                 _refuse_a_literal_path(request)
-            request[keys.ENDPOINT] = spec
             request[keys.REPLICA_READS] = spec.writes_nothing  # kept by the routes it invokes
 
-            try:
-                await authorize(request, spec)
+            async def parts() -> Parsed[Any, Any, Any]:
                 if spec.door:
                     request[keys.UNREAD] = request.clone()
-                parsed: Parsed[Any, Any, Any] = Parsed(
+                return Parsed(
                     body=await _parse_body(request, spec),
                     query=_parse_query(spec.query, request),
                     path=_parse_mapping(spec.path_params, dict(request.match_info), "path"),
                 )
-                request[keys.PARSED] = parsed
-                if spec.idempotent:
-                    idempotency_key(request)  # a malformed key is a 400 on every such route
-                result = await _handled(request, spec, handler, parsed)
-                await settle_rate(request)
-            except Exception:
-                await settle_rate(request)  # a refusal answers before any other error
-                await give_back_rate(request, spec)
-                raise
-            return render(result, spec.status)
+
+            return render(await _lifecycle(request, spec, handler, parts), spec.status)
 
         run.__name__ = handler.__name__
         routes.route(method, path)(run)
@@ -131,22 +121,18 @@ async def invoke(
     merged = CIMultiDict(request.headers)
     merged.update(headers or {})
     sub = request.get(keys.UNREAD, request).clone(method=spec.method, headers=merged)
-    sub[keys.ENDPOINT] = spec
-    try:
-        await authorize(sub, spec, counted=True)  # the door's own count was the global one
-        parsed: Parsed[Any, Any, Any] = Parsed(
+
+    async def parts() -> Parsed[Any, Any, Any]:
+        return Parsed(
             body=_validated(spec.body, body, "body"),
             query=_validated(spec.query, query, "query"),
             path=_validated(spec.path_params, path, "path"),
         )
-        sub[keys.PARSED] = parsed
-        if spec.idempotent:
-            idempotency_key(sub)
-        result = await _handled(sub, spec, handler, parsed)
-        await settle_rate(sub)
+
+    try:
+        # the door's own count was the global one
+        result = await _lifecycle(sub, spec, handler, parts, counted=True)
     except Exception as failure:
-        await settle_rate(sub)
-        await give_back_rate(sub, spec)
         # a refusal raised inside the route's workflow (the last owner, a used-up invite) is
         # the route's problem, as the middleware would answer it: the door gets it unwrapped
         carried = problem_from_failure(failure)
@@ -158,6 +144,34 @@ async def invoke(
         if answer_headers is not None:
             answer_headers.update(result.headers)
         return spec.response.model_validate_json(result.body)
+    return result
+
+
+async def _lifecycle(
+    request: web.Request,
+    spec: EndpointSpec,
+    handler: Handler,
+    parts: Callable[[], Awaitable[Parsed[Any, Any, Any]]],
+    *,
+    counted: bool = False,
+) -> Any:
+    """The one life of a call of a route, whichever door it came through (HTTP, the console,
+    A2A): authenticate and check scopes and rate, read its parts (`parts`: parsed from the
+    HTTP request, or validated from the door's values), check the `Idempotency-Key`, run the
+    handler, settle the rate-limit count (given back when the call fails)."""
+    request[keys.ENDPOINT] = spec
+    try:
+        await authorize(request, spec, counted=counted)
+        parsed = await parts()
+        request[keys.PARSED] = parsed
+        if spec.idempotent:
+            idempotency_key(request)  # a malformed key is a 400 on every such route
+        result = await _handled(request, spec, handler, parsed)
+        await settle_rate(request)
+    except Exception:
+        await settle_rate(request)  # a refusal answers before any other error
+        await give_back_rate(request, spec)
+        raise
     return result
 
 

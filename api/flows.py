@@ -1,9 +1,10 @@
 """How routes run workflows: start and await the result, mapping duplicate ids to problems.
 
-With an `Idempotency-Key` (the route minted its ids with `api.idempotency`), the run carries
-the request's fingerprint in its memo, and a second start under the same id is a retry: answered
-from that run (its result, once it ends) when the fingerprint matches, else 409
-`idempotency-key-reused`. A run that failed wrote nothing, so a retry may start it afresh.
+With an `Idempotency-Key` (the route minted its `RunKey` with `api.idempotency.run_key` and
+passes it here as `key`), the run carries the request's fingerprint in its memo, and a second
+start under the same id is a retry: answered from that run (its result, once it ends) when the
+fingerprint matches, else 409 `idempotency-key-reused`. A run that failed wrote nothing, so a
+retry may start it afresh.
 
 Every wait of a request on a workflow (its result, an Update's outcome) runs inside
 `waiting_on_workflow`: bounded by `SERVICE_REQUEST_WAIT_S`, past which the answer is 503 with
@@ -31,7 +32,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from api import keys
-from api.idempotency import FINGERPRINT_MEMO, fingerprint, is_keyed_run, key_reused
+from api.idempotency import FINGERPRINT_MEMO, RunKey, key_reused
 from schemas.errors import DomainError, ServiceUnavailable
 from schemas.priorities import WorkKind
 from workflows.common import work_priority
@@ -64,6 +65,7 @@ async def execute(
     *,
     workflow_id: str,
     on_duplicate: DomainError,
+    key: RunKey | None = None,
     reuse: WorkflowIDReusePolicy = WorkflowIDReusePolicy.ALLOW_DUPLICATE,
     search: list[SearchAttributePair[Any]] | None = None,
     task_queue: str | None = None,
@@ -72,32 +74,31 @@ async def execute(
     """Start `run(arg)` under `workflow_id` and wait for its result.
 
     A workflow already running (or, with REJECT_DUPLICATE, already run) under the same id is
-    `on_duplicate`, unless the id is keyed (see the module); a DomainError raised inside comes
-    back through the problem middleware. `task_queue` is the service's queue unless told (the
-    entry workflows run where the model is). The run goes before sweeps, and `team` (the
-    owning team, when the route knows it) is its fairness key.
+    `on_duplicate`, unless the request's `key` named it (see the module); a DomainError raised
+    inside comes back through the problem middleware. `task_queue` is the service's queue
+    unless told (the entry workflows run where the model is). The run goes before sweeps, and
+    `team` (the owning team, when the route knows it) is its fairness key.
     """
     async with waiting_on_workflow(request):
         app = request.app
         client: Client = app[keys.TEMPORAL]
-        keyed = is_keyed_run(request)
         try:
             return await client.execute_workflow(
                 run,
                 arg,
                 id=workflow_id,
                 task_queue=task_queue or app[keys.SETTINGS].temporal_task_queue,
-                id_reuse_policy=_keyed_reuse(reuse) if keyed else reuse,
+                id_reuse_policy=reuse if key is None else _keyed_reuse(reuse),
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 search_attributes=TypedSearchAttributes(search or []),
-                memo=_memo(request) if keyed else None,
+                memo=_memo(key),
                 priority=work_priority(WorkKind.REQUEST, team),
             )
         except WorkflowAlreadyStartedError:
-            if not keyed:
+            if key is None:
                 raise on_duplicate from None
         handle = client.get_workflow_handle_for(run, workflow_id)
-        await replayed(request, workflow_id)
+        await replayed(client, workflow_id, key)
         return await handle.result()
 
 
@@ -111,6 +112,7 @@ async def start_with_update(
     result_type: type[ResultT],
     on_duplicate: DomainError,
     search: list[SearchAttributePair[Any]],
+    key: RunKey | None = None,
     team: UUID | None = None,
 ) -> ResultT | None:
     """Start `run(arg)` together with the Update named `update` and return its result (a
@@ -121,17 +123,16 @@ async def start_with_update(
     """
     async with waiting_on_workflow(request):
         client: Client = request.app[keys.TEMPORAL]
-        keyed = is_keyed_run(request)
         start = WithStartWorkflowOperation(
             run,
             arg,
             id=workflow_id,
             task_queue=request.app[keys.SETTINGS].temporal_task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-            id_reuse_policy=_keyed_reuse(WorkflowIDReusePolicy.ALLOW_DUPLICATE)
-            if keyed
-            else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            memo=_memo(request) if keyed else None,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE
+            if key is None
+            else _keyed_reuse(WorkflowIDReusePolicy.ALLOW_DUPLICATE),
+            memo=_memo(key),
             search_attributes=TypedSearchAttributes(search),
             priority=work_priority(WorkKind.REQUEST, team),
         )
@@ -145,9 +146,9 @@ async def start_with_update(
             # retrieved")
             with contextlib.suppress(WorkflowAlreadyStartedError):
                 await start.workflow_handle()
-            if not keyed:
+            if key is None:
                 raise on_duplicate from None
-        await replayed(request, workflow_id)
+        await replayed(client, workflow_id, key)
         try:
             again: ResultT = await client.get_workflow_handle(workflow_id).execute_update(
                 update, result_type=result_type
@@ -159,16 +160,16 @@ async def start_with_update(
             return None  # the run has ended: its rows hold what it did
 
 
-async def replayed(request: web.Request, workflow_id: str) -> None:
+async def replayed(client: Client, workflow_id: str, key: RunKey) -> None:
     """The run under `workflow_id` was started by this request's key: 409 unless by the same
     request (its fingerprint in the memo)."""
-    description = await request.app[keys.TEMPORAL].get_workflow_handle(workflow_id).describe()
-    if await description.memo_value(FINGERPRINT_MEMO, None) != fingerprint(request):
+    description = await client.get_workflow_handle(workflow_id).describe()
+    if await description.memo_value(FINGERPRINT_MEMO, None) != key.fingerprint:
         raise key_reused()
 
 
-def _memo(request: web.Request) -> dict[str, str]:
-    return {FINGERPRINT_MEMO: fingerprint(request)}
+def _memo(key: RunKey | None) -> dict[str, str] | None:
+    return None if key is None else {FINGERPRINT_MEMO: key.fingerprint}
 
 
 def _keyed_reuse(reuse: WorkflowIDReusePolicy) -> WorkflowIDReusePolicy:

@@ -3,26 +3,30 @@
 DECISIONS "Trust at the edges": every POST that creates or decides honours the header (its
 endpoint says `idempotent=True`, which documents it). Temporal does the remembering:
 
-- A create mints its resource id with `new_id`: a uuid5 of (area, principal, key) when a key is
-  sent, so a retry names the same resource, hence the same workflow id (derived from the id
+- A route mints the request's `RunKey` once (`run_key`: None without a header) and passes it to
+  the run as an argument (`api.flows.execute(..., key=...)`): nothing about the key travels on
+  the request. A create names its resource with `new_id(key)`: a uuid5 of (area, principal,
+  key), so a retry names the same resource, hence the same workflow id (derived from the id
   alone, never from a parent: the key sent again under another team or diary must find the
   first run and be refused, not start a second run over the same id), and lands on the same
-  run. A route whose workflow id is a natural key (a grant names its
-  diary and subject) takes `keyed_workflow_id` instead.
-- `api.flows` starts a keyed run with the request's `fingerprint` in its memo. A retry finds the
-  run: the same fingerprint is answered from it (running or completed: its result), another one
-  is 409 `idempotency-key-reused`. Temporal keeps a closed run for the namespace's retention
-  (7 d in the Helm chart's setup); a run after that names the same id, on which the inserts of its
-  activities are idempotent (`ON CONFLICT (id)`), as every activity's must be.
+  run. A route whose workflow id is a natural key (a grant names its diary and subject) takes
+  `keyed_workflow_id(key, natural)` instead.
+- `api.flows` starts a keyed run with the key's request fingerprint in its memo. A retry finds
+  the run: the same fingerprint is answered from it (running or completed: its result), another
+  one is 409 `idempotency-key-reused`. Temporal keeps a closed run for the namespace's retention
+  (7 d in the Helm chart's setup); a run after that names the same id, on which the inserts of
+  its activities are idempotent (`ON CONFLICT (id)`), as every activity's must be.
 - An Update to a running workflow (a claim) carries `update_id`: Temporal answers a repeated
   update id from the first outcome.
 
-Tasks (SPEC 4.5) and agent keys (SPEC 4.6) keep their own rules and share only the parser.
+Tasks (SPEC 4.5) and agent keys (SPEC 4.6) keep their own rules, as the spec writes them, and
+share only the parser: docs/contributing-idempotency.md says why.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any, Final
 from uuid import UUID
 
@@ -82,38 +86,50 @@ def _dumped(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True) if isinstance(model, BaseModel) else None
 
 
-def _keyed(request: web.Request, area: str) -> UUID | None:
+@dataclass(frozen=True)
+class RunKey:
+    """A request's `Idempotency-Key` as its run uses it, minted once by `run_key`.
+
+    `scoped` is the key within its area and principal (the same key from another caller, or for
+    another kind of write, is another run); `fingerprint` is the request it was sent with, which
+    a retry must match."""
+
+    area: str
+    scoped: UUID
+    fingerprint: str
+
+    @property
+    def update_id(self) -> str:
+        """An Update's id: Temporal answers a repeat from the first outcome. The fingerprint is
+        part of it, so a key reused with another body is a new Update, which the workflow's
+        validator judges on the state reached."""
+        return f"{self.area}/{self.scoped}/{self.fingerprint}"
+
+
+def run_key(request: web.Request, area: str) -> RunKey | None:
+    """The request's key for a run of `area`, None when no `Idempotency-Key` was sent. Call it
+    once the route has read what the fingerprint covers (a file body sets its CID first)."""
     key = idempotency_key(request)
     if key is None:
         return None
     principal = require_principal(request)
-    return uuid.uuid5(_KEYED_IDS, f"{area}|{principal.subject_ns}|{principal.subject_id}|{key}")
+    scoped = uuid.uuid5(_KEYED_IDS, f"{area}|{principal.subject_ns}|{principal.subject_id}|{key}")
+    return RunKey(area=area, scoped=scoped, fingerprint=fingerprint(request))
 
 
-def new_id(request: web.Request, area: str) -> UUID:
-    """The id of the resource this request creates: derived from (area, principal, key) when an
-    `Idempotency-Key` is sent, so a retry names the same one; random otherwise."""
-    keyed = _keyed(request, area)
-    request[keys.KEYED_RUN] = keyed is not None
-    return keyed or uuid.uuid4()
+def new_id(key: RunKey | None) -> UUID:
+    """The id of the resource a request creates: its key's when one was sent, so a retry names
+    the same one; random otherwise."""
+    return uuid.uuid4() if key is None else key.scoped
 
 
-def keyed_workflow_id(request: web.Request, area: str, natural: str) -> str:
+def keyed_workflow_id(key: RunKey | None, natural: str) -> str:
     """For a write whose workflow id is a natural key: with a key, an id of (principal, key)
     instead, so its run answers retries of this request only."""
-    keyed = _keyed(request, area)
-    request[keys.KEYED_RUN] = keyed is not None
-    return natural if keyed is None else f"{area}/keyed/{keyed}"
-
-
-def is_keyed_run(request: web.Request) -> bool:
-    """Whether the workflow this request starts is named by its Idempotency-Key."""
-    return bool(request.get(keys.KEYED_RUN))
+    return natural if key is None else f"{key.area}/keyed/{key.scoped}"
 
 
 def update_id(request: web.Request, area: str) -> str | None:
-    """An Update's id for a keyed request: Temporal answers a repeat from the first outcome.
-    The fingerprint is part of it, so a key reused with another body is a new Update, which the
-    workflow's validator judges on the state reached."""
-    keyed = _keyed(request, area)
-    return None if keyed is None else f"{area}/{keyed}/{fingerprint(request)}"
+    """The Update id of a keyed request (`RunKey.update_id`), None without a key."""
+    key = run_key(request, area)
+    return None if key is None else key.update_id

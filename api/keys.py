@@ -20,6 +20,7 @@ from infra.payload_codec import PayloadEncryption
 from infra.permissions import PermissionEngine
 from infra.s3 import BlobStore
 from infra.settings import Settings
+from infra.task_changes import PolledTaskChanges, TaskChanges
 
 if TYPE_CHECKING:  # onnxruntime is imported only where the model is loaded
     from infra.embeddings import OnnxEmbedder
@@ -40,6 +41,8 @@ BLOBS = web.AppKey("blobs", BlobStore)
 EMBEDDER: web.AppKey[OnnxEmbedder | None] = web.AppKey("embedder")
 # The one writable pool of the API: append-only task messages (routes/tasks.py), nothing else.
 MESSAGE_WRITER = web.AppKey("message_writer", asyncpg.Pool)
+# Wake-ups on a task's changes, for A2A streams (infra/task_changes.py).
+TASK_CHANGES: web.AppKey[TaskChanges | PolledTaskChanges] = web.AppKey("task_changes")
 # The diary map's projections, per diary version (api/map_cache.py).
 MAP_CACHE = web.AppKey("map_cache", MapCache)
 
@@ -70,8 +73,6 @@ CSRF_TOKEN = web.RequestKey("csrf_token", str)
 PAGE_STARTED = web.RequestKey("page_started", float)
 # the validated body, query and path (`api.endpoint.Parsed`), for the request's fingerprint
 PARSED = web.RequestKey("parsed", object)
-# the workflow this request starts is named by its Idempotency-Key (`api.idempotency`)
-KEYED_RUN = web.RequestKey("keyed_run", bool)
 # the CID of a raw (file) body, set by a route that reads one: part of its request fingerprint
 RAW_BODY_CID = web.RequestKey("raw_body_cid", str)
 RATE_QUOTA = web.RequestKey("rate_quota", object)

@@ -22,6 +22,7 @@ from api import keys
 from api.access import allowed, require_team_visible
 from api.auth import require_principal
 from api.flows import execute
+from api.idempotency import RunKey
 from infra.repos import team_reads
 from infra.repos.team_reads import MemberRow, TeamRow
 from schemas.errors import (
@@ -48,14 +49,17 @@ async def run_team_write(
     arg: ArgT,
     team_id: uuid.UUID,
     workflow_id: str,
+    key: RunKey | None = None,
 ) -> ResultT:
-    """Run one team write as a workflow (its id from `workflows.teams`), findable by TeamId."""
+    """Run one team write as a workflow (its id from `workflows.teams`), findable by TeamId;
+    `key` when the request's Idempotency-Key named it."""
     return await execute(
         request,
         run,
         arg,
         workflow_id=workflow_id,
         on_duplicate=TEAM_BUSY,
+        key=key,
         search=[SearchAttributePair(TEAM_ID, str(team_id))],
     )
 

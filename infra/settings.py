@@ -139,6 +139,14 @@ class Settings(BaseSettings):
             "gets its answer)."
         ),
     )
+    a2a_stream_keepalive_s: float = Field(
+        default=15.0,
+        gt=0,
+        description=(
+            "The longest an A2A event stream stays silent: then an SSE comment keeps it open "
+            "through proxies and finds a client that left (its watch of the task ends)."
+        ),
+    )
     request_wait_s: float = Field(
         default=30.0,
         gt=0,

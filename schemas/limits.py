@@ -277,6 +277,8 @@ PACKS_PAGE: Final = PageSize(20, 100)  # packs and rendered packs
 TASKS_PAGE: Final = PageSize(20, 100)
 TASK_MESSAGES_PAGE: Final = PageSize(200, 200)
 # how often an A2A stream (SendStreamingMessage, SubscribeToTask) reads its task's rows again
+# behind a transaction pooler, where no session LISTENs for the task's changes
+# (infra/task_changes.py); elsewhere it reads when the task changes
 A2A_STREAM_POLL_SEC: Final = 0.5
 ARTIFACTS_PAGE: Final = PageSize(50, 100)
 AGENT_KEYS_PAGE: Final = PageSize(20, 100)

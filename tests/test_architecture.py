@@ -148,6 +148,42 @@ def test_the_console_reaches_data_only_through_the_rest_routes() -> None:
     assert found == []
 
 
+# A2A is a door like the console: its mapping (api/a2a.py) reaches tasks only through the
+# routes (api.endpoint.invoke) and the rows its route module reads for it (api/routes/a2a.py).
+A2A_FORBIDDEN = CONSOLE_FORBIDDEN
+# One web framework in the API process: aiohttp. The SDK's JSON-RPC and REST dispatchers are
+# Starlette handlers, so none of them (nor Starlette itself) is imported by api/.
+SECOND_FRAMEWORK = ("starlette", "sse_starlette", "fastapi", "a2a.server.routes", "a2a.server.apps")
+
+
+def _banned_imports(paths: list[Path], banned: tuple[str, ...]) -> list[str]:
+    return [
+        f"{_module_name(path)} imports {module}"
+        for path in paths
+        for module in sorted(_imported_modules(path))
+        if any(module == b or module.startswith(b + ".") for b in banned)
+    ]
+
+
+def test_a2a_reaches_data_only_through_the_route_layer() -> None:
+    assert _banned_imports([ROOT / "api" / "a2a.py"], A2A_FORBIDDEN) == []
+
+
+def test_the_api_runs_one_web_framework() -> None:
+    assert _banned_imports(_modules("api"), SECOND_FRAMEWORK) == []
+
+
+def test_the_door_checks_can_fail() -> None:
+    """A door that reads a repository, or a module that mounts the SDK's Starlette dispatcher,
+    is caught."""
+    reads = ast.parse("from infra.repos import task_reads\n")
+    mounts = ast.parse("from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher\n")
+    read_modules = [module for module, _ in _imports(reads)]
+    mount_modules = [module for module, _ in _imports(mounts)]
+    assert any(m.startswith(b) for m in read_modules for b in A2A_FORBIDDEN)
+    assert any(m.startswith(b) for m in mount_modules for b in SECOND_FRAMEWORK)
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The import cycles of a module graph (each found once from its first module)."""
     found: list[list[str]] = []

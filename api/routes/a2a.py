@@ -1,25 +1,26 @@
 """A2A v1.0 on the API: the Agent Card and the JSON-RPC endpoint (`api/a2a.py` maps the calls).
 
-The SDK's `JsonRpcDispatcher` (parsing, method routing, JSON-RPC errors, SSE framing) is a
-Starlette handler; it runs here on the aiohttp request through a small bridge: the request as an
-ASGI scope and body, its Starlette response written back as an aiohttp one. The
-card's skills are the registered task types, each declared in its home
-(`schemas/kernel/task_types.py`); its security schemes are our OAuth2 client credentials (REST
-access tokens) and agent keys, both sent as bearer tokens.
+The JSON-RPC request is answered on aiohttp like every route: `api.a2a.dispatch` answers a
+response object, a stream of them (written here as `text/event-stream`), or the caller's refusal
+(401, 403, 429), which this route raises as its problem, like REST. Every other refusal is a
+JSON-RPC error with the problem in its `data`. The card's skills are the registered task types,
+each declared in its home (`schemas/kernel/task_types.py`); its security schemes are our OAuth2
+client credentials (REST access tokens) and agent keys, both sent as bearer tokens.
 
-A refusal of the caller (401, 403, 429) is answered over HTTP as a problem, like REST; every
-other refusal is a JSON-RPC error with the problem in its `data`.
+The rows a stream shows are read here, in the route layer (`_TaskRows`), for a caller
+`GET /tasks/{id}` let see the task; the stream reads them again when the task changes.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from collections.abc import MutableMapping
+from collections.abc import AsyncIterator
 from typing import Any, Final
+from uuid import UUID
 
-from a2a.server.context import ServerCallContext
-from a2a.server.routes.common import DefaultServerCallContextBuilder
-from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+import asyncpg
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
@@ -35,17 +36,14 @@ from a2a.types.a2a_pb2 import (
 )
 from aiohttp import web
 from google.protobuf.json_format import MessageToDict
-from sse_starlette.event import ensure_bytes
-from sse_starlette.sse import EventSourceResponse
-from starlette.requests import Request as StarletteRequest
-from starlette.responses import Response
 
 from api import keys
-from api.a2a import REFUSALS, REQUEST, CairnRequestHandler
+from api.a2a import Call, Changes, Refused, Reply, dispatch
 from api.endpoint import endpoint
 from api.headers import TEAM_HEADER
+from infra.repos import task_reads
+from schemas import limits
 from schemas.errors import (
-    DomainError,
     FieldError,
     MissingScope,
     PermissionDenied,
@@ -53,6 +51,7 @@ from schemas.errors import (
     UnsupportedMediaType,
 )
 from schemas.kernel.task_types import DEFAULT_TASK_TYPE, TASK_TYPES
+from schemas.task_api import Task, TaskAttempt, TaskMessage
 
 routes = web.RouteTableDef()
 TAG = "a2a"
@@ -61,17 +60,13 @@ CARD_PATH: Final = "/.well-known/agent-card.json"
 TASK_SCOPES: Final = ("task:read", "task:write", "task:manage")
 
 
-class _ContextBuilder(DefaultServerCallContextBuilder):
-    """The SDK's context, carrying the aiohttp request and the refusals list for `api/a2a.py`."""
-
-    def build(self, request: StarletteRequest) -> ServerCallContext:
-        context = super().build(request)
-        context.state[REQUEST] = request.scope[REQUEST]
-        context.state[REFUSALS] = request.scope[REFUSALS]
-        return context
-
-
-_DISPATCHER: Final = JsonRpcDispatcher(CairnRequestHandler(), context_builder=_ContextBuilder())
+# what an event stream answers with (as sse-starlette's, which the SDK's dispatcher used)
+STREAM_HEADERS: Final = {
+    "Content-Type": "text/event-stream; charset=utf-8",
+    "Cache-Control": "no-store",
+    "Connection": "keep-alive",
+    "X-Accel-Buffering": "no",
+}
 
 
 def agent_card(base_url: str) -> AgentCard:
@@ -159,17 +154,16 @@ async def a2a_rpc(request: web.Request, parsed: Any) -> web.StreamResponse:
         )
     # each call of a route runs on a clone of this request, which aiohttp allows only unread
     unread = request.clone()
-    body = await request.read()
-    _require_json_object(body)
-    refusals: list[DomainError] = []
-    scope = _scope(request, unread, refusals)
-    response = await _DISPATCHER.handle_requests(StarletteRequest(scope, _receive(body)))
-    if refusals:
-        raise refusals[0]
-    return await _send(request, response)
+    body = _json_object(await request.read())
+    answer = await dispatch(Call(request=unread, rows=_TaskRows(request.app)), body)
+    if isinstance(answer, Refused):
+        raise answer.problem
+    if isinstance(answer, dict):
+        return web.json_response(answer)
+    return await _stream(request, answer)
 
 
-def _require_json_object(body: bytes) -> None:
+def _json_object(body: bytes) -> dict[str, Any]:
     """The HTTP contract, as for every JSON route: a JSON object, else 400 (malformed JSON, an
     array, a scalar). What the object says is JSON-RPC's to judge: an object that is no valid
     request is answered in-band (-32600), as the protocol says."""
@@ -184,56 +178,98 @@ def _require_json_object(body: bytes) -> None:
             "The body must be a JSON-RPC request object",
             errors=[FieldError(pointer="", message="Expected a JSON object")],
         )
+    return value
 
 
-def _scope(
-    request: web.Request, unread: web.Request, refusals: list[DomainError]
-) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": request.method,
-        "scheme": request.scheme,
-        "path": request.path,
-        "raw_path": request.raw_path.encode(),
-        "query_string": request.query_string.encode(),
-        "headers": [(k.lower().encode(), v.encode()) for k, v in request.headers.items()],
-        "client": None,
-        "server": None,
-        REQUEST: unread,
-        REFUSALS: refusals,
-    }
-
-
-def _receive(body: bytes) -> Any:
-    """The ASGI receive of a request whose body was read: the body, once."""
-
-    async def receive() -> MutableMapping[str, Any]:
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return receive
-
-
-async def _send(request: web.Request, response: Response) -> web.StreamResponse:
-    """The dispatcher's Starlette response as an aiohttp one: a JSON body as it is, an event
-    stream written event by event as the SDK's generator yields it.
-
-    The stream is not run through sse-starlette's own runner: its shutdown watcher ends every
-    stream of the process once any in-process uvicorn server starts shutting down."""
-    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-length",)}
-    if not isinstance(response, EventSourceResponse):
-        assert isinstance(response.body, bytes)
-        return web.Response(body=response.body, status=response.status_code, headers=headers)
-    out = web.StreamResponse(status=response.status_code, headers=headers)
+async def _stream(request: web.Request, replies: AsyncIterator[Reply]) -> web.StreamResponse:
+    """The replies as server-sent events, each written as the stream yields it; an SSE comment
+    keeps a quiet stream open through proxies and finds a client that left (aiohttp does not
+    cancel the handler: the write fails), which ends the stream and its watch of the task."""
+    out = web.StreamResponse(headers=STREAM_HEADERS)
     await out.prepare(request)
-    events = response.body_iterator
+    queue: asyncio.Queue[Reply | Exception | None] = asyncio.Queue(maxsize=1)
+
+    async def produce() -> None:
+        try:
+            async for reply in replies:
+                await queue.put(reply)
+        except Exception as failure:  # the writer raises it: the request's own failure
+            await queue.put(failure)
+            return
+        await queue.put(None)
+
+    producer = asyncio.create_task(produce())
+    keep_alive_s = request.app[keys.SETTINGS].a2a_stream_keepalive_s
     try:
-        async for event in events:
-            await out.write(ensure_bytes(event, response.sep))
+        while (reply := await _next_or_keep_alive(queue, out, keep_alive_s)) is not None:
+            await out.write(_event(reply))
+    except ConnectionResetError:
+        return out  # the client left; the stream and its watch end below
     finally:
-        close = getattr(events, "aclose", None)
-        if close is not None:
-            await close()
+        producer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await producer
     await out.write_eof()
     return out
+
+
+async def _next_or_keep_alive(
+    queue: asyncio.Queue[Reply | Exception | None], out: web.StreamResponse, keep_alive_s: float
+) -> Reply | None:
+    """The stream's next reply (None at its end), writing a keep-alive comment for each quiet
+    `SERVICE_A2A_STREAM_KEEPALIVE_S`."""
+    while True:
+        try:
+            async with asyncio.timeout(keep_alive_s):
+                found = await queue.get()
+        except TimeoutError:
+            await out.write(b": keep-alive\r\n\r\n")
+            continue
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+
+def _event(reply: Reply) -> bytes:
+    kind = "event: error\r\n" if "error" in reply else ""
+    data = json.dumps(reply, separators=(",", ":"), ensure_ascii=False)
+    return f"{kind}data: {data}\r\n\r\n".encode()
+
+
+class _TaskRows:
+    """`api.a2a.TaskRows` on the API's read pool: the rows the task's REST reads read."""
+
+    def __init__(self, app: web.Application) -> None:
+        self._app = app
+
+    @property
+    def _pool(self) -> asyncpg.Pool:
+        return self._app[keys.READ_POOL]
+
+    async def task(self, task_id: UUID) -> Task | None:
+        return await task_reads.get_task(self._pool, task_id)
+
+    async def attempts(self, task_id: UUID) -> list[TaskAttempt]:
+        return await task_reads.list_attempts(self._pool, task_id)
+
+    async def messages(self, attempt: TaskAttempt, after_seq: int) -> list[TaskMessage]:
+        """Every message after `after_seq`, page by page."""
+        ref = task_reads.AttemptRef(
+            id=attempt.id,
+            task_id=attempt.taskId,
+            attempt_n=attempt.attemptN,
+            status=attempt.status,
+            claimed_by_agent_id=attempt.claimedByAgentId,
+        )
+        found: list[TaskMessage] = []
+        while True:
+            page = await task_reads.list_messages(
+                self._pool, ref, after_seq, limits.TASK_MESSAGES_PAGE.max
+            )
+            found += page
+            if len(page) < limits.TASK_MESSAGES_PAGE.max:
+                return found
+            after_seq = page[-1].seq
+
+    def changes(self, task_id: UUID) -> contextlib.AbstractAsyncContextManager[Changes]:
+        return self._app[keys.TASK_CHANGES].watch(task_id)

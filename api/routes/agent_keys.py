@@ -46,7 +46,7 @@ from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
 from api.headers import IDEMPOTENCY_HEADER, require_team_header, team_header
-from api.idempotency import idempotency_key, keyed_workflow_id
+from api.idempotency import idempotency_key, keyed_workflow_id, run_key
 from infra.repos.agent_keys import KeyFilter, get_key, list_keys
 from schemas import limits
 from schemas.agent_keys import (
@@ -447,12 +447,14 @@ async def revoke_agent_key(
     query = parsed.query
     body = parsed.body
     key, _ = await _managed_key(request, path.id, query.bindingScope)
+    run = run_key(request, "agent-key-revoke")
     revoked = await execute(
         request,
         AgentKeyRevokeWorkflow.run,
         AgentKeyRevoke(key_id=key.id, reason=body.reason, description=body.description),
-        workflow_id=keyed_workflow_id(request, "agent-key-revoke", revoke_workflow_id(key.id)),
+        workflow_id=keyed_workflow_id(run, revoke_workflow_id(key.id)),
         on_duplicate=AgentKeyRevocationRunning("This key is being revoked"),
+        key=run,
         search=[SearchAttributePair(AGENT_ID, str(key.actor_id))],
     )
     wire = key_to_wire(revoked)

@@ -25,7 +25,7 @@ from api import keys
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import start_with_update, waiting_on_workflow
-from api.idempotency import new_id
+from api.idempotency import new_id, run_key
 from infra.repos import identity_reads
 from infra.repos.signing import get_signing_request, list_signing_requests
 from schemas.errors import (
@@ -101,7 +101,8 @@ async def create_signing_request(
     body = parsed.body
     assert principal.agent_id is not None
     public_key = principal.public_key or await _public_key_of(request, principal)
-    request_id = new_id(request, "signing-request")
+    key = run_key(request, "signing-request")
+    request_id = new_id(key)
     envelope = await start_with_update(
         request,
         SigningRequestWorkflow.run,
@@ -115,6 +116,7 @@ async def create_signing_request(
         workflow_id=signing_workflow_id(request_id),
         update=ENVELOPE_UPDATE,
         result_type=SigningEnvelope,
+        key=key,
         on_duplicate=OperationRunning("This signing request is being created"),
         search=[SearchAttributePair(AGENT_ID, str(principal.agent_id))],
     )

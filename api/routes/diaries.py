@@ -33,7 +33,7 @@ from api.auth import optional_principal, require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
 from api.headers import require_team_header, team_header
-from api.idempotency import idempotency_key, keyed_workflow_id, new_id
+from api.idempotency import keyed_workflow_id, new_id, run_key
 from api.reads import reader
 from infra.repos import memory_reads, team_reads
 from schemas import limits
@@ -132,7 +132,8 @@ async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest])
     body = parsed.body
     principal = require_principal(request)
     team_id = await _team_for_new_diary(request)
-    diary_id = new_id(request, "diary")
+    key = run_key(request, "diary")
+    diary_id = new_id(key)
     await execute(
         request,
         DiaryCreateWorkflow.run,
@@ -147,6 +148,7 @@ async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest])
         ),
         workflow_id=diary_create_workflow_id(diary_id),
         on_duplicate=OperationRunning("This diary is being created"),
+        key=key,
         search=_diary_search(diary_id, team_id),
         team=team_id,
     )
@@ -320,12 +322,14 @@ async def create_grant(
     ):
         raise SubjectNotFound(f"No such {body.subjectNs}")
     change = _grant_change(diary_id, body)
+    key = run_key(request, "diary-grant")
     await execute(
         request,
         DiaryGrantWriteWorkflow.run,
         change,
-        workflow_id=keyed_workflow_id(request, "diary-grant", diary_grant_workflow_id(change)),
+        workflow_id=keyed_workflow_id(key, diary_grant_workflow_id(change)),
         on_duplicate=GrantInProgress("This grant is being written"),
+        key=key,
     )
     return Grant(
         diaryId=diary_id, subjectId=body.subjectId, subjectNs=body.subjectNs, role=body.role
@@ -545,15 +549,16 @@ async def import_diary(request: web.Request, parsed: Parsed[None, DiaryImportQue
     data = await _import_body(request)
     file_cid = bytes_cid(data)
     request[keys.RAW_BODY_CID] = file_cid
+    # a key, when sent, ties retries to this request: a CAR import's diary is named by it, a
+    # peer file's by the file itself (one diary per team)
+    run = run_key(request, "diary-import")
     if family(request.content_type, data) == "car":
         await _check_archive(data)
-        diary_id = new_id(request, "diary-import")
+        diary_id = new_id(run)
         file_format: ImportFormat = "car"
     else:
         file_format = await _check_peer_file(data)
         diary_id = peer_import_diary_id(team_id, file_cid)
-        # the file names the diary; a key, when sent, still ties retries to this request
-        request[keys.KEYED_RUN] = idempotency_key(request) is not None
     key = staged_archive_key(diary_id, file_cid, file_format)
     await request.app[keys.BLOBS].put_file(key, io.BytesIO(data), len(data))
     await execute(
@@ -570,6 +575,7 @@ async def import_diary(request: web.Request, parsed: Parsed[None, DiaryImportQue
         ),
         workflow_id=diary_import_workflow_id(diary_id),
         on_duplicate=OperationRunning("This diary is being imported"),
+        key=run,
         search=_diary_search(diary_id, team_id),
         team=team_id,
     )

@@ -19,7 +19,7 @@ from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
 from api.headers import DUPLICATE_HEADER
-from api.idempotency import new_id
+from api.idempotency import new_id, run_key
 from api.reads import reader
 from infra.repos import memory_reads
 from infra.repos.memory_reads import LocatedRelation
@@ -154,7 +154,8 @@ async def create_entry(
         raise SignatureRequired("Entries of a signed diary need a signingRequestId")
     if body.signingRequestId is not None and principal.agent_id is None:
         raise AgentsOnly("Only agents sign entries")
-    entry_id = new_id(request, "entry")
+    key = run_key(request, "entry")
+    entry_id = new_id(key)
     inserted = await execute(
         request,
         EntryCreateWorkflow.run,
@@ -173,6 +174,7 @@ async def create_entry(
             embed_locally=True,  # started on the embedding queue, beside the model
         ),
         workflow_id=entry_create_workflow_id(entry_id),
+        key=key,
         on_duplicate=EntryBusy("This entry is being created"),
         search=[SearchAttributePair(DIARY_ID, str(diary_id))],
         task_queue=request.app[keys.SETTINGS].embedding_task_queue,
@@ -387,7 +389,8 @@ async def create_relation(
         raise CrossDiaryRelation("The target must be an entry of the same diary")
     if target.id == source.id:
         raise SelfRelation("An entry cannot relate to itself")
-    relation_id = new_id(request, "relation")
+    key = run_key(request, "relation")
+    relation_id = new_id(key)
     workflow_id = relation_create_workflow_id(relation_id)
     written = await execute(
         request,
@@ -402,6 +405,7 @@ async def create_relation(
             workflow_id=workflow_id,
         ),
         workflow_id=workflow_id,
+        key=key,
         on_duplicate=OperationRunning("This relation is being created"),
     )
     located = await _load_relation(request, written.relation_id)

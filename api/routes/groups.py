@@ -19,7 +19,7 @@ from aiohttp import web
 from api.access import allowed, is_team_member
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
-from api.idempotency import keyed_workflow_id, new_id
+from api.idempotency import keyed_workflow_id, new_id, run_key
 from api.team_access import read_pool, require_membership, require_team, run_team_write
 from infra.repos import team_reads
 from schemas.errors import (
@@ -95,10 +95,13 @@ async def create_group(
     path = parsed.path
     body = parsed.body
     await require_team(request, path.id, "manage_members")
-    group_id = new_id(request, "group")
+    key = run_key(request, "group")
+    group_id = new_id(key)
     create = GroupCreate(group_id=group_id, team_id=path.id, name=body.name)
     workflow_id = group_create_workflow_id(group_id)
-    group = await run_team_write(request, GroupCreateWorkflow.run, create, path.id, workflow_id)
+    group = await run_team_write(
+        request, GroupCreateWorkflow.run, create, path.id, workflow_id, key
+    )
     return group.model_copy(update={"members": []})
 
 
@@ -178,11 +181,12 @@ async def add_group_member(
     change = GroupMemberChange(
         group_id=path.id, subject_id=body.subjectId, subject_ns=body.subjectNs
     )
+    key = run_key(request, "group-member")
     workflow_id = keyed_workflow_id(
-        request, "group-member", group_member_workflow_id(group.teamId, path.id, body.subjectId)
+        key, group_member_workflow_id(group.teamId, path.id, body.subjectId)
     )
     added = await run_team_write(
-        request, GroupMemberAddWorkflow.run, change, group.teamId, workflow_id
+        request, GroupMemberAddWorkflow.run, change, group.teamId, workflow_id, key
     )
     assert added.subject_ns is not None
     return GroupMember(subjectId=added.subject_id, subjectNs=added.subject_ns)

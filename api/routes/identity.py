@@ -13,7 +13,7 @@ from api import keys
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
-from api.idempotency import new_id
+from api.idempotency import new_id, run_key
 from infra.repos import identity_reads
 from schemas import limits
 from schemas.errors import (
@@ -102,12 +102,14 @@ def _server_secret(request: web.Request) -> bytes:
 
 
 async def issue_voucher(request: web.Request, issuer_id: uuid.UUID | None) -> Voucher:
-    voucher_id = new_id(request, "voucher")
+    key = run_key(request, "voucher")
+    voucher_id = new_id(key)
     return await execute(
         request,
         VoucherIssueWorkflow.run,
         VoucherIssue(voucher_id=voucher_id, code=new_voucher_code(), issuer_id=issuer_id),
         workflow_id=voucher_workflow_id(voucher_id),
+        key=key,
         on_duplicate=OperationRunning("This voucher is being issued"),
     )
 

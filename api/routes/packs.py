@@ -35,7 +35,7 @@ from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
 from api.headers import require_team_header
-from api.idempotency import keyed_workflow_id
+from api.idempotency import keyed_workflow_id, run_key
 from api.reads import reader
 from infra.repos import packs as repo
 from schemas.errors import (
@@ -251,7 +251,8 @@ async def create_pack(
     body = parsed.body
     principal = require_principal(request)
     await _writable_diary(request, diary_id)
-    workflow_id = keyed_workflow_id(request, "pack", pack_workflow_id(diary_id, _request_cid(body)))
+    key = run_key(request, "pack")
+    workflow_id = keyed_workflow_id(key, pack_workflow_id(diary_id, _request_cid(body)))
     created = await execute(
         request,
         PackCreateWorkflow.run,
@@ -270,6 +271,7 @@ async def create_pack(
         ),
         workflow_id=workflow_id,
         on_duplicate=PackBusy("This pack is being created"),
+        key=key,
         search=[SearchAttributePair(DIARY_ID, str(diary_id))],
     )
     pack = await repo.get_pack(_pool(request), created.pack_id, entries=True)
@@ -560,9 +562,8 @@ async def render_pack(
     pack = await _writable_pack(request, parsed.path.id)
     # the cheap refusals before a workflow starts (the step decides them again)
     repo.check_render_request(body.renderMethod, body.renderedMarkdown)
-    workflow_id = keyed_workflow_id(
-        request, "pack-render", render_workflow_id(pack.id, _request_cid(body))
-    )
+    key = run_key(request, "pack-render")
+    workflow_id = keyed_workflow_id(key, render_workflow_id(pack.id, _request_cid(body)))
     created = await execute(
         request,
         PackRenderWorkflow.run,
@@ -577,6 +578,7 @@ async def render_pack(
         ),
         workflow_id=workflow_id,
         on_duplicate=RenderBusy("This pack is being rendered"),
+        key=key,
         search=[SearchAttributePair(DIARY_ID, str(pack.diaryId))],
     )
     rendered = await repo.get_rendered(_pool(request), created.rendered_id)

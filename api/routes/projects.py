@@ -15,7 +15,7 @@ from aiohttp import web
 
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
-from api.idempotency import new_id
+from api.idempotency import new_id, run_key
 from api.team_access import read_pool, require_membership, require_team, run_team_write
 from infra.repos import team_reads
 from schemas.errors import (
@@ -50,12 +50,15 @@ async def create_project(
     body = parsed.body
     principal = require_principal(request)
     await require_team(request, path.id, "write")
-    project_id = new_id(request, "project")
+    key = run_key(request, "project")
+    project_id = new_id(key)
     create = ProjectCreate(
         project_id=project_id, team_id=path.id, name=body.name, created_by=principal.subject_id
     )
     workflow_id = project_create_workflow_id(project_id)
-    return await run_team_write(request, ProjectCreateWorkflow.run, create, path.id, workflow_id)
+    return await run_team_write(
+        request, ProjectCreateWorkflow.run, create, path.id, workflow_id, key
+    )
 
 
 @endpoint(

@@ -30,7 +30,7 @@ from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import execute
 from api.headers import TEAM_HEADER, require_team_header, team_header
-from api.idempotency import keyed_workflow_id
+from api.idempotency import keyed_workflow_id, run_key
 from infra.repos import runtime_profiles as repo
 from schemas.errors import (
     Conflict,
@@ -128,18 +128,19 @@ async def create_runtime_profile(
         created_by_agent_id=principal.agent_id,
         created_by_human_id=principal.human_id,
     )
+    key = run_key(request, "runtime-profile")
     created = await execute(
         request,
         RuntimeProfileCreateWorkflow.run,
         create,
         workflow_id=keyed_workflow_id(
-            request,
-            "runtime-profile",
+            key,
             profile_create_workflow_id(
                 body.teamId, json_cid({**create.model_dump(mode="json"), "profile_id": None})
             ),
         ),
         on_duplicate=BUSY,
+        key=key,
         search=_search(body.teamId),
     )
     return await _loaded(request, created.profile_id)

@@ -71,7 +71,7 @@ from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
 from api.headers import IDEMPOTENCY_HEADER, require_team_header, team_header
-from api.idempotency import idempotency_key, key_reused, keyed_workflow_id
+from api.idempotency import idempotency_key, key_reused, keyed_workflow_id, run_key
 from api.pack_tasks import names_rendered_pack, rendered_pack_reference
 from api.reads import reader
 from api.task_flows import start_task
@@ -619,16 +619,16 @@ async def create_task_grant(
     task = await _managed_task(request, task_id)
     if not await task_reads.subject_exists(_pool(request), grant.subjectNs, grant.subjectId):
         raise SubjectNotFound(f"No such {grant.subjectNs}")
+    key = run_key(request, "task-grant")
     await execute(
         request,
         TaskGrantWriteWorkflow.run,
         TupleWrite(tuples=[_grant_tuple(task_id, grant)]),
         workflow_id=keyed_workflow_id(
-            request,
-            "task-grant",
-            task_grant_workflow_id(task_id, grant.subjectNs, grant.subjectId, grant.role),
+            key, task_grant_workflow_id(task_id, grant.subjectNs, grant.subjectId, grant.role)
         ),
         on_duplicate=GrantInProgress("This grant is being changed"),
+        key=key,
         search=_search(task),
         team=task.teamId,
     )

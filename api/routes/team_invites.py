@@ -18,7 +18,7 @@ from aiohttp import web
 
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
-from api.idempotency import keyed_workflow_id, new_id
+from api.idempotency import keyed_workflow_id, new_id, run_key
 from api.team_access import read_pool, require_team, run_team_write
 from infra.repos import team_reads
 from schemas import limits
@@ -77,7 +77,8 @@ async def create_team_invite(
     body = parsed.body
     principal = require_principal(request)
     await require_team(request, path.id, "manage_members")
-    invite_id = new_id(request, "team-invite")
+    key = run_key(request, "team-invite")
+    invite_id = new_id(key)
     create = InviteCreate(
         invite_id=invite_id,
         team_id=path.id,
@@ -88,7 +89,9 @@ async def create_team_invite(
         created_by=principal.subject_id,
     )
     workflow_id = invite_create_workflow_id(invite_id)
-    return await run_team_write(request, TeamInviteCreateWorkflow.run, create, path.id, workflow_id)
+    return await run_team_write(
+        request, TeamInviteCreateWorkflow.run, create, path.id, workflow_id, key
+    )
 
 
 @endpoint(
@@ -151,7 +154,6 @@ async def join_team(request: web.Request, parsed: Parsed[JoinRequest]) -> Joined
     join = TeamJoin(
         code=body.code, subject_id=principal.subject_id, subject_ns=principal.subject_ns
     )
-    workflow_id = keyed_workflow_id(
-        request, "team-join", join_workflow_id(team_id, principal.subject_id)
-    )
-    return await run_team_write(request, TeamJoinWorkflow.run, join, team_id, workflow_id)
+    key = run_key(request, "team-join")
+    workflow_id = keyed_workflow_id(key, join_workflow_id(team_id, principal.subject_id))
+    return await run_team_write(request, TeamJoinWorkflow.run, join, team_id, workflow_id, key)

@@ -23,7 +23,7 @@ from api import keys
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import start_with_update, waiting_on_workflow
-from api.idempotency import new_id
+from api.idempotency import RunKey, new_id, run_key
 from api.team_access import (
     TEAM_BUSY,
     members_of,
@@ -173,7 +173,8 @@ async def create_team(
     """
     body = parsed.body
     principal = require_principal(request)
-    team_id = new_id(request, "team")
+    key = run_key(request, "team")
+    team_id = new_id(key)
     creator = Seat(subject_id=principal.subject_id, subject_ns=principal.subject_ns, role="owner")
     founders = body.foundingMembers or []
     for index, member in enumerate(founders):
@@ -187,14 +188,14 @@ async def create_team(
     if not founders:
         create = TeamCreate(team_id=team_id, name=body.name, creator=creator)
         await run_team_write(
-            request, TeamCreateWorkflow.run, create, team_id, team_create_workflow_id(team_id)
+            request, TeamCreateWorkflow.run, create, team_id, team_create_workflow_id(team_id), key
         )
         team = _team_view(await team_row(request, team_id), "owner")
         return render(team, 201)
     seats = [creator] + [
         Seat(subject_id=m.subjectId, subject_ns=m.subjectNs, role=m.role) for m in founders
     ]
-    await _start_founding(request, team_id, body.name, creator, seats)
+    await _start_founding(request, key, team_id, body.name, creator, seats)
     team = _team_view(
         await team_row(request, team_id),
         "owner",
@@ -204,7 +205,12 @@ async def create_team(
 
 
 async def _start_founding(
-    request: web.Request, team_id: uuid.UUID, name: str, creator: Seat, seats: list[Seat]
+    request: web.Request,
+    key: RunKey | None,
+    team_id: uuid.UUID,
+    name: str,
+    creator: Seat,
+    seats: list[Seat],
 ) -> None:
     """Start `TeamFounding` and wait only until its rows exist (Update-with-Start)."""
     workflow_id = team_founding_workflow_id(team_id)
@@ -220,6 +226,7 @@ async def _start_founding(
         result_type=FoundingState,
         on_duplicate=TEAM_BUSY,
         search=[SearchAttributePair(TEAM_ID, str(team_id))],
+        key=key,
     )
 
 

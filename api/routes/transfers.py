@@ -34,7 +34,7 @@ from api.access import allowed, allowed_ids, can_read, readable_diary, require
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint
 from api.flows import start_with_update, waiting_on_workflow
-from api.idempotency import new_id
+from api.idempotency import new_id, run_key
 from api.reads import reader
 from api.team_access import require_membership
 from infra.repos import memory_reads, team_reads
@@ -115,7 +115,8 @@ async def create_transfer(
     pool = request.app[keys.READ_POOL]
     destination = await team_reads.team_state(pool, body.destinationTeamId)
     check_destination(destination, source_team_id, body.destinationTeamId)
-    transfer_id = new_id(request, "transfer")
+    key = run_key(request, "transfer")
+    transfer_id = new_id(key)
     pending = await pending_transfer_of(pool, diary_id)
     if pending is not None and pending.id != transfer_id:  # its own: a keyed retry
         raise DiaryTransferPending("This diary already has a pending transfer")
@@ -132,6 +133,7 @@ async def create_transfer(
         workflow_id=transfer_workflow_id(transfer_id),
         update=TRANSFER_STORED,
         result_type=TransferRecord,
+        key=key,
         on_duplicate=DiaryTransferPending("This transfer is being created"),
         search=[
             SearchAttributePair(DIARY_ID, str(diary_id)),
