@@ -1,4 +1,4 @@
-"""Wake-ups on a task's changes, from Postgres: migration 0026 notifies `task_changed` with the
+"""Wake-ups on a task's changes, from Postgres: migration 0028 notifies `task_changed` with the
 task id whenever its row, an attempt or messages of it are written, by any process.
 
 One connection of the pool listens while anyone watches (an A2A stream), and goes back to the

@@ -1,4 +1,4 @@
-"""A task's changes wake those who watch it (infra/task_changes.py, migration 0026), on the real
+"""A task's changes wake those who watch it (infra/task_changes.py, migration 0028), on the real
 stack: an attempt's start (the worker's projection of the heartbeat) and a batch of messages
 the API appends each wake a watch of their task, begun after the task's earlier writes. The
 waits are bounded only so that a missing wake-up fails the test instead of hanging it; no
