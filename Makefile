@@ -113,6 +113,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/codec.py
 	$(BIN)/python bench/tasks.py
 	$(BIN)/python bench/fairness.py
+	$(BIN)/python bench/entry_create.py
 	$(BIN)/python bench/tasks_artifacts.py
 	$(BIN)/python bench/daemon.py
 	$(BIN)/python bench/packs.py

@@ -7,13 +7,18 @@ combined run (in a thread, so the worker's event loop keeps serving Temporal). E
 exactly the rows of its own texts. With one writer the window adds ~3 ms; with 8 concurrent
 writers their entries are embedded together. Each run's size (texts) is recorded on the
 `cairn.embedding.batch.size` histogram of the meter the worker passes in.
+
+A run takes the waiting calls team by team in turn (each call's fairness key, the team of the
+run that asked: `schemas.priorities`), not in arrival order: when more wait than one run holds,
+a team that floods the worker fills the runs after one with another team's single write, not
+the ones before it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -59,7 +64,8 @@ class MicroBatcher:
     """Merges concurrent `embed` calls into as few model runs as possible, one run at a time.
 
     The first call of a burst starts a drain task that sleeps `window_s`, then runs everything
-    queued by then (up to `max_texts` texts per run) and keeps going while calls keep queueing.
+    queued by then (up to `max_texts` texts per run, the keys taking turns, each key's calls in
+    arrival order) and keeps going while calls keep queueing.
     Runs never overlap: on two cores one run already uses both, and a queued call is better off
     joining the next run than competing with the current one.
     """
@@ -75,7 +81,8 @@ class MicroBatcher:
         self._embedder = embedder
         self._window_s = window_s
         self._max_texts = max_texts
-        self._queue: deque[_Waiting] = deque()
+        # per fairness key, its calls in arrival order; the key served longest ago comes first
+        self._queues: OrderedDict[str | None, deque[_Waiting]] = OrderedDict()
         self._drain_task: asyncio.Task[None] | None = None
         self.stats = BatchStats()
         self._batch_sizes = (meter or metrics.get_meter("cairn.embedding")).create_histogram(
@@ -85,11 +92,12 @@ class MicroBatcher:
             explicit_bucket_boundaries_advisory=BATCH_BUCKETS,
         )
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], key: str | None = None) -> list[list[float]]:
+        """The vectors of `texts`; `key` is the caller's fairness key (its team)."""
         if not texts:
             return []
         waiting = _Waiting(list(texts), asyncio.get_running_loop().create_future())
-        self._queue.append(waiting)
+        self._queues.setdefault(key, deque()).append(waiting)
         self.stats.calls += 1
         if self._drain_task is None or self._drain_task.done():
             self._drain_task = asyncio.create_task(self._drain())
@@ -105,20 +113,30 @@ class MicroBatcher:
     async def _drain(self) -> None:
         try:
             await asyncio.sleep(self._window_s)
-            while self._queue:
+            while self._queues:
                 await self._run(self._next_batch())
         finally:
             # Cancelled (worker shutdown): nobody will run what is still queued.
-            while self._queue:
-                self._queue.popleft().result.cancel()
+            for queue in self._queues.values():
+                for waiting in queue:
+                    waiting.result.cancel()
+            self._queues.clear()
 
     def _next_batch(self) -> list[_Waiting]:
-        """Queued calls in arrival order, up to `max_texts` texts (always at least one call)."""
-        batch = [self._queue.popleft()]
-        size = len(batch[0].texts)
-        while self._queue and size + len(self._queue[0].texts) <= self._max_texts:
-            size += len(self._queue[0].texts)
-            batch.append(self._queue.popleft())
+        """Queued calls, one key's oldest after another's in turn, up to `max_texts` texts
+        (always at least one call)."""
+        batch: list[_Waiting] = []
+        size = 0
+        while self._queues:
+            key, queue = next(iter(self._queues.items()))
+            if batch and size + len(queue[0].texts) > self._max_texts:
+                break
+            batch.append(queue.popleft())
+            size += len(batch[-1].texts)
+            if queue:
+                self._queues.move_to_end(key)  # its next call waits for the others' turns
+            else:
+                del self._queues[key]
         return batch
 
     async def _run(self, batch: list[_Waiting]) -> None:
@@ -171,4 +189,4 @@ class EmbeddingActivities:
     @activity.defn(name="embedding.embed_passages")
     async def embed_passages(self, request: EmbedRequest) -> EmbedResult:
         """One vector per text (`[title\\n]content[\\ntag:<t>…]`), batched with concurrent calls."""
-        return EmbedResult(vectors=await self._batcher.embed(request.texts))
+        return EmbedResult(vectors=await self._batcher.embed(request.texts, request.fairness_key))

@@ -72,8 +72,13 @@ class MemoryActivities:
         if inserted.refusal is not None:
             raise _problem(inserted.refusal)
         if inserted.duplicate_of is not None:
-            return EntryInserted(entry_id=inserted.duplicate_of, cid=inserted.cid, duplicate=True)
-        return EntryInserted(entry_id=inp.draft.entry_id, cid=inserted.cid)
+            return EntryInserted(
+                entry_id=inserted.duplicate_of,
+                cid=inserted.cid,
+                duplicate=True,
+                entry=inserted.entry,
+            )
+        return EntryInserted(entry_id=inp.draft.entry_id, cid=inserted.cid, entry=inserted.entry)
 
     @activity.defn(name="memory.rewrite_entry")
     async def rewrite_entry(self, inp: EntryRewrite) -> None:

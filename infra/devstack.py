@@ -36,6 +36,15 @@ DEV_SERVER_TASK_QUEUES_MAX = 10_000
 # Measured on the 2-core machine (shared/reference/perf-baselines.md, config G): WAL + a lifted
 # transfer-queue poll limit cut a short workflow from 101 ms to 30 ms.
 TUNED_TEMPORAL_FLAGS = (
+    # One partition a task queue: fairness orders each partition's backlog on its own, and a
+    # poll takes from one partition, so over the server's default four a quiet team's run waited
+    # for a poll to reach its partition, behind the flood in the others (issue 30 §5: B's five
+    # runs behind A's 200 closed at places 1, 11, 23, 48, 58; with one, 2, 4, 6, 8, 10). One
+    # process gains nothing from more.
+    "--dynamic-config-value",
+    "matching.numTaskqueueReadPartitions=1",
+    "--dynamic-config-value",
+    "matching.numTaskqueueWritePartitions=1",
     "--sqlite-pragma",
     "journal_mode=wal",
     "--sqlite-pragma",

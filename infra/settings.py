@@ -7,6 +7,7 @@ external Postgres, a Temporal cluster and any S3 endpoint.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
@@ -25,6 +26,15 @@ from infra.payload_codec import PayloadKeyring
 from schemas import limits
 from schemas.kernel.keyring import SecretKeyring
 from schemas.queues import embedding_queue_for
+
+
+def _cores() -> int:
+    """The cores this process may run on: its CPU affinity where the OS has one (a container's
+    cpuset), else the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
 
 _PERIOD_SEC = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60}
 _PERIOD_SEC |= {"h": 3600, "hour": 3600, "d": 86400, "day": 86400}
@@ -262,6 +272,26 @@ class Settings(BaseSettings):
             "model in the same process), `service` (every workflow and activity but the entry "
             "writes and embedding; no model loaded) or `embeddings` (only the embedding queue: "
             "the entry workflows beside the model; needs Temporal and Postgres, not S3)."
+        ),
+    )
+    worker_workflow_task_slots: int = Field(
+        default_factory=lambda: 4 * _cores(),
+        ge=1,
+        description=(
+            "Workflow tasks the service queue's worker runs at once (default 4 per core). "
+            "Beyond it work waits in Temporal's task queue, which dispatches by priority and "
+            "takes the teams' turns (`schemas.priorities`); work taken into the worker is "
+            "served in arrival order, whatever its team."
+        ),
+    )
+    embedding_workflow_task_slots: int = Field(
+        default_factory=lambda: 2 * _cores(),
+        ge=1,
+        description=(
+            "Entry writes the embedding queue's worker runs at once (default 2 per core): "
+            "each holds its slot through its embedding and insert. A model run embeds the "
+            "writes in the worker together and each waits for the whole run, so a write of "
+            "a quiet team waits at most about two runs of this many texts (bench/fairness.py)."
         ),
     )
     worker_shutdown_grace_s: float = Field(

@@ -27,6 +27,10 @@ class EmbedRequest(Payload):
     """Texts to embed, as `schemas.kernel.embedding_text.entry_embedding_text` builds them."""
 
     texts: list[str] = Field(max_length=limits.EMBED_REQUEST_MAX_TEXTS)
+    # The asking run's team (`schemas.priorities.fairness_key`): the worker's batcher takes the
+    # teams' calls in turn. Temporal does not hand an activity its run's priority, so it travels
+    # here.
+    fairness_key: str | None = None
 
 
 class EmbedResult(Payload):

@@ -486,6 +486,9 @@ class EntryInserted(Payload):
     entry_id: UUID
     cid: str
     duplicate: bool = False
+    # The entry as the API answers with it, so the route reads nothing back; None from a
+    # worker built before this field, and the route then reads the row.
+    entry: Entry | None = None
 
 
 class EntryChange(Payload):

@@ -72,6 +72,8 @@ def build_worker(
         # tracing comes with the client: a worker takes the client's interceptors first
         interceptors=[DomainErrorInterceptor()],
         max_concurrent_activities=64,
+        # a backlog beyond the slots waits in Temporal's queue, where teams take turns
+        max_concurrent_workflow_tasks=settings.worker_workflow_task_slots,
         deployment_config=deployment_config(version),
         graceful_shutdown_timeout=_grace(settings),
         max_heartbeat_throttle_interval=HEARTBEAT_SEND_INTERVAL,
@@ -132,7 +134,8 @@ async def start_embedding_worker(
     """Load the model once for this process (in a thread) and serve `settings.embedding_task_queue`:
     the entry workflows, whose embedding (micro-batched across the process's concurrent runs)
     and row writes are local activities, and `embedding.*` as a regular activity for runs that
-    started on the service queue; enough concurrent slots that callers can batch."""
+    started on the service queue; enough concurrent slots that callers can batch, and at
+    most `settings.embedding_workflow_task_slots` entry writes at once."""
     if embedder is None:
         embedder = await asyncio.to_thread(OnnxEmbedder.load)
     activities = EmbeddingActivities(embedder)
@@ -143,6 +146,10 @@ async def start_embedding_worker(
         activities=embedding_activities(activities, pool),
         interceptors=[DomainErrorInterceptor()],  # tracing comes with the client
         max_concurrent_activities=limits.EMBEDDING_MICROBATCH_MAX_TEXTS,
+        # the entry writes (their embedding and insert are local activities inside the
+        # workflow task): a backlog beyond these waits in Temporal's queue, where teams take
+        # turns, rather than in the batcher, where every write waits for the whole run
+        max_concurrent_workflow_tasks=settings.embedding_workflow_task_slots,
         deployment_config=deployment_config(version),
         graceful_shutdown_timeout=_grace(settings),
         max_heartbeat_throttle_interval=HEARTBEAT_SEND_INTERVAL,

@@ -79,7 +79,8 @@ async def _embed_now(
 ) -> list[float] | None:
     """The entry's vector, or None when the embedding service cannot answer right now."""
     try:
-        result = await _embed(EmbedRequest(texts=[text]), locally=locally, retry=retry)
+        request = EmbedRequest(texts=[text], fairness_key=workflow.info().priority.fairness_key)
+        result = await _embed(request, locally=locally, retry=retry)
     except STEP_FAILURES:
         workflow.logger.warning("embedding failed; the entry is stored without a vector")
         return None

@@ -180,7 +180,8 @@ async def create_entry(
         task_queue=request.app[keys.SETTINGS].embedding_task_queue,
         team=diary.teamId,
     )
-    entry = await load_entry(request, inserted.entry_id)
+    # the run answers with the stored entry; a worker of the build before that, with its id
+    entry = inserted.entry or await load_entry(request, inserted.entry_id)
     if inserted.duplicate:
         response = render(entry, 200)
         response.headers[DUPLICATE_HEADER] = str(entry.id)

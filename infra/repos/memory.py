@@ -44,10 +44,12 @@ from schemas.kernel.permissions import RelationTuple, Subject
 from schemas.memory import (
     GRANT_RELATIONS,
     DiaryCreateInput,
+    Entry,
     EntryInsert,
     EntryRewrite,
     GrantChange,
     RelationCreateInput,
+    entry_from_row,
 )
 
 
@@ -71,11 +73,14 @@ def diary_in_use(kind: str, count: int) -> Refusal:
 @dataclass(frozen=True)
 class Inserted:
     """What an entry insert did: the entry's CID, or the refusal, or the live entry of the same
-    content (whose CID it is then) when the create was an exact duplicate."""
+    content (whose CID it is then) when the create was an exact duplicate. `entry` is the
+    stored entry (the new one, or that duplicate), read in the insert's transaction, so the API
+    answers with it instead of reading it back."""
 
     cid: str
     refusal: Refusal | None = None
     duplicate_of: uuid.UUID | None = None
+    entry: Entry | None = None
 
 
 class _Refused(Exception):
@@ -205,12 +210,15 @@ class MemoryRepo:
             async with self._pool.acquire() as conn, conn.transaction():
                 existing = await conn.fetchrow(Q.memory_get_entry, draft.entry_id)
                 if existing is not None:  # a retry after a committed attempt
-                    return Inserted(existing["cid"])
+                    return Inserted(existing["cid"], entry=entry_from_row(existing))
                 duplicate = await _exact_duplicate(
                     conn, draft.entry_id, draft.diary_id, draft.content
                 )
-                if duplicate is not None:
-                    return Inserted(duplicate[1], duplicate_of=duplicate[0])
+                if duplicate is not None:  # rare: the extra read is the worker's, once
+                    stored = await conn.fetchrow(Q.memory_get_entry, duplicate[0])
+                    return Inserted(
+                        duplicate[1], duplicate_of=duplicate[0], entry=entry_from_row(stored)
+                    )
                 cid, prev_cid, signature = inp.cid, None, None
                 if draft.signed_diary:
                     prev_cid = await conn.fetchval(Q.memory_chain_head, draft.diary_id)
@@ -222,7 +230,7 @@ class MemoryRepo:
                         conn, draft.signing_request_id, draft.created_by, cid
                     )
                 try:
-                    await conn.execute(
+                    row = await conn.fetchrow(
                         Q.memory_insert_entry,
                         draft.entry_id,
                         draft.diary_id,
@@ -252,7 +260,8 @@ class MemoryRepo:
                 if draft.signed_diary:
                     await conn.execute(Q.memory_advance_chain_head, draft.diary_id, cid)
                 await tuples.write_tuples(conn, [_entry_parent(draft.entry_id, draft.diary_id)])
-                return Inserted(cid)
+                # no row: the same id went in meanwhile (ON CONFLICT), and the API reads it back
+                return Inserted(cid, entry=None if row is None else entry_from_row(row))
         except _Refused as refused:
             return Inserted(inp.cid, refusal=refused.refusal)
 

@@ -92,7 +92,11 @@ INSERT INTO diary_entries (
     created_by, created_by_ns)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 ON CONFLICT (id) DO NOTHING
-RETURNING id
+-- the columns of `schemas.memory.entry_from_row`: the API answers with them (no read-back)
+RETURNING id, diary_id, title, content, tags, importance, entry_type, injection_risk,
+          injection_threats, cid, prev_cid, signing_request_id, content_signature, superseded_by,
+          embedding IS NOT NULL AS has_embedding, access_count, last_accessed_at, created_by,
+          created_at, updated_at, origin
 
 -- name: memory_lock_content_digest
 -- Serializes creates of one content in one diary until the insert commits, so that two racing

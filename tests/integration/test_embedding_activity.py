@@ -146,6 +146,42 @@ async def test_runs_are_capped_at_max_texts(
     assert batcher.stats.largest_run_texts == 3
 
 
+class RecordingEmbedder(GatedEmbedder):
+    """The gated model that keeps the texts of each run, in the order of the runs."""
+
+    def __init__(self, model: OnnxEmbedder) -> None:
+        super().__init__(model)
+        self.runs: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.runs.append(list(texts))
+        return super().embed(texts)
+
+
+async def test_a_quiet_teams_call_joins_the_next_run_before_a_flooding_teams_backlog(
+    embedder: OnnxEmbedder,
+) -> None:
+    """Team A queues six calls and then team B one, while a run holds the model; runs hold
+    three texts. In arrival order B's call would wait two runs; the teams take turns, so it is
+    in the very next one (and A's calls keep their own order)."""
+    gate = RecordingEmbedder(embedder)
+    batcher = MicroBatcher(gate, max_texts=3)
+    flooding, quiet = str(uuid.uuid4()), str(uuid.uuid4())
+    try:
+        blocker = asyncio.create_task(batcher.embed(["hold the model"], flooding))
+        await wait_until(gate.started.is_set, what="the first run to be under way")
+        a_calls = [asyncio.create_task(batcher.embed([text], flooding)) for text in TEXTS[:6]]
+        await wait_until(lambda: batcher.stats.calls == 7, what="team A's calls queued")
+        b_call = asyncio.create_task(batcher.embed([TEXTS[6]], quiet))
+        await wait_until(lambda: batcher.stats.calls == 8, what="team B's call queued")
+    finally:
+        gate.release.set()
+    await asyncio.gather(blocker, b_call, *a_calls)
+    assert gate.runs[0] == ["hold the model"]
+    assert TEXTS[6] in gate.runs[1]
+    assert [text for run in gate.runs[1:] for text in run if text != TEXTS[6]] == TEXTS[:6]
+
+
 class FailingEmbedder:
     def __init__(self) -> None:
         self.calls = 0

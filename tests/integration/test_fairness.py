@@ -14,13 +14,16 @@ from typing import Any
 
 import pytest
 from actors import Actor, new_diary
-from temporalio.client import ScheduleActionStartWorkflow, WorkflowExecutionDescription
+from temporalio import workflow
+from temporalio.client import Client, ScheduleActionStartWorkflow, WorkflowExecutionDescription
 from temporalio.common import Priority
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from waiting import wait_until
 
 from schemas.priorities import PRIORITY_KEYS, WorkKind
 from schemas.task_attempts import task_workflow_id
 from workflows import artifacts, maintenance, packs
+from workflows.common import work_priority
 from workflows.entries import entry_create_workflow_id
 
 
@@ -111,3 +114,49 @@ async def test_the_sweeps_go_after_every_request(schedule_id: Any, stack: Any) -
     action = described.schedule.action
     assert isinstance(action, ScheduleActionStartWorkflow)
     assert action.priority == Priority(priority_key=PRIORITY_KEYS[WorkKind.SWEEP])
+
+
+@workflow.defn(name="TestFairnessNoop")
+class NoopWorkflow:
+    @workflow.run
+    async def run(self) -> None:
+        return None
+
+
+async def test_a_quiet_teams_runs_queued_behind_a_flood_take_every_other_turn(stack: Any) -> None:
+    """Twelve of team A's runs, then three of team B's, wait in a queue no worker polls yet;
+    a one-slot worker then drains it. The dev server orders the backlog by team (one partition
+    a queue, `infra.devstack.TUNED_TEMPORAL_FLAGS`): B's runs close second, fourth and sixth,
+    not after A's twelve (one FIFO), nor wherever the partition each landed in came up."""
+    client: Client = stack.temporal
+    queue = f"fairness-{uuid.uuid4().hex[:8]}"
+    started = []
+    for team, runs in ((uuid.uuid4(), 12), (uuid.uuid4(), 3)):
+        for _ in range(runs):
+            handle = await client.start_workflow(
+                NoopWorkflow.run,
+                id=f"{queue}/{uuid.uuid4()}",
+                task_queue=queue,
+                priority=work_priority(WorkKind.REQUEST, team),
+            )
+            started.append((team, handle))
+    async with Worker(
+        client,
+        task_queue=queue,
+        workflows=[NoopWorkflow],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+        max_concurrent_workflow_tasks=1,
+    ):
+        for _, handle in started:
+            await handle.result()
+    closed = []
+    for team, handle in started:
+        close_time = (await handle.describe()).close_time
+        assert close_time is not None
+        closed.append((close_time, team))
+    quiet = started[-1][0]
+    assert [place for place, (_, team) in enumerate(sorted(closed), 1) if team == quiet] == [
+        2,
+        4,
+        6,
+    ]

@@ -8,9 +8,9 @@ rate-limit count included:
   closure, the rate count);
 - `POST /diary/search`: 3 beside the search's own transaction (the credential, the scope, the
   rate count), which the grant graph does not change either;
-- the API side of an entry create (the workflow's activities are the worker's): 4 (the
-  credential, the diary with its closure, the rate count, and the entry the workflow wrote,
-  read back to answer with).
+- the API side of an entry create (the workflow's activities are the worker's): 3 (the
+  credential, the diary with its closure, the rate count; the workflow's result carries the
+  entry it wrote, so nothing is read back).
 
 A diary is granted to a group nested `depth` levels deep, its team has members, and the caller
 is at the bottom of the nesting; every route is counted at two depths, for an OAuth2 token, an
@@ -60,7 +60,7 @@ T = TypeVar("T")
 
 GET_DIARY_BUDGET = 3
 SEARCH_BESIDE_ITS_OWN = 3
-ENTRY_CREATE_BUDGET = 4
+ENTRY_CREATE_BUDGET = 3
 WORD = "granite"
 DEPTHS = (1, 6)
 # strict buckets (below RATE_LEASE_MIN_LIMIT a period): one statement of the shared bucket each
