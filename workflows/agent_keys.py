@@ -91,13 +91,11 @@ class AgentKeyCreateWorkflow:
 
 
 @request_step("AgentKeyRotate", AgentKeyActivities.rotate)
-class AgentKeyRotateWorkflow(RequestStep[AgentKeyRotate, AgentKeyRow]):
-    pass
+class AgentKeyRotateWorkflow(RequestStep[AgentKeyRotate, AgentKeyRow]): ...
 
 
 @request_step("AgentKeyRevoke", AgentKeyActivities.revoke)
-class AgentKeyRevokeWorkflow(RequestStep[AgentKeyRevoke, AgentKeyRow]):
-    pass
+class AgentKeyRevokeWorkflow(RequestStep[AgentKeyRevoke, AgentKeyRow]): ...
 
 
 @workflow.defn(name="AgentKeyExpiry", versioning_behavior=LONG_LIVED)

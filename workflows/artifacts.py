@@ -59,13 +59,11 @@ def sweep_schedule_id(task_queue: str) -> str:
 
 
 @request_step("ArtifactStage", ArtifactActivities.stage, run=run_local_step)
-class ArtifactStageWorkflow(RequestStep[ArtifactStageInput, None]):
-    pass
+class ArtifactStageWorkflow(RequestStep[ArtifactStageInput, None]): ...
 
 
 @request_step("ArtifactAttach", ArtifactActivities.attach, run=run_local_step)
-class ArtifactAttachWorkflow(RequestStep[ArtifactAttachInput, AttachedArtifact]):
-    pass
+class ArtifactAttachWorkflow(RequestStep[ArtifactAttachInput, AttachedArtifact]): ...
 
 
 @workflow.defn(name="ArtifactSweep", versioning_behavior=LONG_LIVED)

@@ -28,8 +28,7 @@ def client_register_workflow_id(client_id: str) -> str:
 
 
 @request_step("ConnectorClientRegister", ConnectorActivities.register_client)
-class ConnectorClientRegisterWorkflow(RequestStep[ClientRegister, None]):
-    pass
+class ConnectorClientRegisterWorkflow(RequestStep[ClientRegister, None]): ...
 
 
 def code_issue_workflow_id(code_hash: str) -> str:
@@ -37,8 +36,7 @@ def code_issue_workflow_id(code_hash: str) -> str:
 
 
 @request_step("ConnectorCodeIssue", ConnectorActivities.issue_code)
-class ConnectorCodeIssueWorkflow(RequestStep[CodeIssue, None]):
-    pass
+class ConnectorCodeIssueWorkflow(RequestStep[CodeIssue, None]): ...
 
 
 def code_redeem_workflow_id(code_hash: str) -> str:
@@ -46,8 +44,7 @@ def code_redeem_workflow_id(code_hash: str) -> str:
 
 
 @request_step("ConnectorCodeRedeem", ConnectorActivities.redeem_code)
-class ConnectorCodeRedeemWorkflow(RequestStep[CodeExchange, GrantIssued]):
-    pass
+class ConnectorCodeRedeemWorkflow(RequestStep[CodeExchange, GrantIssued]): ...
 
 
 def refresh_rotate_workflow_id(grant_id: UUID, old_hash: str) -> str:
@@ -55,8 +52,7 @@ def refresh_rotate_workflow_id(grant_id: UUID, old_hash: str) -> str:
 
 
 @request_step("ConnectorRefreshRotate", ConnectorActivities.rotate_refresh)
-class ConnectorRefreshRotateWorkflow(RequestStep[RefreshRotate, GrantIssued]):
-    pass
+class ConnectorRefreshRotateWorkflow(RequestStep[RefreshRotate, GrantIssued]): ...
 
 
 def grant_revoke_workflow_id(grant_id: UUID) -> str:
@@ -64,5 +60,4 @@ def grant_revoke_workflow_id(grant_id: UUID) -> str:
 
 
 @request_step("ConnectorGrantRevoke", ConnectorActivities.revoke_grant)
-class ConnectorGrantRevokeWorkflow(RequestStep[GrantRef, None]):
-    pass
+class ConnectorGrantRevokeWorkflow(RequestStep[GrantRef, None]): ...

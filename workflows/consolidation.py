@@ -72,8 +72,7 @@ def _probe(inp: ConsolidationInput) -> NearDuplicateProbe:
 
 # one short query per entry of a small batch: a local step, so the run is one workflow task
 @request_step("EntryConsolidation", MemoryActivities.propose_near_duplicates, prepare=_probe)
-class EntryConsolidationWorkflow(RequestStep[ConsolidationInput, NearDuplicateProposals]):
-    pass
+class EntryConsolidationWorkflow(RequestStep[ConsolidationInput, NearDuplicateProposals]): ...
 
 
 @workflow.defn(name="ConsolidationSweep", versioning_behavior=LONG_LIVED)
@@ -106,5 +105,4 @@ def retrievals_workflow_id(batch_id: UUID) -> str:
 
 
 @request_step("RetrievalsRecord", MemoryActivities.record_retrievals)
-class RetrievalsRecordWorkflow(RequestStep[Retrievals, None]):
-    pass
+class RetrievalsRecordWorkflow(RequestStep[Retrievals, None]): ...

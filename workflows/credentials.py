@@ -24,5 +24,4 @@ def credential_rehash_workflow_id(
 
 
 @request_step("CredentialRehash", IdentityActivities.rehash_credential, run=run_local_step)
-class CredentialRehashWorkflow(RequestStep[CredentialRehash, None]):
-    pass
+class CredentialRehashWorkflow(RequestStep[CredentialRehash, None]): ...

@@ -20,8 +20,7 @@ def diary_create_workflow_id(diary_id: UUID) -> str:
 
 
 @request_step("DiaryCreate", MemoryActivities.create_diary)
-class DiaryCreateWorkflow(RequestStep[DiaryCreateInput, None]):
-    pass
+class DiaryCreateWorkflow(RequestStep[DiaryCreateInput, None]): ...
 
 
 def diary_update_workflow_id(diary_id: UUID) -> str:
@@ -32,8 +31,7 @@ def diary_update_workflow_id(diary_id: UUID) -> str:
 
 
 @request_step("DiaryUpdate", MemoryActivities.update_diary)
-class DiaryUpdateWorkflow(RequestStep[DiaryUpdateInput, None]):
-    pass
+class DiaryUpdateWorkflow(RequestStep[DiaryUpdateInput, None]): ...
 
 
 def diary_delete_workflow_id(diary_id: UUID) -> str:
@@ -41,8 +39,7 @@ def diary_delete_workflow_id(diary_id: UUID) -> str:
 
 
 @request_step("DiaryDelete", MemoryActivities.delete_diary)
-class DiaryDeleteWorkflow(RequestStep[DiaryRef, None]):
-    pass
+class DiaryDeleteWorkflow(RequestStep[DiaryRef, None]): ...
 
 
 def diary_grant_workflow_id(change: GrantChange) -> str:
@@ -52,10 +49,8 @@ def diary_grant_workflow_id(change: GrantChange) -> str:
 
 
 @request_step("DiaryGrantWrite", MemoryActivities.write_grant)
-class DiaryGrantWriteWorkflow(RequestStep[GrantChange, None]):
-    pass
+class DiaryGrantWriteWorkflow(RequestStep[GrantChange, None]): ...
 
 
 @request_step("DiaryGrantRevoke", MemoryActivities.revoke_grant)
-class DiaryGrantRevokeWorkflow(RequestStep[GrantChange, None]):
-    pass
+class DiaryGrantRevokeWorkflow(RequestStep[GrantChange, None]): ...

@@ -211,8 +211,7 @@ def entries_delete_workflow_id(entry_ids: Sequence[UUID]) -> str:
 
 
 @request_step("EntryDelete", MemoryActivities.delete_entries)
-class EntryDeleteWorkflow(RequestStep[EntryRefs, EntriesDeleted]):
-    pass
+class EntryDeleteWorkflow(RequestStep[EntryRefs, EntriesDeleted]): ...
 
 
 def relation_create_workflow_id(relation_id: UUID) -> str:
@@ -220,8 +219,7 @@ def relation_create_workflow_id(relation_id: UUID) -> str:
 
 
 @request_step("RelationCreate", MemoryActivities.create_relation)
-class RelationCreateWorkflow(RequestStep[RelationCreateInput, RelationWritten]):
-    pass
+class RelationCreateWorkflow(RequestStep[RelationCreateInput, RelationWritten]): ...
 
 
 def relation_update_workflow_id(relation_id: UUID) -> str:
@@ -231,8 +229,7 @@ def relation_update_workflow_id(relation_id: UUID) -> str:
 
 
 @request_step("RelationUpdate", MemoryActivities.set_relation_status)
-class RelationUpdateWorkflow(RequestStep[RelationStatusChange, None]):
-    pass
+class RelationUpdateWorkflow(RequestStep[RelationStatusChange, None]): ...
 
 
 def relation_delete_workflow_id(relation_id: UUID) -> str:
@@ -240,5 +237,4 @@ def relation_delete_workflow_id(relation_id: UUID) -> str:
 
 
 @request_step("RelationDelete", MemoryActivities.delete_relation)
-class RelationDeleteWorkflow(RequestStep[RelationRef, None]):
-    pass
+class RelationDeleteWorkflow(RequestStep[RelationRef, None]): ...

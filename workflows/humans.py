@@ -37,8 +37,7 @@ def _human_identity(inp: HumanRegistration) -> IdentityCreate:
 
 
 @request_step("HumanRegistration", IdentityActivities.create_identity, prepare=_human_identity)
-class HumanRegistrationWorkflow(RequestStep[HumanRegistration, None]):
-    pass
+class HumanRegistrationWorkflow(RequestStep[HumanRegistration, None]): ...
 
 
 def profile_change_workflow_id(identity_id: UUID) -> str:
@@ -46,8 +45,7 @@ def profile_change_workflow_id(identity_id: UUID) -> str:
 
 
 @request_step("HumanProfileChange", IdentityActivities.set_display_name)
-class ProfileChangeWorkflow(RequestStep[ProfileChange, None]):
-    pass
+class ProfileChangeWorkflow(RequestStep[ProfileChange, None]): ...
 
 
 def session_open_workflow_id(session_id: UUID) -> str:
@@ -55,8 +53,7 @@ def session_open_workflow_id(session_id: UUID) -> str:
 
 
 @request_step("SessionOpen", IdentityActivities.open_session)
-class SessionOpenWorkflow(RequestStep[SessionOpen, SessionOpened]):
-    pass
+class SessionOpenWorkflow(RequestStep[SessionOpen, SessionOpened]): ...
 
 
 def session_close_workflow_id(session_id: UUID) -> str:
@@ -64,5 +61,4 @@ def session_close_workflow_id(session_id: UUID) -> str:
 
 
 @request_step("SessionClose", IdentityActivities.close_session)
-class SessionCloseWorkflow(RequestStep[SessionClose, None]):
-    pass
+class SessionCloseWorkflow(RequestStep[SessionClose, None]): ...

@@ -77,13 +77,11 @@ def sweep_schedule_id(task_queue: str) -> str:
     run=run_local_step,
     start_to_close=CREATE_TIMEOUT,
 )
-class PackCreateWorkflow(RequestStep[PackCreateInput, PackCreated]):
-    pass
+class PackCreateWorkflow(RequestStep[PackCreateInput, PackCreated]): ...
 
 
 @request_step("PackUpdate", PackActivities.update_pack, run=run_local_step)
-class PackUpdateWorkflow(RequestStep[PackUpdateInput, None]):
-    pass
+class PackUpdateWorkflow(RequestStep[PackUpdateInput, None]): ...
 
 
 @request_step(
@@ -93,13 +91,11 @@ class PackUpdateWorkflow(RequestStep[PackUpdateInput, None]):
     run=run_local_step,
     start_to_close=CREATE_TIMEOUT,
 )
-class PackRenderWorkflow(RequestStep[RenderInput, RenderCreated]):
-    pass
+class PackRenderWorkflow(RequestStep[RenderInput, RenderCreated]): ...
 
 
 @request_step("RenderedPackUpdate", PackActivities.update_rendered, run=run_local_step)
-class RenderedPackUpdateWorkflow(RequestStep[RenderedPackUpdateInput, None]):
-    pass
+class RenderedPackUpdateWorkflow(RequestStep[RenderedPackUpdateInput, None]): ...
 
 
 @workflow.defn(name="PackSweep", versioning_behavior=LONG_LIVED)

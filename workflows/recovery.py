@@ -81,5 +81,4 @@ def recovery_redeem_workflow_id(flow_id: UUID) -> str:
 
 
 @request_step("RecoveryRedeem", IdentityActivities.redeem_recovery)
-class RecoveryRedeemWorkflow(RequestStep[RecoveryRedeem, RecoveryRedeemed]):
-    pass
+class RecoveryRedeemWorkflow(RequestStep[RecoveryRedeem, RecoveryRedeemed]): ...

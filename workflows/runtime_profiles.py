@@ -41,15 +41,12 @@ def profile_delete_workflow_id(profile_id: UUID) -> str:
 @request_step(
     "RuntimeProfileCreate", RuntimeProfileActivities.create, prepare=with_minted_id("profile_id")
 )
-class RuntimeProfileCreateWorkflow(RequestStep[ProfileCreate, ProfileChanged]):
-    pass
+class RuntimeProfileCreateWorkflow(RequestStep[ProfileCreate, ProfileChanged]): ...
 
 
 @request_step("RuntimeProfileUpdate", RuntimeProfileActivities.update)
-class RuntimeProfileUpdateWorkflow(RequestStep[ProfileUpdate, ProfileChanged]):
-    pass
+class RuntimeProfileUpdateWorkflow(RequestStep[ProfileUpdate, ProfileChanged]): ...
 
 
 @request_step("RuntimeProfileDelete", RuntimeProfileActivities.delete)
-class RuntimeProfileDeleteWorkflow(RequestStep[ProfileDelete, None]):
-    pass
+class RuntimeProfileDeleteWorkflow(RequestStep[ProfileDelete, None]): ...

@@ -19,5 +19,4 @@ def signing_keys_workflow_id(task_queue: str) -> str:
 
 
 @request_step("SigningKeys", IdentityActivities.ensure_signing_key)
-class SigningKeysWorkflow(RequestStep[SigningKeyEnsure, SigningKeyState]):
-    pass
+class SigningKeysWorkflow(RequestStep[SigningKeyEnsure, SigningKeyState]): ...

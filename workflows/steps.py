@@ -4,8 +4,7 @@ instead of written (docs/contributing-workflows.md).
 A declaration names the workflow type, the activity, the input and the result:
 
     @request_step("DiaryCreate", MemoryActivities.create_diary)
-    class DiaryCreateWorkflow(RequestStep[DiaryCreateInput, None]):
-        pass
+    class DiaryCreateWorkflow(RequestStep[DiaryCreateInput, None]): ...
 
 and the run method is made from it: the step runs as a local activity with the request
 timeout and retry policy (`workflows.common`), so the whole run is one workflow task and cannot

@@ -29,10 +29,8 @@ def task_grant_workflow_id(task_id: UUID, subject_ns: str, subject_id: UUID, rol
 
 
 @request_step("TaskGrantWrite", PermissionActivities.write_tuples)
-class TaskGrantWriteWorkflow(RequestStep[TupleWrite, TupleWriteResult]):
-    pass
+class TaskGrantWriteWorkflow(RequestStep[TupleWrite, TupleWriteResult]): ...
 
 
 @request_step("TaskGrantRevoke", PermissionActivities.delete_tuples)
-class TaskGrantRevokeWorkflow(RequestStep[TupleDelete, TupleDeleteResult]):
-    pass
+class TaskGrantRevokeWorkflow(RequestStep[TupleDelete, TupleDeleteResult]): ...

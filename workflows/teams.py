@@ -174,8 +174,7 @@ def team_create_workflow_id(team_id: UUID) -> str:
 
 
 @request_step("TeamCreate", TeamActivities.create_team)
-class TeamCreateWorkflow(RequestStep[TeamCreate, TeamRef]):
-    pass
+class TeamCreateWorkflow(RequestStep[TeamCreate, TeamRef]): ...
 
 
 def team_delete_workflow_id(team_id: UUID) -> str:
@@ -183,8 +182,7 @@ def team_delete_workflow_id(team_id: UUID) -> str:
 
 
 @request_step("TeamDelete", TeamActivities.delete_team)
-class TeamDeleteWorkflow(RequestStep[TeamRef, None]):
-    pass
+class TeamDeleteWorkflow(RequestStep[TeamRef, None]): ...
 
 
 def team_member_workflow_id(team_id: UUID, subject_id: UUID) -> str:
@@ -193,13 +191,11 @@ def team_member_workflow_id(team_id: UUID, subject_id: UUID) -> str:
 
 
 @request_step("TeamMemberRole", TeamActivities.change_member_role)
-class TeamMemberRoleWorkflow(RequestStep[MemberRoleChange, None]):
-    pass
+class TeamMemberRoleWorkflow(RequestStep[MemberRoleChange, None]): ...
 
 
 @request_step("TeamMemberRemove", TeamActivities.remove_member)
-class TeamMemberRemoveWorkflow(RequestStep[MemberRemove, None]):
-    pass
+class TeamMemberRemoveWorkflow(RequestStep[MemberRemove, None]): ...
 
 
 def invite_create_workflow_id(invite_id: UUID) -> str:
@@ -209,8 +205,7 @@ def invite_create_workflow_id(invite_id: UUID) -> str:
 
 
 @request_step("TeamInviteCreate", TeamActivities.create_invite)
-class TeamInviteCreateWorkflow(RequestStep[InviteCreate, Invite]):
-    pass
+class TeamInviteCreateWorkflow(RequestStep[InviteCreate, Invite]): ...
 
 
 def invite_delete_workflow_id(team_id: UUID, invite_id: UUID) -> str:
@@ -218,8 +213,7 @@ def invite_delete_workflow_id(team_id: UUID, invite_id: UUID) -> str:
 
 
 @request_step("TeamInviteDelete", TeamActivities.delete_invite)
-class TeamInviteDeleteWorkflow(RequestStep[InviteDelete, None]):
-    pass
+class TeamInviteDeleteWorkflow(RequestStep[InviteDelete, None]): ...
 
 
 def join_workflow_id(team_id: UUID, subject_id: UUID) -> str:
@@ -227,8 +221,7 @@ def join_workflow_id(team_id: UUID, subject_id: UUID) -> str:
 
 
 @request_step("TeamJoin", TeamActivities.join)
-class TeamJoinWorkflow(RequestStep[TeamJoin, Joined]):
-    pass
+class TeamJoinWorkflow(RequestStep[TeamJoin, Joined]): ...
 
 
 def group_create_workflow_id(group_id: UUID) -> str:
@@ -237,8 +230,7 @@ def group_create_workflow_id(group_id: UUID) -> str:
 
 
 @request_step("GroupCreate", TeamActivities.create_group)
-class GroupCreateWorkflow(RequestStep[GroupCreate, Group]):
-    pass
+class GroupCreateWorkflow(RequestStep[GroupCreate, Group]): ...
 
 
 def group_delete_workflow_id(team_id: UUID, group_id: UUID) -> str:
@@ -246,8 +238,7 @@ def group_delete_workflow_id(team_id: UUID, group_id: UUID) -> str:
 
 
 @request_step("GroupDelete", TeamActivities.delete_group)
-class GroupDeleteWorkflow(RequestStep[GroupRef, None]):
-    pass
+class GroupDeleteWorkflow(RequestStep[GroupRef, None]): ...
 
 
 def group_member_workflow_id(team_id: UUID, group_id: UUID, subject_id: UUID) -> str:
@@ -256,13 +247,11 @@ def group_member_workflow_id(team_id: UUID, group_id: UUID, subject_id: UUID) ->
 
 
 @request_step("GroupMemberAdd", TeamActivities.add_group_member)
-class GroupMemberAddWorkflow(RequestStep[GroupMemberChange, GroupMemberChange]):
-    pass
+class GroupMemberAddWorkflow(RequestStep[GroupMemberChange, GroupMemberChange]): ...
 
 
 @request_step("GroupMemberRemove", TeamActivities.remove_group_member)
-class GroupMemberRemoveWorkflow(RequestStep[GroupMemberRemove, None]):
-    pass
+class GroupMemberRemoveWorkflow(RequestStep[GroupMemberRemove, None]): ...
 
 
 def project_create_workflow_id(project_id: UUID) -> str:
@@ -271,5 +260,4 @@ def project_create_workflow_id(project_id: UUID) -> str:
 
 
 @request_step("ProjectCreate", TeamActivities.create_project)
-class ProjectCreateWorkflow(RequestStep[ProjectCreate, Project]):
-    pass
+class ProjectCreateWorkflow(RequestStep[ProjectCreate, Project]): ...

@@ -17,5 +17,4 @@ def voucher_workflow_id(voucher_id: UUID) -> str:
 
 
 @request_step("VoucherIssue", IdentityActivities.issue_voucher)
-class VoucherIssueWorkflow(RequestStep[VoucherIssue, Voucher]):
-    pass
+class VoucherIssueWorkflow(RequestStep[VoucherIssue, Voucher]): ...

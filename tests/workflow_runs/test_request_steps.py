@@ -43,13 +43,11 @@ class ProbeActivities:
 
 
 @request_step("ProbeStep", ProbeActivities.echo, prepare=with_minted_id("probe_id"))
-class ProbeStepWorkflow(RequestStep[Probe, Probe]):
-    pass
+class ProbeStepWorkflow(RequestStep[Probe, Probe]): ...
 
 
 @request_step("ProbeLocalStep", ProbeActivities.echo, run=run_local_step)
-class ProbeLocalStepWorkflow(RequestStep[Probe, Probe]):
-    pass
+class ProbeLocalStepWorkflow(RequestStep[Probe, Probe]): ...
 
 
 @pytest.fixture(scope="module")
