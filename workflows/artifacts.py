@@ -58,11 +58,11 @@ def sweep_schedule_id(task_queue: str) -> str:
     return f"artifacts-sweep/{task_queue}"
 
 
-@request_step("ArtifactStage", ArtifactActivities.stage, run=run_local_step)
+@request_step("ArtifactStage", ArtifactActivities.stage, runner=run_local_step)
 class ArtifactStageWorkflow(RequestStep[ArtifactStageInput, None]): ...
 
 
-@request_step("ArtifactAttach", ArtifactActivities.attach, run=run_local_step)
+@request_step("ArtifactAttach", ArtifactActivities.attach, runner=run_local_step)
 class ArtifactAttachWorkflow(RequestStep[ArtifactAttachInput, AttachedArtifact]): ...
 
 

@@ -23,5 +23,5 @@ def credential_rehash_workflow_id(
     return f"credentials/{kind}/{credential_id}/rehash"
 
 
-@request_step("CredentialRehash", IdentityActivities.rehash_credential, run=run_local_step)
+@request_step("CredentialRehash", IdentityActivities.rehash_credential, runner=run_local_step)
 class CredentialRehashWorkflow(RequestStep[CredentialRehash, None]): ...

@@ -74,13 +74,13 @@ def sweep_schedule_id(task_queue: str) -> str:
     "PackCreate",
     PackActivities.create_pack,
     prepare=with_minted_id("pack_id"),
-    run=run_local_step,
+    runner=run_local_step,
     start_to_close=CREATE_TIMEOUT,
 )
 class PackCreateWorkflow(RequestStep[PackCreateInput, PackCreated]): ...
 
 
-@request_step("PackUpdate", PackActivities.update_pack, run=run_local_step)
+@request_step("PackUpdate", PackActivities.update_pack, runner=run_local_step)
 class PackUpdateWorkflow(RequestStep[PackUpdateInput, None]): ...
 
 
@@ -88,13 +88,13 @@ class PackUpdateWorkflow(RequestStep[PackUpdateInput, None]): ...
     "PackRender",
     PackActivities.render,
     prepare=with_minted_id("rendered_id"),
-    run=run_local_step,
+    runner=run_local_step,
     start_to_close=CREATE_TIMEOUT,
 )
 class PackRenderWorkflow(RequestStep[RenderInput, RenderCreated]): ...
 
 
-@request_step("RenderedPackUpdate", PackActivities.update_rendered, run=run_local_step)
+@request_step("RenderedPackUpdate", PackActivities.update_rendered, runner=run_local_step)
 class RenderedPackUpdateWorkflow(RequestStep[RenderedPackUpdateInput, None]): ...
 
 

@@ -14,7 +14,7 @@ needs no replay history. The worker registers every request step it finds under 
 
 What a declaration may change: `prepare`, a pure function from the workflow's input to the
 activity's (it runs in the workflow, so it may mint an id with `workflow.uuid4()` or read
-`workflow.info()`); `run`, `run_local_step` for the steps written after `LOCAL_STEPS_PATCH`
+`workflow.info()`); `runner`, `run_local_step` for the steps written after `LOCAL_STEPS_PATCH`
 (they record no patch marker; a step's runner is part of its history and never changes);
 `start_to_close`, for a step longer than a row write.
 """
@@ -63,11 +63,12 @@ class StepDeclaration(Generic[InT, ArgT, ResultT]):
     name: str
     activity: Callable[[Any, ArgT], Awaitable[ResultT]]
     prepare: Callable[[InT], ArgT]
-    run: StepRunner
+    runner: StepRunner
     start_to_close: timedelta
 
     async def __call__(self, inp: InT) -> ResultT:
-        return await self.run(self.activity, self.prepare(inp), start_to_close=self.start_to_close)
+        arg = self.prepare(inp)
+        return await self.runner(self.activity, arg, start_to_close=self.start_to_close)
 
 
 class RequestStep(Generic[InT, ResultT]):
@@ -89,7 +90,7 @@ def request_step(
     name: str,
     activity: Callable[[Any, InT], Awaitable[ResultT]],
     *,
-    run: StepRunner = run_step,
+    runner: StepRunner = run_step,
     start_to_close: timedelta = SHORT_TIMEOUT,
 ) -> Callable[[type[RequestStep[InT, ResultT]]], type[RequestStep[InT, ResultT]]]: ...
 
@@ -100,7 +101,7 @@ def request_step(
     activity: Callable[[Any, ArgT], Awaitable[ResultT]],
     *,
     prepare: Callable[[InT], ArgT],
-    run: StepRunner = run_step,
+    runner: StepRunner = run_step,
     start_to_close: timedelta = SHORT_TIMEOUT,
 ) -> Callable[[type[RequestStep[InT, ResultT]]], type[RequestStep[InT, ResultT]]]: ...
 
@@ -110,19 +111,20 @@ def request_step(
     activity: Callable[[Any, Any], Awaitable[Any]],
     *,
     prepare: Callable[[Any], Any] = _unchanged,
-    run: StepRunner = run_step,
+    runner: StepRunner = run_step,
     start_to_close: timedelta = SHORT_TIMEOUT,
 ) -> Callable[[type[RequestStep[Any, Any]]], type[RequestStep[Any, Any]]]:
     """Declare the decorated `RequestStep` subclass as the workflow type `name` whose run is
     `activity(prepare(input))`, one local step (see the module)."""
-    if run not in LOCAL_RUNNERS:
+    if runner not in LOCAL_RUNNERS:
         raise ValueError(f"{name}: a request step runs as a local activity (run_step)")
-    declared = StepDeclaration(name, activity, prepare, run, start_to_close)
+    declared = StepDeclaration(name, activity, prepare, runner, start_to_close)
 
     def declare(cls: type[RequestStep[Any, Any]]) -> type[RequestStep[Any, Any]]:
-        cls.declared = declared
+        run = _run_method(cls)
         # mypy refuses a method assigned to a class; Temporal wants the run method on the class
-        setattr(cls, "run", _run_method(cls))  # noqa: B010
+        setattr(cls, "run", run)  # noqa: B010
+        cls.declared = declared
         return workflow.defn(name=name)(cls)
 
     return declare
@@ -157,7 +159,8 @@ def is_request_step(value: object) -> TypeGuard[type[RequestStep[Any, Any]]]:
 
 def with_minted_id(field: str) -> Callable[[ModelT], ModelT]:
     """A `prepare` for a create whose new row's id the run mints when the API sent none: the
-    run's `workflow.uuid4()` is the same in every replay and retry of the run."""
+    run's `workflow.uuid4()` is the same in every replay of the run and every retry of its
+    step."""
 
     def prepare(inp: ModelT) -> ModelT:
         if getattr(inp, field) is not None:

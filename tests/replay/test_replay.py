@@ -100,7 +100,7 @@ def test_an_exempt_workflow_cannot_span_workflow_tasks(name: str) -> None:
     activity after a plain function of the input; no timer, wait, regular activity or child."""
     [cls] = [step for step in REQUEST_STEPS if step.declared.name == name]
     declared = cls.declared
-    assert declared.run in LOCAL_RUNNERS
+    assert declared.runner in LOCAL_RUNNERS
     assert not inspect.iscoroutinefunction(declared.prepare)
     code = (cls, cls.run, RequestStep.run, StepDeclaration.__call__, declared.prepare)
     for source in map(inspect.getsource, code):

@@ -1,5 +1,5 @@
 """The request-step declaration (`workflows.steps`): what Temporal is told about a declared
-step, and the declarations it refuses (runs: tests/workflow_runs/test_request_steps.py)."""
+step, and the declarations it refuses (runs: tests/workflow_runs/test_request_step_runs.py)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_a_step_is_refused_unless_it_runs_as_a_local_activity() -> None:
     # a regular activity is a task of its own: the run could outlive a deploy, and its exemption
     # from replay histories would be wrong
     with pytest.raises(ValueError, match="local activity"):
-        request_step("Refused", DiaryCreateWorkflow.declared.activity, run=run_activity)
+        request_step("Refused", DiaryCreateWorkflow.declared.activity, runner=run_activity)
 
 
 def test_a_step_is_refused_without_its_models() -> None:

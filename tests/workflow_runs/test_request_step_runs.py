@@ -46,7 +46,7 @@ class ProbeActivities:
 class ProbeStepWorkflow(RequestStep[Probe, Probe]): ...
 
 
-@request_step("ProbeLocalStep", ProbeActivities.echo, run=run_local_step)
+@request_step("ProbeLocalStep", ProbeActivities.echo, runner=run_local_step)
 class ProbeLocalStepWorkflow(RequestStep[Probe, Probe]): ...
 
 
