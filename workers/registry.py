@@ -1,13 +1,19 @@
-"""The one list of workflows and activities, used by production workers, tests and replay."""
+"""The workflows and activities of the workers, used by production, tests and replay: the request
+steps and the activities found from their declarations, the other workflows written out."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+from temporalio import activity
 
+import workflows
 from activities.agent_keys import AgentKeyActivities
 from activities.artifacts import ArtifactActivities
 from activities.connector import ConnectorActivities
@@ -38,97 +44,61 @@ from infra.repos.teams import TeamRepo
 from infra.repos.transfers import TransferRepo
 from infra.s3 import BlobStore
 from schemas.kernel.keyring import SecretKeyring
-from workflows.agent_keys import AGENT_KEY_WORKFLOWS
-from workflows.artifacts import (
-    ArtifactAttachWorkflow,
-    ArtifactStageWorkflow,
-    ArtifactSweepWorkflow,
-)
-from workflows.connector import CONNECTOR_WORKFLOWS
-from workflows.consolidation import (
-    ConsolidationSweepWorkflow,
-    EntryConsolidationWorkflow,
-    RetrievalsRecordWorkflow,
-)
-from workflows.credentials import CredentialRehashWorkflow
-from workflows.diaries import (
-    DiaryCreateWorkflow,
-    DiaryDeleteWorkflow,
-    DiaryGrantRevokeWorkflow,
-    DiaryGrantWriteWorkflow,
-    DiaryUpdateWorkflow,
-)
+from workflows.agent_keys import AgentKeyCreateWorkflow, AgentKeyExpiryWorkflow
+from workflows.artifacts import ArtifactSweepWorkflow
+from workflows.consolidation import ConsolidationSweepWorkflow
 from workflows.diary_archive import DiaryImportWorkflow
-from workflows.entries import (
-    EntryCreateWorkflow,
-    EntryDeleteWorkflow,
-    EntryEmbeddingWorkflow,
-    EntryUpdateWorkflow,
-    RelationCreateWorkflow,
-    RelationDeleteWorkflow,
-    RelationUpdateWorkflow,
-)
-from workflows.humans import (
-    HumanRegistrationWorkflow,
-    ProfileChangeWorkflow,
-    SessionCloseWorkflow,
-    SessionOpenWorkflow,
-)
+from workflows.entries import EntryCreateWorkflow, EntryEmbeddingWorkflow, EntryUpdateWorkflow
 from workflows.maintenance import ExpiredRowsPurgeWorkflow, StaleTaskReconcileWorkflow
-from workflows.packs import PACK_WORKFLOWS
-from workflows.recovery import RecoveryRedeemWorkflow, RecoveryVerifyWorkflow
+from workflows.packs import PackSweepWorkflow
+from workflows.recovery import RecoveryVerifyWorkflow
 from workflows.registration import RegistrationWorkflow
-from workflows.runtime_profiles import RUNTIME_PROFILE_WORKFLOWS
 from workflows.signing import SigningRequestWorkflow
-from workflows.signing_keys import SigningKeysWorkflow
-from workflows.task_grants import TASK_GRANT_WORKFLOWS
+from workflows.steps import RequestStep, is_request_step
 from workflows.tasks import TaskWorkflow
-from workflows.teams import TEAM_WORKFLOWS
+from workflows.teams import TeamFoundingWorkflow
 from workflows.transfers import DiaryTransferWorkflow
-from workflows.vouchers import VoucherIssueWorkflow
 
-WORKFLOWS: Sequence[type] = (
+
+def _request_steps() -> tuple[type[RequestStep[Any, Any]], ...]:
+    """Every request step declared under workflows/ (`workflows.steps`): its declaration is its
+    registration, so a new one needs no line here."""
+    found: list[type[RequestStep[Any, Any]]] = []
+    for module_info in pkgutil.iter_modules(workflows.__path__):
+        module = importlib.import_module(f"{workflows.__name__}.{module_info.name}")
+        found += [
+            value
+            for value in vars(module).values()
+            if is_request_step(value) and value.__module__ == module.__name__
+        ]
+    return tuple(sorted(found, key=lambda cls: cls.__qualname__))
+
+
+REQUEST_STEPS: Sequence[type[RequestStep[Any, Any]]] = _request_steps()
+
+# The workflows of more than one step (or one that waits), each written out: a test
+# (tests/unit/test_registry.py) walks workflows/ for a workflow class missing here.
+MULTI_STEP_WORKFLOWS: Sequence[type] = (
     RegistrationWorkflow,
-    VoucherIssueWorkflow,
-    SigningKeysWorkflow,
-    CredentialRehashWorkflow,
     RecoveryVerifyWorkflow,
-    RecoveryRedeemWorkflow,
-    HumanRegistrationWorkflow,
-    ProfileChangeWorkflow,
-    SessionOpenWorkflow,
-    SessionCloseWorkflow,
     SigningRequestWorkflow,
-    *TEAM_WORKFLOWS,
-    *TASK_GRANT_WORKFLOWS,
-    *RUNTIME_PROFILE_WORKFLOWS,
+    TeamFoundingWorkflow,
     DiaryTransferWorkflow,
     TaskWorkflow,
-    ArtifactStageWorkflow,
-    ArtifactAttachWorkflow,
     ArtifactSweepWorkflow,
-    DiaryCreateWorkflow,
-    DiaryUpdateWorkflow,
-    DiaryDeleteWorkflow,
-    DiaryGrantWriteWorkflow,
-    DiaryGrantRevokeWorkflow,
     DiaryImportWorkflow,
     EntryCreateWorkflow,
     EntryUpdateWorkflow,
     EntryEmbeddingWorkflow,
-    EntryDeleteWorkflow,
-    RelationCreateWorkflow,
-    RelationUpdateWorkflow,
-    RelationDeleteWorkflow,
-    EntryConsolidationWorkflow,
     ConsolidationSweepWorkflow,
-    RetrievalsRecordWorkflow,
-    *AGENT_KEY_WORKFLOWS,
+    AgentKeyCreateWorkflow,
+    AgentKeyExpiryWorkflow,
     ExpiredRowsPurgeWorkflow,
     StaleTaskReconcileWorkflow,
-    *PACK_WORKFLOWS,
-    *CONNECTOR_WORKFLOWS,
+    PackSweepWorkflow,
 )
+
+WORKFLOWS: Sequence[type] = (*MULTI_STEP_WORKFLOWS, *REQUEST_STEPS)
 
 # The workflows the API starts on the embedding task queue (their embedding is a local activity
 # there, beside the model). They stay in WORKFLOWS too: runs started on the service queue before
@@ -151,112 +121,33 @@ class ActivityDeps:
 
 
 def activities(deps: ActivityDeps) -> list[Callable[..., Any]]:
-    identity = IdentityActivities(IdentityRepo(deps.pool, deps.secrets))
-    permissions = PermissionActivities(TupleRepository(deps.pool))
-    signing = SigningActivities(SigningRepo(deps.pool))
-    teams = TeamActivities(TeamRepo(deps.pool))
-    transfers = TransferActivities(TransferRepo(deps.pool))
-    tasks = TaskActivities(TaskRepo(deps.pool))
-    artifacts = ArtifactActivities(ArtifactRepo(deps.pool), deps.blobs)
-    memory = MemoryActivities(MemoryRepo(deps.pool))
-    archives = DiaryArchiveActivities(MemoryRepo(deps.pool), deps.blobs)
-    agent_keys = AgentKeyActivities(AgentKeyRepo(deps.pool))
-    maintenance = MaintenanceActivities(MaintenanceRepo(deps.pool))
-    packs = PackActivities(PackRepo(deps.pool))
-    profiles = RuntimeProfileActivities(RuntimeProfileRepo(deps.pool))
-    connector = ConnectorActivities(ConnectorRepo(deps.pool))
+    """Every activity of the service queue: each `@activity.defn` method of these objects."""
+    return defined_activities(
+        IdentityActivities(IdentityRepo(deps.pool, deps.secrets)),
+        PermissionActivities(TupleRepository(deps.pool)),
+        SigningActivities(SigningRepo(deps.pool)),
+        TeamActivities(TeamRepo(deps.pool)),
+        TransferActivities(TransferRepo(deps.pool)),
+        TaskActivities(TaskRepo(deps.pool)),
+        ArtifactActivities(ArtifactRepo(deps.pool), deps.blobs),
+        MemoryActivities(MemoryRepo(deps.pool)),
+        DiaryArchiveActivities(MemoryRepo(deps.pool), deps.blobs),
+        AgentKeyActivities(AgentKeyRepo(deps.pool)),
+        MaintenanceActivities(MaintenanceRepo(deps.pool)),
+        PackActivities(PackRepo(deps.pool)),
+        RuntimeProfileActivities(RuntimeProfileRepo(deps.pool)),
+        ConnectorActivities(ConnectorRepo(deps.pool)),
+    )
+
+
+def defined_activities(*instances: object) -> list[Callable[..., Any]]:
+    """Each `@activity.defn` method of each instance, bound: an activity class's methods are
+    its declarations, so a new one needs no line here."""
     return [
-        connector.register_client,
-        connector.issue_code,
-        connector.redeem_code,
-        connector.rotate_refresh,
-        connector.revoke_grant,
-        identity.check_voucher,
-        identity.create_identity,
-        identity.delete_identity,
-        identity.bind_agent,
-        identity.create_oauth_client,
-        identity.issue_voucher,
-        identity.ensure_signing_key,
-        identity.rehash_credential,
-        identity.check_recovery_nonce,
-        identity.consume_recovery_nonce,
-        identity.find_agent,
-        identity.create_recovery_flow,
-        identity.redeem_recovery,
-        identity.open_session,
-        identity.close_session,
-        identity.set_display_name,
-        permissions.write_tuples,
-        permissions.delete_tuples,
-        permissions.replace_tuples,
-        permissions.delete_object,
-        signing.insert_request,
-        signing.record_signature,
-        signing.expire_request,
-        teams.create_personal_team,
-        teams.create_team,
-        teams.seed_founding,
-        teams.accept_founding,
-        teams.finish_founding,
-        teams.delete_team,
-        teams.change_member_role,
-        teams.remove_member,
-        teams.create_invite,
-        teams.delete_invite,
-        teams.join,
-        teams.create_group,
-        teams.delete_group,
-        teams.add_group_member,
-        teams.remove_group_member,
-        teams.create_project,
-        transfers.insert_transfer,
-        transfers.accept_transfer,
-        transfers.reject_transfer,
-        transfers.expire_transfer,
-        tasks.insert_task,
-        tasks.project,
-        profiles.create,
-        profiles.update,
-        profiles.delete,
-        artifacts.stage,
-        artifacts.attach,
-        artifacts.expire_staged,
-        artifacts.delete_unreferenced_blobs,
-        memory.create_diary,
-        memory.update_diary,
-        memory.delete_diary,
-        memory.write_grant,
-        memory.revoke_grant,
-        memory.insert_entry,
-        memory.rewrite_entry,
-        memory.set_embedding,
-        memory.delete_entries,
-        memory.create_relation,
-        memory.set_relation_status,
-        memory.delete_relation,
-        memory.propose_near_duplicates,
-        memory.consolidate_page,
-        memory.record_retrievals,
-        archives.write,
-        archives.discard,
-        agent_keys.insert,
-        agent_keys.rotate,
-        agent_keys.revoke,
-        agent_keys.expire,
-        maintenance.purge_signing_requests,
-        maintenance.purge_recovery_nonces,
-        maintenance.purge_vouchers,
-        maintenance.purge_connector_codes,
-        maintenance.purge_connector_grants,
-        maintenance.find_stale_tasks,
-        maintenance.settle_stale_task,
-        packs.create_pack,
-        packs.update_pack,
-        packs.render,
-        packs.update_rendered,
-        packs.delete_expired_rendered,
-        packs.delete_expired_packs,
+        getattr(instance, name)
+        for instance in instances
+        for name, method in inspect.getmembers(type(instance), inspect.isfunction)
+        if activity._Definition.from_callable(method) is not None
     ]
 
 

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         AgentKeyRow,
     )
     from workflows.common import LONG_LIVED, run_step
+    from workflows.steps import RequestStep, request_step
 
 # uuid5 namespace of key ids derived from (caller, Idempotency-Key): fixed forever
 IDEMPOTENT_KEY_IDS = uuid.UUID("0f5c7a3e-8c1d-5b6a-9e2f-4d7b1a6c3e90")
@@ -89,18 +90,12 @@ class AgentKeyCreateWorkflow:
         return created
 
 
-@workflow.defn(name="AgentKeyRotate")
-class AgentKeyRotateWorkflow:
-    @workflow.run
-    async def run(self, inp: AgentKeyRotate) -> AgentKeyRow:
-        return await run_step(AgentKeyActivities.rotate, inp)
+@request_step("AgentKeyRotate", AgentKeyActivities.rotate)
+class AgentKeyRotateWorkflow(RequestStep[AgentKeyRotate, AgentKeyRow]): ...
 
 
-@workflow.defn(name="AgentKeyRevoke")
-class AgentKeyRevokeWorkflow:
-    @workflow.run
-    async def run(self, inp: AgentKeyRevoke) -> AgentKeyRow:
-        return await run_step(AgentKeyActivities.revoke, inp)
+@request_step("AgentKeyRevoke", AgentKeyActivities.revoke)
+class AgentKeyRevokeWorkflow(RequestStep[AgentKeyRevoke, AgentKeyRow]): ...
 
 
 @workflow.defn(name="AgentKeyExpiry", versioning_behavior=LONG_LIVED)
@@ -111,11 +106,3 @@ class AgentKeyExpiryWorkflow:
         if remaining > timedelta(0):
             await workflow.sleep(remaining)
         return await run_step(AgentKeyActivities.expire, inp)
-
-
-AGENT_KEY_WORKFLOWS = (
-    AgentKeyCreateWorkflow,
-    AgentKeyRotateWorkflow,
-    AgentKeyRevokeWorkflow,
-    AgentKeyExpiryWorkflow,
-)

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         StagedExpiry,
     )
     from workflows.common import LONG_LIVED, LONG_STEP_HEARTBEAT, run_activity, run_local_step
+    from workflows.steps import RequestStep, request_step
 
 SWEEP_WORKFLOW_ID: Final = "artifacts/sweep"
 # A sweep step is a batched delete, and S3 may be slow: give it time and keep retrying it
@@ -57,18 +58,12 @@ def sweep_schedule_id(task_queue: str) -> str:
     return f"artifacts-sweep/{task_queue}"
 
 
-@workflow.defn(name="ArtifactStage")
-class ArtifactStageWorkflow:
-    @workflow.run
-    async def run(self, inp: ArtifactStageInput) -> None:
-        await run_local_step(ArtifactActivities.stage, inp)
+@request_step("ArtifactStage", ArtifactActivities.stage, runner=run_local_step)
+class ArtifactStageWorkflow(RequestStep[ArtifactStageInput, None]): ...
 
 
-@workflow.defn(name="ArtifactAttach")
-class ArtifactAttachWorkflow:
-    @workflow.run
-    async def run(self, inp: ArtifactAttachInput) -> AttachedArtifact:
-        return await run_local_step(ArtifactActivities.attach, inp)
+@request_step("ArtifactAttach", ArtifactActivities.attach, runner=run_local_step)
+class ArtifactAttachWorkflow(RequestStep[ArtifactAttachInput, AttachedArtifact]): ...
 
 
 @workflow.defn(name="ArtifactSweep", versioning_behavior=LONG_LIVED)

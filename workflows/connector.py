@@ -20,68 +20,44 @@ with workflow.unsafe.imports_passed_through():
         GrantRef,
         RefreshRotate,
     )
-    from workflows.common import run_step
+    from workflows.steps import RequestStep, request_step
 
 
 def client_register_workflow_id(client_id: str) -> str:
     return f"connector/clients/{client_id}/register"
 
 
-@workflow.defn(name="ConnectorClientRegister")
-class ConnectorClientRegisterWorkflow:
-    @workflow.run
-    async def run(self, inp: ClientRegister) -> None:
-        await run_step(ConnectorActivities.register_client, inp)
+@request_step("ConnectorClientRegister", ConnectorActivities.register_client)
+class ConnectorClientRegisterWorkflow(RequestStep[ClientRegister, None]): ...
 
 
 def code_issue_workflow_id(code_hash: str) -> str:
     return f"connector/codes/{code_hash}/issue"
 
 
-@workflow.defn(name="ConnectorCodeIssue")
-class ConnectorCodeIssueWorkflow:
-    @workflow.run
-    async def run(self, inp: CodeIssue) -> None:
-        await run_step(ConnectorActivities.issue_code, inp)
+@request_step("ConnectorCodeIssue", ConnectorActivities.issue_code)
+class ConnectorCodeIssueWorkflow(RequestStep[CodeIssue, None]): ...
 
 
 def code_redeem_workflow_id(code_hash: str) -> str:
     return f"connector/codes/{code_hash}/redeem"
 
 
-@workflow.defn(name="ConnectorCodeRedeem")
-class ConnectorCodeRedeemWorkflow:
-    @workflow.run
-    async def run(self, inp: CodeExchange) -> GrantIssued:
-        return await run_step(ConnectorActivities.redeem_code, inp)
+@request_step("ConnectorCodeRedeem", ConnectorActivities.redeem_code)
+class ConnectorCodeRedeemWorkflow(RequestStep[CodeExchange, GrantIssued]): ...
 
 
 def refresh_rotate_workflow_id(grant_id: UUID, old_hash: str) -> str:
     return f"connector/grants/{grant_id}/refresh/{old_hash}"
 
 
-@workflow.defn(name="ConnectorRefreshRotate")
-class ConnectorRefreshRotateWorkflow:
-    @workflow.run
-    async def run(self, inp: RefreshRotate) -> GrantIssued:
-        return await run_step(ConnectorActivities.rotate_refresh, inp)
+@request_step("ConnectorRefreshRotate", ConnectorActivities.rotate_refresh)
+class ConnectorRefreshRotateWorkflow(RequestStep[RefreshRotate, GrantIssued]): ...
 
 
 def grant_revoke_workflow_id(grant_id: UUID) -> str:
     return f"connector/grants/{grant_id}/revoke"
 
 
-@workflow.defn(name="ConnectorGrantRevoke")
-class ConnectorGrantRevokeWorkflow:
-    @workflow.run
-    async def run(self, inp: GrantRef) -> None:
-        await run_step(ConnectorActivities.revoke_grant, inp)
-
-
-CONNECTOR_WORKFLOWS: tuple[type, ...] = (
-    ConnectorClientRegisterWorkflow,
-    ConnectorCodeIssueWorkflow,
-    ConnectorCodeRedeemWorkflow,
-    ConnectorRefreshRotateWorkflow,
-    ConnectorGrantRevokeWorkflow,
-)
+@request_step("ConnectorGrantRevoke", ConnectorActivities.revoke_grant)
+class ConnectorGrantRevokeWorkflow(RequestStep[GrantRef, None]): ...

@@ -42,10 +42,11 @@ with workflow.unsafe.imports_passed_through():
         NearDuplicateProposals,
         Retrievals,
     )
-    from workflows.common import LONG_LIVED, LONG_STEP_HEARTBEAT, run_activity, run_step
+    from workflows.common import LONG_LIVED, LONG_STEP_HEARTBEAT, run_activity
 
     # a sweep step is a batched scan: the maintenance steps' timeout and patient retry
     from workflows.maintenance import STEP_RETRY, STEP_TIMEOUT
+    from workflows.steps import RequestStep, request_step
 
 SWEEP_WORKFLOW_ID: Final = "maintenance/consolidation"
 
@@ -60,20 +61,18 @@ def entry_consolidation_workflow_id(batch_id: UUID) -> str:
     return f"consolidation/entries/{batch_id}"
 
 
-@workflow.defn(name="EntryConsolidation")
-class EntryConsolidationWorkflow:
-    @workflow.run
-    async def run(self, inp: ConsolidationInput) -> NearDuplicateProposals:
-        # one short query per entry of a small batch: a local step, so the run is one
-        # workflow task
-        return await run_step(
-            MemoryActivities.propose_near_duplicates,
-            NearDuplicateProbe(
-                entry_ids=inp.entry_ids,
-                workflow_id=workflow.info().workflow_id,
-                min_similarity=inp.min_similarity,
-            ),
-        )
+def _probe(inp: ConsolidationInput) -> NearDuplicateProbe:
+    """The batch's probe: the relations it proposes carry this run's id."""
+    return NearDuplicateProbe(
+        entry_ids=inp.entry_ids,
+        workflow_id=workflow.info().workflow_id,
+        min_similarity=inp.min_similarity,
+    )
+
+
+# one short query per entry of a small batch: a local step, so the run is one workflow task
+@request_step("EntryConsolidation", MemoryActivities.propose_near_duplicates, prepare=_probe)
+class EntryConsolidationWorkflow(RequestStep[ConsolidationInput, NearDuplicateProposals]): ...
 
 
 @workflow.defn(name="ConsolidationSweep", versioning_behavior=LONG_LIVED)
@@ -105,8 +104,5 @@ def retrievals_workflow_id(batch_id: UUID) -> str:
     return f"retrievals/{batch_id}"
 
 
-@workflow.defn(name="RetrievalsRecord")
-class RetrievalsRecordWorkflow:
-    @workflow.run
-    async def run(self, inp: Retrievals) -> None:
-        await run_step(MemoryActivities.record_retrievals, inp)
+@request_step("RetrievalsRecord", MemoryActivities.record_retrievals)
+class RetrievalsRecordWorkflow(RequestStep[Retrievals, None]): ...

@@ -12,6 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.identity import IdentityActivities
     from schemas.identity import CredentialRehash
     from workflows.common import run_local_step
+    from workflows.steps import RequestStep, request_step
 
 
 def credential_rehash_workflow_id(
@@ -22,8 +23,5 @@ def credential_rehash_workflow_id(
     return f"credentials/{kind}/{credential_id}/rehash"
 
 
-@workflow.defn(name="CredentialRehash")
-class CredentialRehashWorkflow:
-    @workflow.run
-    async def run(self, inp: CredentialRehash) -> None:
-        await run_local_step(IdentityActivities.rehash_credential, inp)
+@request_step("CredentialRehash", IdentityActivities.rehash_credential, runner=run_local_step)
+class CredentialRehashWorkflow(RequestStep[CredentialRehash, None]): ...

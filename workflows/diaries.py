@@ -12,18 +12,15 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.memory import MemoryActivities
     from schemas.memory import DiaryCreateInput, DiaryRef, DiaryUpdateInput, GrantChange
-    from workflows.common import run_step
+    from workflows.steps import RequestStep, request_step
 
 
 def diary_create_workflow_id(diary_id: UUID) -> str:
     return f"diaries/{diary_id}/create"
 
 
-@workflow.defn(name="DiaryCreate")
-class DiaryCreateWorkflow:
-    @workflow.run
-    async def run(self, inp: DiaryCreateInput) -> None:
-        await run_step(MemoryActivities.create_diary, inp)
+@request_step("DiaryCreate", MemoryActivities.create_diary)
+class DiaryCreateWorkflow(RequestStep[DiaryCreateInput, None]): ...
 
 
 def diary_update_workflow_id(diary_id: UUID) -> str:
@@ -33,22 +30,16 @@ def diary_update_workflow_id(diary_id: UUID) -> str:
     return f"diaries/{diary_id}/update"
 
 
-@workflow.defn(name="DiaryUpdate")
-class DiaryUpdateWorkflow:
-    @workflow.run
-    async def run(self, inp: DiaryUpdateInput) -> None:
-        await run_step(MemoryActivities.update_diary, inp)
+@request_step("DiaryUpdate", MemoryActivities.update_diary)
+class DiaryUpdateWorkflow(RequestStep[DiaryUpdateInput, None]): ...
 
 
 def diary_delete_workflow_id(diary_id: UUID) -> str:
     return f"diaries/{diary_id}/delete"
 
 
-@workflow.defn(name="DiaryDelete")
-class DiaryDeleteWorkflow:
-    @workflow.run
-    async def run(self, inp: DiaryRef) -> None:
-        await run_step(MemoryActivities.delete_diary, inp)
+@request_step("DiaryDelete", MemoryActivities.delete_diary)
+class DiaryDeleteWorkflow(RequestStep[DiaryRef, None]): ...
 
 
 def diary_grant_workflow_id(change: GrantChange) -> str:
@@ -57,15 +48,9 @@ def diary_grant_workflow_id(change: GrantChange) -> str:
     return f"diaries/{change.diary_id}/grants/{change.subject_ns}:{change.subject_id}/{change.role}"
 
 
-@workflow.defn(name="DiaryGrantWrite")
-class DiaryGrantWriteWorkflow:
-    @workflow.run
-    async def run(self, inp: GrantChange) -> None:
-        await run_step(MemoryActivities.write_grant, inp)
+@request_step("DiaryGrantWrite", MemoryActivities.write_grant)
+class DiaryGrantWriteWorkflow(RequestStep[GrantChange, None]): ...
 
 
-@workflow.defn(name="DiaryGrantRevoke")
-class DiaryGrantRevokeWorkflow:
-    @workflow.run
-    async def run(self, inp: GrantChange) -> None:
-        await run_step(MemoryActivities.revoke_grant, inp)
+@request_step("DiaryGrantRevoke", MemoryActivities.revoke_grant)
+class DiaryGrantRevokeWorkflow(RequestStep[GrantChange, None]): ...

@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         run_local_step,
         run_step,
     )
+    from workflows.steps import RequestStep, request_step
 
 # The write waits for at most two quick tries; the background retry is patient.
 EMBED_TIMEOUT = timedelta(seconds=15)
@@ -210,22 +211,16 @@ def entries_delete_workflow_id(entry_ids: Sequence[UUID]) -> str:
     return f"entries/delete/{digest[:32]}"
 
 
-@workflow.defn(name="EntryDelete")
-class EntryDeleteWorkflow:
-    @workflow.run
-    async def run(self, inp: EntryRefs) -> EntriesDeleted:
-        return await run_step(MemoryActivities.delete_entries, inp)
+@request_step("EntryDelete", MemoryActivities.delete_entries)
+class EntryDeleteWorkflow(RequestStep[EntryRefs, EntriesDeleted]): ...
 
 
 def relation_create_workflow_id(relation_id: UUID) -> str:
     return f"relations/{relation_id}/create"
 
 
-@workflow.defn(name="RelationCreate")
-class RelationCreateWorkflow:
-    @workflow.run
-    async def run(self, inp: RelationCreateInput) -> RelationWritten:
-        return await run_step(MemoryActivities.create_relation, inp)
+@request_step("RelationCreate", MemoryActivities.create_relation)
+class RelationCreateWorkflow(RequestStep[RelationCreateInput, RelationWritten]): ...
 
 
 def relation_update_workflow_id(relation_id: UUID) -> str:
@@ -234,19 +229,13 @@ def relation_update_workflow_id(relation_id: UUID) -> str:
     return f"relations/{relation_id}/update"
 
 
-@workflow.defn(name="RelationUpdate")
-class RelationUpdateWorkflow:
-    @workflow.run
-    async def run(self, inp: RelationStatusChange) -> None:
-        await run_step(MemoryActivities.set_relation_status, inp)
+@request_step("RelationUpdate", MemoryActivities.set_relation_status)
+class RelationUpdateWorkflow(RequestStep[RelationStatusChange, None]): ...
 
 
 def relation_delete_workflow_id(relation_id: UUID) -> str:
     return f"relations/{relation_id}/delete"
 
 
-@workflow.defn(name="RelationDelete")
-class RelationDeleteWorkflow:
-    @workflow.run
-    async def run(self, inp: RelationRef) -> None:
-        await run_step(MemoryActivities.delete_relation, inp)
+@request_step("RelationDelete", MemoryActivities.delete_relation)
+class RelationDeleteWorkflow(RequestStep[RelationRef, None]): ...

@@ -18,58 +18,47 @@ with workflow.unsafe.imports_passed_through():
         SessionOpen,
         SessionOpened,
     )
-    from workflows.common import run_step
+    from workflows.steps import RequestStep, request_step
 
 
 def human_registration_workflow_id(identity_id: UUID) -> str:
     return f"humans/register/{identity_id}"
 
 
-@workflow.defn(name="HumanRegistration")
-class HumanRegistrationWorkflow:
-    @workflow.run
-    async def run(self, inp: HumanRegistration) -> None:
-        await run_step(
-            IdentityActivities.create_identity,
-            IdentityCreate(
-                identity_id=inp.identity_id,
-                schema_id="human",
-                traits={"email": inp.email},
-                password_hash=inp.password_hash,
-                email=inp.email,
-                display_name=inp.display_name,
-            ),
-        )
+def _human_identity(inp: HumanRegistration) -> IdentityCreate:
+    return IdentityCreate(
+        identity_id=inp.identity_id,
+        schema_id="human",
+        traits={"email": inp.email},
+        password_hash=inp.password_hash,
+        email=inp.email,
+        display_name=inp.display_name,
+    )
+
+
+@request_step("HumanRegistration", IdentityActivities.create_identity, prepare=_human_identity)
+class HumanRegistrationWorkflow(RequestStep[HumanRegistration, None]): ...
 
 
 def profile_change_workflow_id(identity_id: UUID) -> str:
     return f"humans/{identity_id}/profile"
 
 
-@workflow.defn(name="HumanProfileChange")
-class ProfileChangeWorkflow:
-    @workflow.run
-    async def run(self, inp: ProfileChange) -> None:
-        await run_step(IdentityActivities.set_display_name, inp)
+@request_step("HumanProfileChange", IdentityActivities.set_display_name)
+class ProfileChangeWorkflow(RequestStep[ProfileChange, None]): ...
 
 
 def session_open_workflow_id(session_id: UUID) -> str:
     return f"sessions/{session_id}/open"
 
 
-@workflow.defn(name="SessionOpen")
-class SessionOpenWorkflow:
-    @workflow.run
-    async def run(self, inp: SessionOpen) -> SessionOpened:
-        return await run_step(IdentityActivities.open_session, inp)
+@request_step("SessionOpen", IdentityActivities.open_session)
+class SessionOpenWorkflow(RequestStep[SessionOpen, SessionOpened]): ...
 
 
 def session_close_workflow_id(session_id: UUID) -> str:
     return f"sessions/{session_id}/close"
 
 
-@workflow.defn(name="SessionClose")
-class SessionCloseWorkflow:
-    @workflow.run
-    async def run(self, inp: SessionClose) -> None:
-        await run_step(IdentityActivities.close_session, inp)
+@request_step("SessionClose", IdentityActivities.close_session)
+class SessionCloseWorkflow(RequestStep[SessionClose, None]): ...

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         RenderInput,
     )
     from workflows.common import LONG_LIVED, LONG_STEP_HEARTBEAT, run_activity, run_local_step
+    from workflows.steps import RequestStep, request_step, with_minted_id
 
 SWEEP_WORKFLOW_ID: Final = "packs/sweep"
 SWEEP_STEP_TIMEOUT: Final = timedelta(minutes=2)
@@ -69,36 +70,32 @@ def sweep_schedule_id(task_queue: str) -> str:
     return f"packs-sweep/{task_queue}"
 
 
-@workflow.defn(name="PackCreate")
-class PackCreateWorkflow:
-    @workflow.run
-    async def run(self, inp: PackCreateInput) -> PackCreated:
-        if inp.pack_id is None:
-            inp = inp.model_copy(update={"pack_id": workflow.uuid4()})
-        return await run_local_step(PackActivities.create_pack, inp, start_to_close=CREATE_TIMEOUT)
+@request_step(
+    "PackCreate",
+    PackActivities.create_pack,
+    prepare=with_minted_id("pack_id"),
+    runner=run_local_step,
+    start_to_close=CREATE_TIMEOUT,
+)
+class PackCreateWorkflow(RequestStep[PackCreateInput, PackCreated]): ...
 
 
-@workflow.defn(name="PackUpdate")
-class PackUpdateWorkflow:
-    @workflow.run
-    async def run(self, inp: PackUpdateInput) -> None:
-        await run_local_step(PackActivities.update_pack, inp)
+@request_step("PackUpdate", PackActivities.update_pack, runner=run_local_step)
+class PackUpdateWorkflow(RequestStep[PackUpdateInput, None]): ...
 
 
-@workflow.defn(name="PackRender")
-class PackRenderWorkflow:
-    @workflow.run
-    async def run(self, inp: RenderInput) -> RenderCreated:
-        if inp.rendered_id is None:
-            inp = inp.model_copy(update={"rendered_id": workflow.uuid4()})
-        return await run_local_step(PackActivities.render, inp, start_to_close=CREATE_TIMEOUT)
+@request_step(
+    "PackRender",
+    PackActivities.render,
+    prepare=with_minted_id("rendered_id"),
+    runner=run_local_step,
+    start_to_close=CREATE_TIMEOUT,
+)
+class PackRenderWorkflow(RequestStep[RenderInput, RenderCreated]): ...
 
 
-@workflow.defn(name="RenderedPackUpdate")
-class RenderedPackUpdateWorkflow:
-    @workflow.run
-    async def run(self, inp: RenderedPackUpdateInput) -> None:
-        await run_local_step(PackActivities.update_rendered, inp)
+@request_step("RenderedPackUpdate", PackActivities.update_rendered, runner=run_local_step)
+class RenderedPackUpdateWorkflow(RequestStep[RenderedPackUpdateInput, None]): ...
 
 
 @workflow.defn(name="PackSweep", versioning_behavior=LONG_LIVED)
@@ -121,12 +118,3 @@ class PackSweepWorkflow:
             retry=SWEEP_RETRY,
         )
         return PackSweepResult(packs_deleted=packs.deleted, rendered_deleted=rendered.deleted)
-
-
-PACK_WORKFLOWS: Final = (
-    PackCreateWorkflow,
-    PackUpdateWorkflow,
-    PackRenderWorkflow,
-    RenderedPackUpdateWorkflow,
-    PackSweepWorkflow,
-)

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from schemas.kernel.crypto import parse_public_key, recovery_signature_ok
     from workflows.common import domain_failure, run_step
+    from workflows.steps import RequestStep, request_step
 
 
 # Runs before this patch consumed the nonce ahead of the signature check (which burnt the
@@ -79,8 +80,5 @@ def recovery_redeem_workflow_id(flow_id: UUID) -> str:
     return f"recovery-flow/{flow_id}"
 
 
-@workflow.defn(name="RecoveryRedeem")
-class RecoveryRedeemWorkflow:
-    @workflow.run
-    async def run(self, inp: RecoveryRedeem) -> RecoveryRedeemed:
-        return await run_step(IdentityActivities.redeem_recovery, inp)
+@request_step("RecoveryRedeem", IdentityActivities.redeem_recovery)
+class RecoveryRedeemWorkflow(RequestStep[RecoveryRedeem, RecoveryRedeemed]): ...

@@ -11,7 +11,6 @@ local step the API waits on.
 
 from __future__ import annotations
 
-from typing import Final
 from uuid import UUID
 
 from temporalio import workflow
@@ -24,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
         ProfileDelete,
         ProfileUpdate,
     )
-    from workflows.common import run_step
+    from workflows.steps import RequestStep, request_step, with_minted_id
 
 
 def profile_create_workflow_id(team_id: UUID, request_cid: str) -> str:
@@ -39,31 +38,15 @@ def profile_delete_workflow_id(profile_id: UUID) -> str:
     return f"runtime-profiles/{profile_id}/delete"
 
 
-@workflow.defn(name="RuntimeProfileCreate")
-class RuntimeProfileCreateWorkflow:
-    @workflow.run
-    async def run(self, inp: ProfileCreate) -> ProfileChanged:
-        if inp.profile_id is None:
-            inp = inp.model_copy(update={"profile_id": workflow.uuid4()})
-        return await run_step(RuntimeProfileActivities.create, inp)
-
-
-@workflow.defn(name="RuntimeProfileUpdate")
-class RuntimeProfileUpdateWorkflow:
-    @workflow.run
-    async def run(self, inp: ProfileUpdate) -> ProfileChanged:
-        return await run_step(RuntimeProfileActivities.update, inp)
-
-
-@workflow.defn(name="RuntimeProfileDelete")
-class RuntimeProfileDeleteWorkflow:
-    @workflow.run
-    async def run(self, inp: ProfileDelete) -> None:
-        await run_step(RuntimeProfileActivities.delete, inp)
-
-
-RUNTIME_PROFILE_WORKFLOWS: Final = (
-    RuntimeProfileCreateWorkflow,
-    RuntimeProfileUpdateWorkflow,
-    RuntimeProfileDeleteWorkflow,
+@request_step(
+    "RuntimeProfileCreate", RuntimeProfileActivities.create, prepare=with_minted_id("profile_id")
 )
+class RuntimeProfileCreateWorkflow(RequestStep[ProfileCreate, ProfileChanged]): ...
+
+
+@request_step("RuntimeProfileUpdate", RuntimeProfileActivities.update)
+class RuntimeProfileUpdateWorkflow(RequestStep[ProfileUpdate, ProfileChanged]): ...
+
+
+@request_step("RuntimeProfileDelete", RuntimeProfileActivities.delete)
+class RuntimeProfileDeleteWorkflow(RequestStep[ProfileDelete, None]): ...

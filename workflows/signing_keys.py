@@ -8,7 +8,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.identity import IdentityActivities
     from schemas.identity import SigningKeyEnsure, SigningKeyState
-    from workflows.common import run_step
+    from workflows.steps import RequestStep, request_step
 
 
 def signing_keys_workflow_id(task_queue: str) -> str:
@@ -18,8 +18,5 @@ def signing_keys_workflow_id(task_queue: str) -> str:
     return f"oauth/signing-keys/{task_queue}"
 
 
-@workflow.defn(name="SigningKeys")
-class SigningKeysWorkflow:
-    @workflow.run
-    async def run(self, inp: SigningKeyEnsure) -> SigningKeyState:
-        return await run_step(IdentityActivities.ensure_signing_key, inp)
+@request_step("SigningKeys", IdentityActivities.ensure_signing_key)
+class SigningKeysWorkflow(RequestStep[SigningKeyEnsure, SigningKeyState]): ...

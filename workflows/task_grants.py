@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
         TupleWrite,
         TupleWriteResult,
     )
-    from workflows.common import run_step
+    from workflows.steps import RequestStep, request_step
 
 
 def task_grant_workflow_id(task_id: UUID, subject_ns: str, subject_id: UUID, role: str) -> str:
@@ -28,18 +28,9 @@ def task_grant_workflow_id(task_id: UUID, subject_ns: str, subject_id: UUID, rol
     return f"task/{task_id}/grants/{subject_ns}:{subject_id}/{role}"
 
 
-@workflow.defn(name="TaskGrantWrite")
-class TaskGrantWriteWorkflow:
-    @workflow.run
-    async def run(self, inp: TupleWrite) -> TupleWriteResult:
-        return await run_step(PermissionActivities.write_tuples, inp)
+@request_step("TaskGrantWrite", PermissionActivities.write_tuples)
+class TaskGrantWriteWorkflow(RequestStep[TupleWrite, TupleWriteResult]): ...
 
 
-@workflow.defn(name="TaskGrantRevoke")
-class TaskGrantRevokeWorkflow:
-    @workflow.run
-    async def run(self, inp: TupleDelete) -> TupleDeleteResult:
-        return await run_step(PermissionActivities.delete_tuples, inp)
-
-
-TASK_GRANT_WORKFLOWS = (TaskGrantWriteWorkflow, TaskGrantRevokeWorkflow)
+@request_step("TaskGrantRevoke", PermissionActivities.delete_tuples)
+class TaskGrantRevokeWorkflow(RequestStep[TupleDelete, TupleDeleteResult]): ...

@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         TeamStatus,
     )
     from workflows.common import LONG_LIVED, STEP_FAILURES, domain_failure, run_step
+    from workflows.steps import RequestStep, request_step
 
 # The end of a founding must land even if Postgres is down at hour 24: retry until it does.
 FINISH_RETRY = RetryPolicy(
@@ -172,22 +173,16 @@ def team_create_workflow_id(team_id: UUID) -> str:
     return f"teams/{team_id}/create"
 
 
-@workflow.defn(name="TeamCreate")
-class TeamCreateWorkflow:
-    @workflow.run
-    async def run(self, inp: TeamCreate) -> TeamRef:
-        return await run_step(TeamActivities.create_team, inp)
+@request_step("TeamCreate", TeamActivities.create_team)
+class TeamCreateWorkflow(RequestStep[TeamCreate, TeamRef]): ...
 
 
 def team_delete_workflow_id(team_id: UUID) -> str:
     return f"teams/{team_id}/delete"
 
 
-@workflow.defn(name="TeamDelete")
-class TeamDeleteWorkflow:
-    @workflow.run
-    async def run(self, inp: TeamRef) -> None:
-        await run_step(TeamActivities.delete_team, inp)
+@request_step("TeamDelete", TeamActivities.delete_team)
+class TeamDeleteWorkflow(RequestStep[TeamRef, None]): ...
 
 
 def team_member_workflow_id(team_id: UUID, subject_id: UUID) -> str:
@@ -195,18 +190,12 @@ def team_member_workflow_id(team_id: UUID, subject_id: UUID) -> str:
     return f"teams/{team_id}/members/{subject_id}"
 
 
-@workflow.defn(name="TeamMemberRole")
-class TeamMemberRoleWorkflow:
-    @workflow.run
-    async def run(self, inp: MemberRoleChange) -> None:
-        await run_step(TeamActivities.change_member_role, inp)
+@request_step("TeamMemberRole", TeamActivities.change_member_role)
+class TeamMemberRoleWorkflow(RequestStep[MemberRoleChange, None]): ...
 
 
-@workflow.defn(name="TeamMemberRemove")
-class TeamMemberRemoveWorkflow:
-    @workflow.run
-    async def run(self, inp: MemberRemove) -> None:
-        await run_step(TeamActivities.remove_member, inp)
+@request_step("TeamMemberRemove", TeamActivities.remove_member)
+class TeamMemberRemoveWorkflow(RequestStep[MemberRemove, None]): ...
 
 
 def invite_create_workflow_id(invite_id: UUID) -> str:
@@ -215,33 +204,24 @@ def invite_create_workflow_id(invite_id: UUID) -> str:
     return f"invites/{invite_id}"
 
 
-@workflow.defn(name="TeamInviteCreate")
-class TeamInviteCreateWorkflow:
-    @workflow.run
-    async def run(self, inp: InviteCreate) -> Invite:
-        return await run_step(TeamActivities.create_invite, inp)
+@request_step("TeamInviteCreate", TeamActivities.create_invite)
+class TeamInviteCreateWorkflow(RequestStep[InviteCreate, Invite]): ...
 
 
 def invite_delete_workflow_id(team_id: UUID, invite_id: UUID) -> str:
     return f"teams/{team_id}/invites/{invite_id}/delete"
 
 
-@workflow.defn(name="TeamInviteDelete")
-class TeamInviteDeleteWorkflow:
-    @workflow.run
-    async def run(self, inp: InviteDelete) -> None:
-        await run_step(TeamActivities.delete_invite, inp)
+@request_step("TeamInviteDelete", TeamActivities.delete_invite)
+class TeamInviteDeleteWorkflow(RequestStep[InviteDelete, None]): ...
 
 
 def join_workflow_id(team_id: UUID, subject_id: UUID) -> str:
     return f"teams/{team_id}/join/{subject_id}"
 
 
-@workflow.defn(name="TeamJoin")
-class TeamJoinWorkflow:
-    @workflow.run
-    async def run(self, inp: TeamJoin) -> Joined:
-        return await run_step(TeamActivities.join, inp)
+@request_step("TeamJoin", TeamActivities.join)
+class TeamJoinWorkflow(RequestStep[TeamJoin, Joined]): ...
 
 
 def group_create_workflow_id(group_id: UUID) -> str:
@@ -249,22 +229,16 @@ def group_create_workflow_id(group_id: UUID) -> str:
     return f"groups/{group_id}"
 
 
-@workflow.defn(name="GroupCreate")
-class GroupCreateWorkflow:
-    @workflow.run
-    async def run(self, inp: GroupCreate) -> Group:
-        return await run_step(TeamActivities.create_group, inp)
+@request_step("GroupCreate", TeamActivities.create_group)
+class GroupCreateWorkflow(RequestStep[GroupCreate, Group]): ...
 
 
 def group_delete_workflow_id(team_id: UUID, group_id: UUID) -> str:
     return f"teams/{team_id}/groups/{group_id}/delete"
 
 
-@workflow.defn(name="GroupDelete")
-class GroupDeleteWorkflow:
-    @workflow.run
-    async def run(self, inp: GroupRef) -> None:
-        await run_step(TeamActivities.delete_group, inp)
+@request_step("GroupDelete", TeamActivities.delete_group)
+class GroupDeleteWorkflow(RequestStep[GroupRef, None]): ...
 
 
 def group_member_workflow_id(team_id: UUID, group_id: UUID, subject_id: UUID) -> str:
@@ -272,18 +246,12 @@ def group_member_workflow_id(team_id: UUID, group_id: UUID, subject_id: UUID) ->
     return f"teams/{team_id}/groups/{group_id}/members/{subject_id}"
 
 
-@workflow.defn(name="GroupMemberAdd")
-class GroupMemberAddWorkflow:
-    @workflow.run
-    async def run(self, inp: GroupMemberChange) -> GroupMemberChange:
-        return await run_step(TeamActivities.add_group_member, inp)
+@request_step("GroupMemberAdd", TeamActivities.add_group_member)
+class GroupMemberAddWorkflow(RequestStep[GroupMemberChange, GroupMemberChange]): ...
 
 
-@workflow.defn(name="GroupMemberRemove")
-class GroupMemberRemoveWorkflow:
-    @workflow.run
-    async def run(self, inp: GroupMemberRemove) -> None:
-        await run_step(TeamActivities.remove_group_member, inp)
+@request_step("GroupMemberRemove", TeamActivities.remove_group_member)
+class GroupMemberRemoveWorkflow(RequestStep[GroupMemberRemove, None]): ...
 
 
 def project_create_workflow_id(project_id: UUID) -> str:
@@ -291,26 +259,5 @@ def project_create_workflow_id(project_id: UUID) -> str:
     return f"projects/{project_id}"
 
 
-@workflow.defn(name="ProjectCreate")
-class ProjectCreateWorkflow:
-    @workflow.run
-    async def run(self, inp: ProjectCreate) -> Project:
-        return await run_step(TeamActivities.create_project, inp)
-
-
-TEAM_WORKFLOWS: tuple[type, ...] = (
-    TeamFoundingWorkflow,
-    TeamCreateWorkflow,
-    TeamDeleteWorkflow,
-    TeamMemberRoleWorkflow,
-    TeamMemberRemoveWorkflow,
-    TeamInviteCreateWorkflow,
-    TeamInviteDeleteWorkflow,
-    TeamJoinWorkflow,
-    GroupCreateWorkflow,
-    GroupDeleteWorkflow,
-    GroupMemberAddWorkflow,
-    GroupMemberRemoveWorkflow,
-    ProjectCreateWorkflow,
-)
-"""Every workflow of this module, for the registry."""
+@request_step("ProjectCreate", TeamActivities.create_project)
+class ProjectCreateWorkflow(RequestStep[ProjectCreate, Project]): ...

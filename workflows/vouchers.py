@@ -9,15 +9,12 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.identity import IdentityActivities
     from schemas.identity import Voucher, VoucherIssue
-    from workflows.common import run_step
+    from workflows.steps import RequestStep, request_step
 
 
 def voucher_workflow_id(voucher_id: UUID) -> str:
     return f"vouchers/{voucher_id}"
 
 
-@workflow.defn(name="VoucherIssue")
-class VoucherIssueWorkflow:
-    @workflow.run
-    async def run(self, inp: VoucherIssue) -> Voucher:
-        return await run_step(IdentityActivities.issue_voucher, inp)
+@request_step("VoucherIssue", IdentityActivities.issue_voucher)
+class VoucherIssueWorkflow(RequestStep[VoucherIssue, Voucher]): ...

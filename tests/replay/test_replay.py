@@ -18,71 +18,19 @@ import pytest
 from histories import HISTORIES, load_history, patches_of, replay, workflow_type_of
 from temporalio.workflow import _Definition
 
-from workers.registry import WORKFLOWS
+from workers.registry import REQUEST_STEPS, WORKFLOWS
+from workflows.steps import LOCAL_RUNNERS, RequestStep, StepDeclaration
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY_FILES = sorted(HISTORIES.glob("*.json"))
 
-# A request workflow whose steps all run as local activities (`run_step`, `run_local_step`)
-# finishes in the workflow task that starts it, retries included (seconds): a deploy cannot land
-# in the middle of a run, so no run of it is ever replayed by newer code.
+# A request step (`workflows.steps`) runs its one step as a local activity, so it finishes in the
+# workflow task that starts it, retries included (seconds): a deploy cannot land in the middle of
+# a run, so no run of it is ever replayed by newer code. Every declared one is exempt.
 ONE_TASK = (
     "completes in one workflow task (its steps are local activities); cannot outlive a deploy"
 )
-EXEMPT: dict[str, str] = {
-    name: ONE_TASK
-    for name in (
-        "VoucherIssue",
-        "SigningKeys",
-        "RecoveryRedeem",
-        "HumanRegistration",
-        "HumanProfileChange",
-        "SessionOpen",
-        "SessionClose",
-        "CredentialRehash",
-        "TeamCreate",
-        "TeamDelete",
-        "TeamMemberRole",
-        "TeamMemberRemove",
-        "TeamInviteCreate",
-        "TeamInviteDelete",
-        "TeamJoin",
-        "GroupCreate",
-        "GroupDelete",
-        "GroupMemberAdd",
-        "GroupMemberRemove",
-        "ProjectCreate",
-        "TaskGrantWrite",
-        "TaskGrantRevoke",
-        "RuntimeProfileCreate",
-        "RuntimeProfileUpdate",
-        "RuntimeProfileDelete",
-        "ArtifactStage",
-        "ArtifactAttach",
-        "DiaryCreate",
-        "DiaryUpdate",
-        "DiaryDelete",
-        "DiaryGrantWrite",
-        "DiaryGrantRevoke",
-        "EntryDelete",
-        "RelationCreate",
-        "RelationUpdate",
-        "RelationDelete",
-        "AgentKeyRotate",
-        "AgentKeyRevoke",
-        "PackCreate",
-        "PackUpdate",
-        "PackRender",
-        "RenderedPackUpdate",
-        "ConnectorClientRegister",
-        "ConnectorCodeIssue",
-        "ConnectorCodeRedeem",
-        "ConnectorRefreshRotate",
-        "ConnectorGrantRevoke",
-        "EntryConsolidation",
-        "RetrievalsRecord",
-    )
-}
+EXEMPT: dict[str, str] = {cls.declared.name: ONE_TASK for cls in REQUEST_STEPS}
 # What would let a run span more than one workflow task (and so a deploy).
 SPANS_TASKS = (
     "run_activity",
@@ -148,9 +96,15 @@ def test_every_registered_workflow_type_has_a_history_or_a_written_exemption() -
 
 @pytest.mark.parametrize("name", sorted(EXEMPT))
 def test_an_exempt_workflow_cannot_span_workflow_tasks(name: str) -> None:
-    """The exemption's reason holds: no timer, wait, regular activity or child in its code."""
-    source = inspect.getsource(registered()[name])
-    assert [call for call in SPANS_TASKS if call in source] == []
+    """The exemption's reason holds: the run is its declared step alone, run as a local
+    activity after a plain function of the input; no timer, wait, regular activity or child."""
+    [cls] = [step for step in REQUEST_STEPS if step.declared.name == name]
+    declared = cls.declared
+    assert declared.runner in LOCAL_RUNNERS
+    assert not inspect.iscoroutinefunction(declared.prepare)
+    code = (cls, cls.run, RequestStep.run, StepDeclaration.__call__, declared.prepare)
+    for source in map(inspect.getsource, code):
+        assert [call for call in SPANS_TASKS if call in source] == []
 
 
 def test_every_patch_has_a_history_from_before_it_and_one_after() -> None:
