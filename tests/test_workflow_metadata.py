@@ -129,6 +129,6 @@ def test_the_one_memo_is_the_request_fingerprint() -> None:
             for node in ast.walk(parsed(path)):
                 if isinstance(node, ast.keyword) and node.arg == "memo":
                     memos.append(ast.unparse(node.value))
-    assert memos and set(memos) == {"_memo(request) if keyed else None"}
+    assert memos and set(memos) == {"_memo(key)"}
     flows = (ROOT / "api" / "flows.py").read_text()
-    assert "return {FINGERPRINT_MEMO: fingerprint(request)}" in flows
+    assert "return None if key is None else {FINGERPRINT_MEMO: key.fingerprint}" in flows
