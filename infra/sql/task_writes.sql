@@ -19,9 +19,13 @@ RETURNING id
 
 -- name: task_write_projection
 -- One transition in one statement: the attempt's row upserted to the workflow's values ($1, a
--- jsonb object named by the `task_attempts` columns; NULL for a task without an attempt) and
--- the task's state ($2, a jsonb object named by the `tasks` columns). `infra.repos.tasks`
--- builds both from typed models (`AttemptColumns`, `TaskColumns`).
+-- jsonb object named by the `task_attempts` columns; NULL for a task without an attempt), the
+-- task's state ($2, a jsonb object named by the `tasks` columns), and the relation tuples the
+-- transition grants ($3) and revokes ($4), jsonb arrays of objects named by the
+-- `relation_tuples` columns (the claimant's, on a claim and when the claim ends; `[]` for
+-- none). `infra.repos.tasks` builds all four from typed models (`AttemptColumns`,
+-- `TaskColumns`, `RelationTuple`). Every part runs, read or not, in the statement's one
+-- transaction: a claim or a result is one round trip while its workflow task waits.
 WITH attempt AS (
     INSERT INTO task_attempts (
         id, task_id, attempt_n, workflow_id, lease_id, claimed_by_agent_id, status,
@@ -46,6 +50,20 @@ WITH attempt AS (
         content_signature = EXCLUDED.content_signature, usage = EXCLUDED.usage,
         error = EXCLUDED.error, timeout_reason = EXCLUDED.timeout_reason,
         daemon_state = EXCLUDED.daemon_state
+),
+granted AS (
+    INSERT INTO relation_tuples
+        (namespace, object_id, relation, subject_ns, subject_id, subject_relation)
+    SELECT g.namespace, g.object_id, g.relation, g.subject_ns, g.subject_id, g.subject_relation
+    FROM jsonb_populate_recordset(NULL::relation_tuples, $3::jsonb) AS g
+    ON CONFLICT DO NOTHING
+),
+revoked AS (
+    DELETE FROM relation_tuples AS r
+    USING jsonb_populate_recordset(NULL::relation_tuples, $4::jsonb) AS d
+    WHERE r.namespace = d.namespace AND r.object_id = d.object_id AND r.relation = d.relation
+      AND r.subject_ns = d.subject_ns AND r.subject_id = d.subject_id
+      AND r.subject_relation = d.subject_relation
 )
 UPDATE tasks AS t
 SET status = s.status, attempt_count = s.attempt_count, claim_agent_id = s.claim_agent_id,

@@ -1,0 +1,179 @@
+"""The attempt workflow's projection (`infra.repos.tasks.TaskRepo.project`): every transition is
+one statement, a claim with the claimant tuple it grants and a result with the tuple it revokes
+(a claim and a result hold their workflow task open while the write runs; they were four
+round trips: begin, projection, tuple, commit)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from infra.repos.tasks import TaskRepo
+from schemas.task_attempts import AttemptState, TaskProjection, TaskState
+from schemas.tasks import TaskStart
+
+NOW = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=300)
+
+
+@pytest.fixture
+async def queued(db_pool: Any) -> TaskStart:
+    """A queued task of a fresh team and diary, inserted as the workflow inserts it."""
+    owner, team_id, diary_id = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    await db_pool.execute(
+        "INSERT INTO teams (id, name, personal, created_by, created_by_ns, status)"
+        " VALUES ($1, 'crew', false, $2, 'Agent', 'active')",
+        team_id,
+        owner,
+    )
+    await db_pool.execute(
+        "INSERT INTO diaries (id, created_by, team_id, name, visibility)"
+        " VALUES ($1, $2, $3, 'provenance', 'private')",
+        diary_id,
+        owner,
+        team_id,
+    )
+    start = TaskStart(
+        task_id=uuid.uuid4(),
+        team_id=team_id,
+        diary_id=diary_id,
+        task_type="freeform",
+        input={"brief": "project me"},
+        input_cid="bafyinput",
+        input_schema_cid="bafyschema",
+        output_kind="artifact",
+        proposed_by_agent_id=owner,
+    )
+    assert await TaskRepo(db_pool).insert(start)
+    return start
+
+
+async def claimants(db_pool: Any, task_id: uuid.UUID) -> set[str]:
+    rows = await db_pool.fetch(
+        "SELECT subject_id FROM relation_tuples"
+        " WHERE namespace = 'Task' AND object_id = $1 AND relation = 'claimant'"
+        " AND subject_ns = 'Agent' AND subject_relation = ''",
+        str(task_id),
+    )
+    return {row["subject_id"] for row in rows}
+
+
+async def statements(db_pool: Any, projection: TaskProjection) -> int:
+    """How many statements the projection sent (`infra.db.StatementTally`)."""
+    before = db_pool.tally.sent
+    await TaskRepo(db_pool).project(projection)
+    return int(db_pool.tally.sent - before)
+
+
+async def test_a_claim_and_its_result_are_one_statement_each(
+    db_pool: Any, queued: TaskStart
+) -> None:
+    agent = uuid.uuid4()
+    attempt = AttemptState(
+        attempt_id=uuid.uuid4(),
+        attempt_n=1,
+        agent_id=agent,
+        lease_id=uuid.uuid4(),
+        status="claimed",
+        lease_ttl_sec=300,
+        claimed_at=NOW,
+        claim_expires_at=NOW + LEASE,
+        traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01",
+    )
+    claimed = TaskState(
+        status="dispatched", attempt_count=1, claim_agent_id=agent, claim_expires_at=NOW + LEASE
+    )
+    claim = TaskProjection(
+        task_id=queued.task_id, task=claimed, attempt=attempt, grant_claimant=agent
+    )
+    assert await statements(db_pool, claim) == 1
+    assert await claimants(db_pool, queued.task_id) == {str(agent)}
+    row = await db_pool.fetchrow(
+        "SELECT t.status, t.claim_agent_id, a.status AS attempt_status"
+        " FROM tasks t JOIN task_attempts a ON a.task_id = t.id WHERE t.id = $1",
+        queued.task_id,
+    )
+    assert (row["status"], row["claim_agent_id"], row["attempt_status"]) == (
+        "dispatched",
+        agent,
+        "claimed",
+    )
+
+    # a retried claim projection (the workflow retries until it lands) changes nothing
+    assert await statements(db_pool, claim) == 1
+    assert await claimants(db_pool, queued.task_id) == {str(agent)}
+
+    done = attempt.model_copy(
+        update={
+            "status": "completed",
+            "started_at": NOW,
+            "last_heartbeat_at": NOW,
+            "finished_at": NOW + timedelta(seconds=5),
+            "output": {"ok": True},
+            "output_cid": "bafyoutput",
+        }
+    )
+    completed = TaskState(status="completed", attempt_count=1, completed_at=done.finished_at)
+    result = TaskProjection(
+        task_id=queued.task_id, task=completed, attempt=done, revoke_claimant=agent
+    )
+    assert await statements(db_pool, result) == 1
+    assert await claimants(db_pool, queued.task_id) == set()
+    row = await db_pool.fetchrow(
+        "SELECT t.status, t.claim_agent_id, a.status AS attempt_status, a.output_cid"
+        " FROM tasks t JOIN task_attempts a ON a.task_id = t.id WHERE t.id = $1",
+        queued.task_id,
+    )
+    assert dict(row) == {
+        "status": "completed",
+        "claim_agent_id": None,
+        "attempt_status": "completed",
+        "output_cid": "bafyoutput",
+    }
+    # and so does a retried result
+    assert await statements(db_pool, result) == 1
+    assert await claimants(db_pool, queued.task_id) == set()
+
+
+async def test_a_claim_grants_only_its_own_tuple(db_pool: Any, queued: TaskStart) -> None:
+    """The other tuples of the task (its team, its provenance diary) stay as they were, through
+    a claim and through the end of its attempt."""
+    before = await db_pool.fetch(
+        "SELECT relation, subject_ns, subject_id FROM relation_tuples"
+        " WHERE namespace = 'Task' AND object_id = $1 ORDER BY relation",
+        str(queued.task_id),
+    )
+    agent = uuid.uuid4()
+    attempt = AttemptState(
+        attempt_id=uuid.uuid4(),
+        attempt_n=1,
+        agent_id=agent,
+        lease_id=uuid.uuid4(),
+        status="claimed",
+        lease_ttl_sec=300,
+        claimed_at=NOW,
+        traceparent="00-" + "3" * 32 + "-" + "4" * 16 + "-01",
+    )
+    claimed = TaskState(status="dispatched", attempt_count=1, claim_agent_id=agent)
+    await TaskRepo(db_pool).project(
+        TaskProjection(task_id=queued.task_id, task=claimed, attempt=attempt, grant_claimant=agent)
+    )
+    timed_out = attempt.model_copy(update={"status": "timed_out", "finished_at": NOW + LEASE})
+    await TaskRepo(db_pool).project(
+        TaskProjection(
+            task_id=queued.task_id,
+            task=TaskState(status="queued", attempt_count=1),
+            attempt=timed_out,
+            revoke_claimant=agent,
+        )
+    )
+    after = await db_pool.fetch(
+        "SELECT relation, subject_ns, subject_id FROM relation_tuples"
+        " WHERE namespace = 'Task' AND object_id = $1 ORDER BY relation",
+        str(queued.task_id),
+    )
+    assert [tuple(r) for r in after] == [tuple(r) for r in before]
+    assert {r["relation"] for r in before} == {"team", "parent"}
