@@ -1,7 +1,7 @@
-"""The attempt workflow's projection (`infra.repos.tasks.TaskRepo.project`): every transition is
-one statement, a claim with the claimant tuple it grants and a result with the tuple it revokes
-(a claim and a result hold their workflow task open while the write runs; they were four
-round trips: begin, projection, tuple, commit)."""
+"""The attempt workflow's writes (`infra.repos.tasks.TaskRepo`), one statement each while a
+request waits on them: the task's insert with its tuples (it was five round trips: begin, diary
+lock, row, tuples, commit), and every transition, a claim with the claimant tuple it grants
+and a result with the tuple it revokes (they were four: begin, projection, tuple, commit)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from infra.repos.tasks import TaskRepo
+from schemas.errors import TaskOwnerGone
 from schemas.task_attempts import AttemptState, TaskProjection, TaskState
 from schemas.tasks import TaskStart
 
@@ -19,9 +20,8 @@ NOW = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=300)
 
 
-@pytest.fixture
-async def queued(db_pool: Any) -> TaskStart:
-    """A queued task of a fresh team and diary, inserted as the workflow inserts it."""
+async def new_task(db_pool: Any) -> TaskStart:
+    """A task of a fresh team and diary, not inserted yet."""
     owner, team_id, diary_id = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     await db_pool.execute(
         "INSERT INTO teams (id, name, personal, created_by, created_by_ns, status)"
@@ -36,7 +36,7 @@ async def queued(db_pool: Any) -> TaskStart:
         owner,
         team_id,
     )
-    start = TaskStart(
+    return TaskStart(
         task_id=uuid.uuid4(),
         team_id=team_id,
         diary_id=diary_id,
@@ -47,8 +47,50 @@ async def queued(db_pool: Any) -> TaskStart:
         output_kind="artifact",
         proposed_by_agent_id=owner,
     )
+
+
+@pytest.fixture
+async def queued(db_pool: Any) -> TaskStart:
+    """A queued task of a fresh team and diary, inserted as the workflow inserts it."""
+    start = await new_task(db_pool)
     assert await TaskRepo(db_pool).insert(start)
     return start
+
+
+async def task_tuples(db_pool: Any, task_id: uuid.UUID) -> set[str]:
+    rows = await db_pool.fetch(
+        "SELECT relation, subject_ns, subject_id FROM relation_tuples"
+        " WHERE namespace = 'Task' AND object_id = $1",
+        str(task_id),
+    )
+    return {f"{r['relation']}@{r['subject_ns']}:{r['subject_id']}" for r in rows}
+
+
+async def test_an_insert_is_one_statement_and_once(db_pool: Any) -> None:
+    start = await new_task(db_pool)
+    before = db_pool.tally.sent
+    assert await TaskRepo(db_pool).insert(start) is True
+    assert db_pool.tally.sent - before == 1
+    assert await task_tuples(db_pool, start.task_id) == {
+        f"team@Team:{start.team_id}",
+        f"parent@Diary:{start.diary_id}",
+    }
+    status = await db_pool.fetchval("SELECT status FROM tasks WHERE id = $1", start.task_id)
+    assert status == "queued"
+
+    # the workflow's retry after a committed insert finds the row: nothing written again
+    assert await TaskRepo(db_pool).insert(start) is False
+    count = await db_pool.fetchval("SELECT count(*) FROM tasks WHERE id = $1", start.task_id)
+    assert count == 1
+
+
+async def test_an_insert_after_its_diary_is_gone_writes_nothing(db_pool: Any) -> None:
+    start = await new_task(db_pool)
+    await db_pool.execute("DELETE FROM diaries WHERE id = $1", start.diary_id)
+    with pytest.raises(TaskOwnerGone):
+        await TaskRepo(db_pool).insert(start)
+    assert await db_pool.fetchval("SELECT count(*) FROM tasks WHERE id = $1", start.task_id) == 0
+    assert await task_tuples(db_pool, start.task_id) == set()
 
 
 async def claimants(db_pool: Any, task_id: uuid.UUID) -> set[str]:
