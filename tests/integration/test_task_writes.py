@@ -103,17 +103,8 @@ async def claimants(db_pool: Any, task_id: uuid.UUID) -> set[str]:
     return {row["subject_id"] for row in rows}
 
 
-async def statements(db_pool: Any, projection: TaskProjection) -> int:
-    """How many statements the projection sent (`infra.db.StatementTally`)."""
-    before = db_pool.tally.sent
-    await TaskRepo(db_pool).project(projection)
-    return int(db_pool.tally.sent - before)
-
-
-async def test_a_claim_and_its_result_are_one_statement_each(
-    db_pool: Any, queued: TaskStart
-) -> None:
-    agent = uuid.uuid4()
+def claim_by(task: TaskStart, agent: uuid.UUID) -> TaskProjection:
+    """The projection of attempt 1's claim by `agent`, as the workflow sends it."""
     attempt = AttemptState(
         attempt_id=uuid.uuid4(),
         attempt_n=1,
@@ -128,9 +119,23 @@ async def test_a_claim_and_its_result_are_one_statement_each(
     claimed = TaskState(
         status="dispatched", attempt_count=1, claim_agent_id=agent, claim_expires_at=NOW + LEASE
     )
-    claim = TaskProjection(
-        task_id=queued.task_id, task=claimed, attempt=attempt, grant_claimant=agent
-    )
+    return TaskProjection(task_id=task.task_id, task=claimed, attempt=attempt, grant_claimant=agent)
+
+
+async def statements(db_pool: Any, projection: TaskProjection) -> int:
+    """How many statements the projection sent (`infra.db.StatementTally`)."""
+    before = db_pool.tally.sent
+    await TaskRepo(db_pool).project(projection)
+    return int(db_pool.tally.sent - before)
+
+
+async def test_a_claim_and_its_result_are_one_statement_each(
+    db_pool: Any, queued: TaskStart
+) -> None:
+    agent = uuid.uuid4()
+    claim = claim_by(queued, agent)
+    attempt = claim.attempt
+    assert attempt is not None
     assert await statements(db_pool, claim) == 1
     assert await claimants(db_pool, queued.task_id) == {str(agent)}
     row = await db_pool.fetchrow(
@@ -189,20 +194,10 @@ async def test_a_claim_grants_only_its_own_tuple(db_pool: Any, queued: TaskStart
         str(queued.task_id),
     )
     agent = uuid.uuid4()
-    attempt = AttemptState(
-        attempt_id=uuid.uuid4(),
-        attempt_n=1,
-        agent_id=agent,
-        lease_id=uuid.uuid4(),
-        status="claimed",
-        lease_ttl_sec=300,
-        claimed_at=NOW,
-        traceparent="00-" + "3" * 32 + "-" + "4" * 16 + "-01",
-    )
-    claimed = TaskState(status="dispatched", attempt_count=1, claim_agent_id=agent)
-    await TaskRepo(db_pool).project(
-        TaskProjection(task_id=queued.task_id, task=claimed, attempt=attempt, grant_claimant=agent)
-    )
+    claim = claim_by(queued, agent)
+    attempt = claim.attempt
+    assert attempt is not None
+    await TaskRepo(db_pool).project(claim)
     timed_out = attempt.model_copy(update={"status": "timed_out", "finished_at": NOW + LEASE})
     await TaskRepo(db_pool).project(
         TaskProjection(
