@@ -3,9 +3,10 @@ one projection per transition.
 
 Each method is one transaction, one statement unless the task binds input artifacts (the
 workflow waits on each, so each round trip shows in a request's time), and idempotent under
-retry: the insert is `ON CONFLICT DO NOTHING`, a projection sets the task's state and upserts the attempt's row by `(task_id,
-attempt_n)` to exactly the workflow's values, and tuple writes and deletes ignore what is
-already there. The workflow orders its projections, so the last one written is the newest.
+retry: the insert is `ON CONFLICT DO NOTHING`, a projection sets the task's state and upserts
+the attempt's row by `(task_id, attempt_n)` to exactly the workflow's values, and tuple writes
+and deletes ignore what is already there. The workflow orders its projections, so the last
+one written is the newest.
 """
 
 from __future__ import annotations
