@@ -112,6 +112,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/codec.py
 	$(BIN)/python bench/tasks.py
+	$(BIN)/python bench/task_writes.py
 	$(BIN)/python bench/fairness.py
 	$(BIN)/python bench/entry_create.py
 	$(BIN)/python bench/tasks_artifacts.py

@@ -154,7 +154,7 @@ class TaskCarry(Payload):
 
 
 class TaskProjection(Payload):
-    """One transition, written in one transaction: the task's state, the attempt's row (when
+    """One transition, written in one statement: the task's state, the attempt's row (when
     there is one) and the claimant tuple granted or revoked."""
 
     task_id: UUID

@@ -214,11 +214,15 @@ async def claim_task(
     path = parsed.path
     body = parsed.body
     principal = require_principal(request)
-    target = await task_reads.claim_target(_pool(request), path.id)
+    # two independent reads side by side: the claim waits on one round trip, not two
+    target, may_claim = await asyncio.gather(
+        task_reads.claim_target(_pool(request), path.id),
+        allowed(request, "Task", path.id, "claim"),
+    )
     if target is None:
         raise TaskNotFound("No such task")
     _in_team_context(request, target.team_id)
-    if not await allowed(request, "Task", path.id, "claim"):
+    if not may_claim:
         raise await _denied(
             request, target, PermissionDenied("Claiming needs an executor of the task's team")
         )

@@ -1,10 +1,12 @@
 """Writes of the attempt workflow (`Task`, SPEC 3.1): the task row with its relation tuples, and
 one projection per transition.
 
-Each method is one transaction and idempotent under retry: the insert is `ON CONFLICT DO
-NOTHING`, a projection sets the task's state and upserts the attempt's row by `(task_id,
-attempt_n)` to exactly the workflow's values, and tuple writes and deletes ignore what is
-already there. The workflow orders its projections, so the last one written is the newest.
+Each method is one transaction, one statement unless the task binds input artifacts (the
+workflow waits on each, so each round trip shows in a request's time), and idempotent under
+retry: the insert is `ON CONFLICT DO NOTHING`, a projection sets the task's state and upserts
+the attempt's row by `(task_id, attempt_n)` to exactly the workflow's values, and tuple writes
+and deletes ignore what is already there. The workflow orders its projections, so the last
+one written is the newest.
 """
 
 from __future__ import annotations
@@ -16,10 +18,9 @@ from uuid import UUID, uuid5
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
-from infra import permissions as tuples
 from infra.db import Q
 from schemas.errors import ArtifactNotStaged, FieldError, TaskOwnerGone
-from schemas.kernel.permissions import Namespace, RelationTuple, Subject
+from schemas.kernel.permissions import PERMISSION_MODEL, Namespace, RelationTuple, Subject
 from schemas.packs import is_pack_cid
 from schemas.task_attempts import AttemptState, TaskProjection, TaskState, task_workflow_id
 from schemas.tasks import AttemptStatus, TaskStart
@@ -53,30 +54,30 @@ class TaskRepo:
 
     async def insert(self, start: TaskStart) -> bool:
         """Insert the queued task and its tuples; False when the row existed already. The API
-        checked the team, diary and project; one deleted since is a 404, not a retry."""
+        checked the team, diary and project; one deleted since is a 404, not a retry. Without
+        input artifacts to bind (most tasks) it is one statement, one round trip while the
+        creating request waits; with them, one transaction with their bindings."""
         try:
+            if not _input_artifacts(start):
+                return await _insert(self._pool, start)
             async with self._pool.acquire() as conn, conn.transaction():
-                return await _insert(conn, start)
+                created = await _insert(conn, start)
+                if created:
+                    await _bind_inputs(conn, start)
+                return created
         except asyncpg.ForeignKeyViolationError:
             raise TaskOwnerGone("The task's team, diary or project no longer exists") from None
 
     async def project(self, projection: TaskProjection) -> None:
-        """Write one transition: task state and attempt row in one statement (a heartbeat, the
-        hot path, is one round trip), with the claimant tuple in the same transaction when it
-        changes."""
-        if projection.grant_claimant is None and projection.revoke_claimant is None:
-            await self._pool.execute(Q.task_write_projection, *_projection_args(projection))
-            return
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(Q.task_write_projection, *_projection_args(projection))
-            if projection.revoke_claimant is not None:
-                await tuples.delete_tuples(
-                    conn, [claimant_tuple(projection.task_id, projection.revoke_claimant)]
-                )
-            if projection.grant_claimant is not None:
-                await tuples.write_tuples(
-                    conn, [claimant_tuple(projection.task_id, projection.grant_claimant)]
-                )
+        """Write one transition: task state, attempt row and the claimant tuple when it
+        changes, in one statement. Every transition is then one round trip to Postgres, a claim
+        and a result too (they were four: begin, projection, tuple, commit), and the workflow
+        task that waits on it is held that much shorter."""
+        await self._pool.execute(
+            Q.task_write_projection,
+            *_projection_args(projection),
+            *_claimant_args(projection),
+        )
 
 
 class AttemptColumns(BaseModel):
@@ -141,11 +142,27 @@ def _projection_args(projection: TaskProjection) -> tuple[dict[str, Any] | None,
     return attempt_columns, task_columns.model_dump(mode="json")
 
 
-async def _insert(conn: asyncpg.Connection, start: TaskStart) -> bool:
-    """The task row, its tuples and its input bindings; False when the row existed already."""
-    if await conn.fetchval(Q.task_write_lock_diary, start.diary_id) is None:
-        raise asyncpg.ForeignKeyViolationError("the provenance diary is gone")  # answered 404
-    inserted = await conn.fetchval(
+def _claimant_args(projection: TaskProjection) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """The last two parameters of `task_write_projection`: the tuples granted and revoked (the
+    claimant's, as the permission model admits it), each a list of column objects."""
+
+    def columns(agent_id: UUID | None) -> list[dict[str, str]]:
+        if agent_id is None:
+            return []
+        claimant = claimant_tuple(projection.task_id, agent_id)
+        PERMISSION_MODEL.validate_tuple(claimant)
+        return [claimant.model_dump()]
+
+    return columns(projection.grant_claimant), columns(projection.revoke_claimant)
+
+
+async def _insert(db: asyncpg.Pool | asyncpg.Connection, start: TaskStart) -> bool:
+    """The task row and its tuples in one statement (then its input bindings, in the caller's
+    transaction); False when the row existed already."""
+    granted = task_tuples(start)
+    for item in granted:
+        PERMISSION_MODEL.validate_tuple(item)
+    row = await db.fetchrow(
         Q.task_write_insert,
         start.task_id,
         start.team_id,
@@ -171,23 +188,27 @@ async def _insert(conn: asyncpg.Connection, start: TaskStart) -> bool:
         start.idempotency_key,
         start.idempotency_cid,
         task_workflow_id(start.task_id),
+        [item.model_dump() for item in granted],
     )
-    if inserted is None:
-        return False  # a retry after a committed attempt
-    await tuples.write_tuples(conn, task_tuples(start))
-    await _bind_inputs(conn, start)
-    return True
+    if not row["diary_found"]:
+        raise asyncpg.ForeignKeyViolationError("the provenance diary is gone")  # answered 404
+    return row["inserted"] is not None  # None: a retry after a committed attempt
+
+
+def _input_artifacts(start: TaskStart) -> list[dict[str, Any]]:
+    """The references that bind a staged artifact (a judged_work reference may carry a
+    rendered pack's CID: no bytes to bind)."""
+    return [
+        ref
+        for ref in start.references
+        if ref.get("artifact") and not is_pack_cid(str(ref["artifact"]["cid"]))
+    ]
 
 
 async def _bind_inputs(conn: asyncpg.Connection, start: TaskStart) -> None:
     """Bind the references' staged artifacts to the task (SPEC 2.6), all or nothing: a CID no
     longer staged by the team (swept since the API checked) refuses the task."""
-    # a judged_work reference may carry a rendered pack's CID: no bytes to bind
-    refs = [
-        ref
-        for ref in start.references
-        if ref.get("artifact") and not is_pack_cid(str(ref["artifact"]["cid"]))
-    ]
+    refs = _input_artifacts(start)
     if not refs:
         return
     artifacts = [ref["artifact"] for ref in refs]

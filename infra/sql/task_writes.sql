@@ -1,27 +1,48 @@
 -- The attempt workflow's writes (cairn/infra/repos/tasks.py, one transaction per transition) and
 -- the reads its routes need (cairn/api/routes/task_attempts.py). Other task reads: tasks.sql.
 
--- name: task_write_lock_diary
--- the provenance diary, locked against a concurrent delete until the task row commits (the
--- column has no foreign key: terminal tasks keep the id of a deleted diary)
-SELECT id FROM diaries WHERE id = $1 FOR KEY SHARE
-
 -- name: task_write_insert
-INSERT INTO tasks (
-    id, team_id, diary_id, project_id, task_type, title, input, input_cid, input_schema_cid,
-    output_kind, correlation_id, "references", claim_condition, allowed_profiles,
-    required_trust_level, max_attempts, dispatch_timeout_sec, running_timeout_sec, expires_at,
-    proposed_by_agent_id, proposed_by_human_id, idempotency_key, idempotency_cid, workflow_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-        $20, $21, $22, $23, $24)
-ON CONFLICT (id) DO NOTHING
-RETURNING id
+-- The queued task and its relation tuples ($25: a jsonb array of objects named by the
+-- `relation_tuples` columns) in one statement, once: nothing when the row exists already (a
+-- retry after a committed attempt; `inserted` is then NULL). The provenance diary is locked
+-- against a concurrent delete until the row commits (the column has no foreign key: terminal
+-- tasks keep the id of a deleted diary); a diary gone already inserts nothing
+-- (`diary_found` false).
+WITH diary AS (
+    SELECT id FROM diaries WHERE id = $3 FOR KEY SHARE
+),
+inserted AS (
+    INSERT INTO tasks (
+        id, team_id, diary_id, project_id, task_type, title, input, input_cid, input_schema_cid,
+        output_kind, correlation_id, "references", claim_condition, allowed_profiles,
+        required_trust_level, max_attempts, dispatch_timeout_sec, running_timeout_sec,
+        expires_at, proposed_by_agent_id, proposed_by_human_id, idempotency_key,
+        idempotency_cid, workflow_id)
+    SELECT $1, $2, diary.id, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+           $18, $19, $20, $21, $22, $23, $24
+    FROM diary
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+),
+granted AS (
+    INSERT INTO relation_tuples
+        (namespace, object_id, relation, subject_ns, subject_id, subject_relation)
+    SELECT g.namespace, g.object_id, g.relation, g.subject_ns, g.subject_id, g.subject_relation
+    FROM jsonb_populate_recordset(NULL::relation_tuples, $25::jsonb) AS g
+    WHERE EXISTS (SELECT 1 FROM inserted)
+    ON CONFLICT DO NOTHING
+)
+SELECT EXISTS (SELECT 1 FROM diary) AS diary_found, (SELECT id FROM inserted) AS inserted
 
 -- name: task_write_projection
 -- One transition in one statement: the attempt's row upserted to the workflow's values ($1, a
--- jsonb object named by the `task_attempts` columns; NULL for a task without an attempt) and
--- the task's state ($2, a jsonb object named by the `tasks` columns). `infra.repos.tasks`
--- builds both from typed models (`AttemptColumns`, `TaskColumns`).
+-- jsonb object named by the `task_attempts` columns; NULL for a task without an attempt), the
+-- task's state ($2, a jsonb object named by the `tasks` columns), and the relation tuples the
+-- transition grants ($3) and revokes ($4), jsonb arrays of objects named by the
+-- `relation_tuples` columns (the claimant's, on a claim and when the claim ends; `[]` for
+-- none). `infra.repos.tasks` builds all four from typed models (`AttemptColumns`,
+-- `TaskColumns`, `RelationTuple`). Every part runs, read or not, in the statement's one
+-- transaction: a claim or a result is one round trip while its workflow task waits.
 WITH attempt AS (
     INSERT INTO task_attempts (
         id, task_id, attempt_n, workflow_id, lease_id, claimed_by_agent_id, status,
@@ -46,6 +67,20 @@ WITH attempt AS (
         content_signature = EXCLUDED.content_signature, usage = EXCLUDED.usage,
         error = EXCLUDED.error, timeout_reason = EXCLUDED.timeout_reason,
         daemon_state = EXCLUDED.daemon_state
+),
+granted AS (
+    INSERT INTO relation_tuples
+        (namespace, object_id, relation, subject_ns, subject_id, subject_relation)
+    SELECT g.namespace, g.object_id, g.relation, g.subject_ns, g.subject_id, g.subject_relation
+    FROM jsonb_populate_recordset(NULL::relation_tuples, $3::jsonb) AS g
+    ON CONFLICT DO NOTHING
+),
+revoked AS (
+    DELETE FROM relation_tuples AS r
+    USING jsonb_populate_recordset(NULL::relation_tuples, $4::jsonb) AS d
+    WHERE r.namespace = d.namespace AND r.object_id = d.object_id AND r.relation = d.relation
+      AND r.subject_ns = d.subject_ns AND r.subject_id = d.subject_id
+      AND r.subject_relation = d.subject_relation
 )
 UPDATE tasks AS t
 SET status = s.status, attempt_count = s.attempt_count, claim_agent_id = s.claim_agent_id,
