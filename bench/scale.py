@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import statistics
 import sys
 import time
@@ -536,8 +537,14 @@ async def explain_team(pool: Any, layout: Layout, query: str, vector: Any) -> li
             ("fulltext", Q.search_fulltext, (query, team, *filters, 20)),
         ):  # fmt: skip
             plan = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS) " + sql, *args)
-            lines += [f"-- {label}"] + [row[0] for row in plan]
+            lines += [f"-- {label}"] + [shorten(row[0]) for row in plan]
     return lines
+
+
+def shorten(line: str) -> str:
+    """A plan line without the literals that fill it: the query vector and the scope's ids."""
+    line = re.sub(r"'\[[^\]]*\]'::vector", "'[...]'::vector", line)
+    return re.sub(r"'\{[0-9a-f,-]{100,}\}'::uuid\[\]", "'{...}'::uuid[]", line)
 
 
 # --- the run ------------------------------------------------------------------------------------
