@@ -629,6 +629,21 @@ def growth(by_size: dict[str, Any]) -> dict[str, Any]:
             large["api_entry_create"][stat] / small["api_entry_create"][stat], 2
         )
     ratios["disk_table"] = round(large["disk_mb"]["table"] / max(1, small["disk_mb"]["table"]), 1)
+    # The machine is shared: the same query embedding, timed at each size in this process, is
+    # the yardstick of the load then; each p50 over it compares sizes under unequal load.
+    yardstick = [size["in_process"]["query_embedding"]["p50_ms"] for size in (small, large)]
+    ratios["query_embedding_p50_ms"] = round(yardstick[1] / yardstick[0], 2)
+    picks: dict[str, tuple[str, str | None]] = {
+        "entry_create": ("api_entry_create", None),
+        "search_single_diary": ("api_search", "single_diary"),
+        "search_team": ("api_search", "team"),
+    }
+    for name, (part, within) in picks.items():
+        p50 = [
+            (size[part][within] if within else size[part])["p50_ms"] / measure
+            for size, measure in zip((small, large), yardstick, strict=True)
+        ]
+        ratios[f"{name}_p50_over_yardstick"] = round(p50[1] / p50[0], 2)
     return ratios
 
 
@@ -652,6 +667,9 @@ def targets(by_size: dict[str, Any], ratios: dict[str, Any]) -> dict[str, Any]:
     if "entry_create_p50_ms" in ratios:
         found["entry_create_p50_growth"] = verdict(
             ratios["entry_create_p50_ms"], TARGETS["entry_create_p50_growth"]
+        )
+        found["entry_create_p50_growth_over_yardstick"] = verdict(
+            ratios["entry_create_p50_over_yardstick"], TARGETS["entry_create_p50_growth"]
         )
     return found
 
