@@ -123,6 +123,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/map.py
 	$(BIN)/python bench/console.py
 	$(BIN)/python bench/quality.py
+	$(BIN)/python bench/scale.py
 
 # Mixed traffic at a steady rate for MINUTES (default 10): errors, memory, history sizes
 MINUTES ?= 10
