@@ -10,7 +10,6 @@ from temporalio import activity
 
 from schemas import limits
 from schemas.errors import (
-    AgentExists,
     ChallengeAlreadyUsed,
     Gone,
     HumanNotFound,
@@ -89,14 +88,10 @@ class IdentityActivities:
 
     @activity.defn(name="identity.bind_agent")
     async def bind_agent(self, inp: AgentBinding) -> AgentBound:
-        outcome = await self._repo.bind_agent(
+        bound = await self._repo.bind_agent(
             inp.identity_id, inp.agent_id, inp.public_key, inp.fingerprint, inp.voucher_code
         )
-        if outcome.refused == "key-taken":
-            raise AgentExists("This public key is already registered")
-        if outcome.agent_id is None:
-            raise VoucherRejected("The voucher was redeemed or expired meanwhile")
-        return AgentBound(agent_id=outcome.agent_id)
+        return AgentBound(agent_id=bound)
 
     @activity.defn(name="identity.create_oauth_client")
     async def create_oauth_client(self, inp: OAuthClientCreate) -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from temporalio import activity
 
 from activities.heartbeats import heartbeating
-from schemas.errors import DomainError, EntryImmutable
+from schemas.errors import EntryImmutable
 from schemas.hygiene import (
     ConsolidationPage,
     ConsolidationPageResult,
@@ -34,11 +34,7 @@ from schemas.memory import (
 )
 
 if TYPE_CHECKING:
-    from infra.repos.memory import MemoryRepo, Refusal
-
-
-def _problem(refusal: Refusal) -> DomainError:
-    return refusal.problem(refusal.detail, extensions=dict(refusal.extensions))
+    from infra.repos.memory import MemoryRepo
 
 
 class MemoryActivities:
@@ -55,8 +51,7 @@ class MemoryActivities:
 
     @activity.defn(name="memory.delete_diary")
     async def delete_diary(self, inp: DiaryRef) -> None:
-        if (refusal := await self._repo.delete_diary(inp.diary_id)) is not None:
-            raise _problem(refusal)
+        await self._repo.delete_diary(inp.diary_id)
 
     @activity.defn(name="memory.write_grant")
     async def write_grant(self, inp: GrantChange) -> None:
@@ -69,8 +64,6 @@ class MemoryActivities:
     @activity.defn(name="memory.insert_entry")
     async def insert_entry(self, inp: EntryInsert) -> EntryInserted:
         inserted = await self._repo.insert_entry(inp)
-        if inserted.refusal is not None:
-            raise _problem(inserted.refusal)
         if inserted.duplicate_of is not None:
             return EntryInserted(
                 entry_id=inserted.duplicate_of,

@@ -296,6 +296,29 @@ def test_the_team_guard_check_can_fail(tmp_path: Path) -> None:
     assert _hand_written_team_checks(route) == ["route.py:1"]
 
 
+def _refusal_carriers(path: Path) -> list[str]:
+    """Exception classes a repository defines for itself: a refusal smuggled out of its
+    transaction and turned into a problem further up, instead of raised as the problem."""
+    return [
+        f"{path.name}:{node.lineno}"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+        and any(ast.unparse(base).endswith(("Exception", "Error")) for base in node.bases)
+    ]
+
+
+def test_repositories_raise_the_catalogues_problems() -> None:
+    """docs/contributing.md "Where a rule lives": a repository raises the problem itself."""
+    offenders = [found for path in _modules("infra/repos") for found in _refusal_carriers(path)]
+    assert offenders == []
+
+
+def test_the_refusal_carrier_check_can_fail(tmp_path: Path) -> None:
+    repo = tmp_path / "repo.py"
+    repo.write_text("class _Refused(Exception):\n    pass\n")
+    assert _refusal_carriers(repo) == ["repo.py:1"]
+
+
 def test_no_package_named_mcp() -> None:
     """A local package named `mcp` would shadow the MCP SDK."""
     assert not (ROOT / "mcp").exists()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hmac
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -13,25 +12,10 @@ import asyncpg
 
 from infra.db import Q
 from infra.oauth import new_sealed_key, reseal
+from schemas.errors import AgentExists, VoucherRejected
 from schemas.identity import CredentialRehash
 from schemas.kernel.keyring import SecretKeyring
 from schemas.principals import AGENT_SCOPES
-
-
-@dataclass(frozen=True)
-class BindOutcome:
-    """The bound agent, or why nothing was written ('key-taken', 'voucher-gone')."""
-
-    agent_id: uuid.UUID | None = None
-    refused: str | None = None
-
-
-class _Refused(Exception):
-    """Raised inside a transaction so that it rolls back."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def voucher_proof(voucher_id: uuid.UUID) -> dict[str, str]:
@@ -127,29 +111,27 @@ class IdentityRepo:
         public_key: str,
         fingerprint: str,
         voucher_code: str,
-    ) -> BindOutcome:
-        """Upsert the agent and redeem the voucher in one transaction, or change nothing.
+    ) -> uuid.UUID:
+        """Upsert the agent and redeem the voucher in one transaction, or change nothing (a key
+        another identity holds: `agent-exists`; a voucher gone meanwhile: `voucher-rejected`).
 
         Idempotent: a retry after a commit finds the agent bound to this identity and the
         voucher redeemed by it. A key bound to another live identity is never taken over.
         """
-        try:
-            async with self._pool.acquire() as conn, conn.transaction():
-                row = await conn.fetchrow(
-                    Q.upsert_agent, agent_id, identity_id, public_key, fingerprint
-                )
-                if row is None:
-                    raise _Refused("key-taken")
-                bound_id: uuid.UUID = row["id"]
-                redeemed = await conn.fetchrow(Q.redeem_voucher, voucher_code, bound_id)
-                # a retry after a commit finds the voucher already redeemed by this agent
-                if redeemed is None and (
-                    await conn.fetchval(Q.voucher_redeemed_by, voucher_code) != bound_id
-                ):
-                    raise _Refused("voucher-gone")
-                return BindOutcome(agent_id=bound_id)
-        except _Refused as refused:
-            return BindOutcome(refused=refused.reason)
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                Q.upsert_agent, agent_id, identity_id, public_key, fingerprint
+            )
+            if row is None:
+                raise AgentExists("This public key is already registered")
+            bound_id: uuid.UUID = row["id"]
+            redeemed = await conn.fetchrow(Q.redeem_voucher, voucher_code, bound_id)
+            # a retry after a commit finds the voucher already redeemed by this agent
+            if redeemed is None and (
+                await conn.fetchval(Q.voucher_redeemed_by, voucher_code) != bound_id
+            ):
+                raise VoucherRejected("The voucher was redeemed or expired meanwhile")
+            return bound_id
 
     async def create_client(
         self,

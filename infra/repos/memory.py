@@ -1,14 +1,14 @@
 """Units of work on diaries, entries and relations. Each method is one transaction and
 idempotent under retry (rows are keyed by ids the caller chose); the row and its permission
 tuples change together, so a diary never exists without its team binding, nor an entry without
-its parent tuple. Refusals come back as `Refusal` values for the activity to turn into
-problems."""
+its parent tuple. A refusal is raised as the catalogue's problem inside the transaction, so
+nothing is written, and reaches the client as it is (as in every repository)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -53,42 +53,23 @@ from schemas.memory import (
 )
 
 
-@dataclass(frozen=True)
-class Refusal:
-    """Why nothing was written: the catalogue's problem type and a sentence for its detail."""
-
-    problem: type[DomainError]
-    detail: str
-    extensions: Mapping[str, Any] = field(default_factory=dict)  # problem members beyond detail
-
-
-def diary_in_use(kind: str, count: int) -> Refusal:
-    return Refusal(
-        DiaryInUse,
+def diary_in_use(kind: str, count: int) -> DomainError:
+    return DiaryInUse(
         f"{count} unfinished {kind}(s) name this diary: let them end first",
-        {"referencingKind": kind, "referencingCount": count},
+        extensions={"referencingKind": kind, "referencingCount": count},
     )
 
 
 @dataclass(frozen=True)
 class Inserted:
-    """What an entry insert did: the entry's CID, or the refusal, or the live entry of the same
-    content (whose CID it is then) when the create was an exact duplicate. `entry` is the
+    """What an entry insert did: the entry's CID, or the live entry of the same content (whose
+    CID it is then) when the create was an exact duplicate. `entry` is the
     stored entry (the new one, or that duplicate), read in the insert's transaction, so the API
     answers with it instead of reading it back."""
 
     cid: str
-    refusal: Refusal | None = None
     duplicate_of: uuid.UUID | None = None
     entry: Entry | None = None
-
-
-class _Refused(Exception):
-    """Raised inside a transaction so that it rolls back."""
-
-    def __init__(self, refusal: Refusal) -> None:
-        super().__init__(refusal.detail)
-        self.refusal = refusal
 
 
 def _team_binding(diary_id: uuid.UUID, team_id: uuid.UUID) -> RelationTuple:
@@ -158,28 +139,22 @@ class MemoryRepo:
     ) -> None:
         await self._pool.execute(Q.memory_update_diary, diary_id, name, visibility)
 
-    async def delete_diary(self, diary_id: uuid.UUID) -> Refusal | None:
+    async def delete_diary(self, diary_id: uuid.UUID) -> None:
         """Delete the diary, its entries and every tuple naming them; signed entries are
         permanent, so a diary holding one is refused, and so is one that a non-terminal task
         names as its provenance or that a pending transfer moves (infra/foreign_keys.py)."""
-        try:
-            async with self._pool.acquire() as conn, conn.transaction():
-                await conn.fetchval(Q.memory_lock_diary, diary_id)
-                if await conn.fetchval(Q.memory_diary_has_signed_entries, diary_id):
-                    raise _Refused(
-                        Refusal(DiaryHasSignedEntries, "A diary with signed entries stays")
-                    )
-                references = await conn.fetchrow(Q.memory_diary_open_references, diary_id)
-                for kind, count in references.items():
-                    if count:
-                        raise _Refused(diary_in_use(kind, count))
-                for row in await conn.fetch(Q.memory_diary_entry_ids, diary_id):
-                    await tuples.delete_object(conn, "DiaryEntry", row["id"])
-                await tuples.delete_object(conn, "Diary", diary_id)
-                await conn.execute(Q.memory_delete_diary, diary_id)
-        except _Refused as refused:
-            return refused.refusal
-        return None
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.fetchval(Q.memory_lock_diary, diary_id)
+            if await conn.fetchval(Q.memory_diary_has_signed_entries, diary_id):
+                raise DiaryHasSignedEntries("A diary with signed entries stays")
+            references = await conn.fetchrow(Q.memory_diary_open_references, diary_id)
+            for kind, count in references.items():
+                if count:
+                    raise diary_in_use(kind, count)
+            for row in await conn.fetch(Q.memory_diary_entry_ids, diary_id):
+                await tuples.delete_object(conn, "DiaryEntry", row["id"])
+            await tuples.delete_object(conn, "Diary", diary_id)
+            await conn.execute(Q.memory_delete_diary, diary_id)
 
     async def write_grant(self, change: GrantChange) -> None:
         async with self._pool.acquire() as conn, conn.transaction():
@@ -192,7 +167,7 @@ class MemoryRepo:
     # --- entries --------------------------------------------------------------------------
 
     async def insert_entry(self, inp: EntryInsert) -> Inserted:
-        """Insert the entry and its parent tuple; returns the stored CID (or the refusal).
+        """Insert the entry and its parent tuple; returns the stored CID.
 
         An exact duplicate (the same content after trimming, in the same diary) inserts nothing
         and is counted (`entry_duplicates_refused`): the lookup shares the insert's transaction,
@@ -206,64 +181,54 @@ class MemoryRepo:
         racing for the same predecessor meet the unique (diary, prev_cid) index: one wins.
         """
         draft = inp.draft
-        try:
-            async with self._pool.acquire() as conn, conn.transaction():
-                existing = await conn.fetchrow(Q.memory_get_entry, draft.entry_id)
-                if existing is not None:  # a retry after a committed attempt
-                    return Inserted(existing["cid"], entry=entry_from_row(existing))
-                duplicate = await _exact_duplicate(
-                    conn, draft.entry_id, draft.diary_id, draft.content
+        async with self._pool.acquire() as conn, conn.transaction():
+            existing = await conn.fetchrow(Q.memory_get_entry, draft.entry_id)
+            if existing is not None:  # a retry after a committed attempt
+                return Inserted(existing["cid"], entry=entry_from_row(existing))
+            duplicate = await _exact_duplicate(conn, draft.entry_id, draft.diary_id, draft.content)
+            if duplicate is not None:  # rare: the extra read is the worker's, once
+                stored = await conn.fetchrow(Q.memory_get_entry, duplicate[0])
+                return Inserted(
+                    duplicate[1], duplicate_of=duplicate[0], entry=entry_from_row(stored)
                 )
-                if duplicate is not None:  # rare: the extra read is the worker's, once
-                    stored = await conn.fetchrow(Q.memory_get_entry, duplicate[0])
-                    return Inserted(
-                        duplicate[1], duplicate_of=duplicate[0], entry=entry_from_row(stored)
-                    )
-                cid, prev_cid, signature = inp.cid, None, None
-                if draft.signed_diary:
-                    prev_cid = await conn.fetchval(Q.memory_chain_head, draft.diary_id)
-                    cid = entry_cid(
-                        draft.content, draft.title, draft.tags, draft.entry_type, prev_cid
-                    )
-                if draft.signing_request_id is not None:
-                    signature = await _signature_for(
-                        conn, draft.signing_request_id, draft.created_by, cid
-                    )
-                try:
-                    row = await conn.fetchrow(
-                        Q.memory_insert_entry,
-                        draft.entry_id,
-                        draft.diary_id,
-                        draft.title,
-                        draft.content,
-                        inp.embedding,
-                        draft.tags,
-                        inp.injection_risk,
-                        inp.injection_threats,
-                        draft.importance,
-                        draft.entry_type,
-                        cid,
-                        prev_cid,
-                        draft.signing_request_id,
-                        signature,
-                        draft.created_by,
-                        draft.created_by_ns,
-                    )
-                except asyncpg.UniqueViolationError:
-                    raise _Refused(
-                        Refusal(
-                            ChainConflict,
-                            "Another entry was appended to this signed diary first; "
-                            "sign the entry again over the new predecessor",
-                        )
-                    ) from None
-                if draft.signed_diary:
-                    await conn.execute(Q.memory_advance_chain_head, draft.diary_id, cid)
-                await tuples.write_tuples(conn, [_entry_parent(draft.entry_id, draft.diary_id)])
-                # no row: the same id went in meanwhile (ON CONFLICT), and the API reads it back
-                return Inserted(cid, entry=None if row is None else entry_from_row(row))
-        except _Refused as refused:
-            return Inserted(inp.cid, refusal=refused.refusal)
+            cid, prev_cid, signature = inp.cid, None, None
+            if draft.signed_diary:
+                prev_cid = await conn.fetchval(Q.memory_chain_head, draft.diary_id)
+                cid = entry_cid(draft.content, draft.title, draft.tags, draft.entry_type, prev_cid)
+            if draft.signing_request_id is not None:
+                signature = await _signature_for(
+                    conn, draft.signing_request_id, draft.created_by, cid
+                )
+            try:
+                row = await conn.fetchrow(
+                    Q.memory_insert_entry,
+                    draft.entry_id,
+                    draft.diary_id,
+                    draft.title,
+                    draft.content,
+                    inp.embedding,
+                    draft.tags,
+                    inp.injection_risk,
+                    inp.injection_threats,
+                    draft.importance,
+                    draft.entry_type,
+                    cid,
+                    prev_cid,
+                    draft.signing_request_id,
+                    signature,
+                    draft.created_by,
+                    draft.created_by_ns,
+                )
+            except asyncpg.UniqueViolationError:
+                raise ChainConflict(
+                    "Another entry was appended to this signed diary first; "
+                    "sign the entry again over the new predecessor"
+                ) from None
+            if draft.signed_diary:
+                await conn.execute(Q.memory_advance_chain_head, draft.diary_id, cid)
+            await tuples.write_tuples(conn, [_entry_parent(draft.entry_id, draft.diary_id)])
+            # no row: the same id went in meanwhile (ON CONFLICT), and the API reads it back
+            return Inserted(cid, entry=None if row is None else entry_from_row(row))
 
     async def rewrite_entry(self, inp: EntryRewrite) -> bool:
         change = inp.change
@@ -397,18 +362,13 @@ async def _signature_for(
     """The signature of a completed, valid signing request of the author over `cid`."""
     request = await get_signing_request(conn, request_id)
     if request is None or request.agent_id != author:
-        raise _Refused(Refusal(SigningRequestNotFound, "No such signing request"))
+        raise SigningRequestNotFound("No such signing request")
     if request.status != "completed" or not request.valid or request.signature is None:
-        raise _Refused(Refusal(SigningRequestInvalid, "The signing request has no valid signature"))
+        raise SigningRequestInvalid("The signing request has no valid signature")
     if request.message != cid:
-        raise _Refused(
-            Refusal(
-                SignatureCidMismatch,
-                f"The signed message is not the entry CID; sign {cid}",
-            )
-        )
+        raise SignatureCidMismatch(f"The signed message is not the entry CID; sign {cid}")
     if await conn.fetchval(Q.memory_entry_signing_request_used, request.id) is not None:
-        raise _Refused(Refusal(SigningRequestUsed, "This signing request already signed an entry"))
+        raise SigningRequestUsed("This signing request already signed an entry")
     return request.signature
 
 
