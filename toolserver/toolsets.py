@@ -7,7 +7,7 @@ enabled during it, narrowed by the credential's scopes, and the read-only mode (
   queue's list and read where the credential may claim) plus the discovery tool
   `toolsets_enable`, which names the other toolsets in one line each and enables one for the
   connection. Hosts cap or warn about big catalogues (Antigravity: 50 tools over all servers;
-  Cursor and VS Code: about 40), so the full catalogue (61 tools, 20 KB) is asked for, never
+  Cursor and VS Code: about 40), so the full catalogue (64 tools, about 20 KB) is asked for, never
   given by default.
 - `?toolsets=memory,tasks` on the MCP URL, or `X-Service-Toolsets: memory,tasks` (the query
   wins): those toolsets, as before; `all`: every toolset. An unknown name is a 400 at the gate.
