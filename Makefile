@@ -103,7 +103,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy $(PACKAGES) cairn.py
+	$(BIN)/mypy $(PACKAGES) cairn.py bench
 
 bench: $(STAMP)
 	$(BIN)/python bench/embed.py

@@ -271,8 +271,8 @@ async def build_world(api: Api, agent: BenchAgent, human: Human, real: int) -> W
     for size in (5, 10, len(entries)):
         selection = [{"entryId": e, "rank": rank} for rank, e in enumerate(entries[:size], 1)]
         # the flagged entry is in every pack: packing it takes `force`
-        body = {"entries": selection, "force": True, "pinned": size == 5}
-        pack = await api("POST", f"/diaries/{world.diary}/packs", h, body)
+        pack_body: dict[str, Any] = {"entries": selection, "force": True, "pinned": size == 5}
+        pack = await api("POST", f"/diaries/{world.diary}/packs", h, pack_body)
         world.pack = str(pack["packId"])
         world.first_pack = world.first_pack or world.pack
         world.count("packs")
@@ -477,9 +477,9 @@ async def measure_page(
         assert sample.status == 200, (page.name, sample.status, sample.head)
         assert sample.server_ms is not None, f"{page.name}: no Server-Timing app;dur"
         for baseline, times in zip(page.baselines, wrapped, strict=True):
-            answer = await call_baseline(client, human, world, baseline)
+            timed = await call_baseline(client, human, world, baseline)
             if run >= WARMUPS - 1:
-                times.append(answer.client_ms)
+                times.append(timed.client_ms)
         if run >= WARMUPS - 1:
             server.append(sample.server_ms)
             client_ms.append(sample.client_ms)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -65,7 +66,7 @@ def main() -> None:
         sims = vectors[older] @ vectors[i]
         best = int(np.argmax(sims))
         nearest.append((keys[i], keys[older[best]], float(sims[best])))
-    report: dict[str, object] = {"entries": len(entries), "supersession_pairs": len(pairs)}
+    report: dict[str, Any] = {"entries": len(entries), "supersession_pairs": len(pairs)}
     for half, parity in (("tune", 0), ("heldout", 1)):
         mine = [n for n in nearest if _half(n[0]) == parity]
         wanted = {p for p in pairs if _half(p[0]) == parity}
@@ -88,12 +89,10 @@ def main() -> None:
                 }
             )
         report[half] = rows
-    best = max(report["tune"], key=lambda row: row["f1"])  # type: ignore[arg-type,index]
+    best = max(report["tune"], key=lambda row: row["f1"])
     report["chosen_on_tune"] = best
     report["chosen_on_heldout"] = next(
-        row
-        for row in report["heldout"]
-        if row["threshold"] == best["threshold"]  # type: ignore[attr-defined,index]
+        row for row in report["heldout"] if row["threshold"] == best["threshold"]
     )
     supersession_sims = sorted(sim for s, t, sim in nearest if (s, t) in pairs)
     report["supersession_pair_similarity_quartiles"] = (

@@ -365,7 +365,7 @@ class MemoryWatch:
             else:
                 entry["lived_through_run"] = False
             processes.append(entry)
-        totals: dict[str, dict[str, float]] = {}
+        totals: dict[str, dict[str, float | None]] = {}
         for component in self.roots:
             members = [p for p in processes if p["component"] == component and "end_mib" in p]
             start = sum(p["start_mib"] for p in members)
@@ -483,7 +483,7 @@ async def hold_attempt(c: Crew, executor: Caller) -> LongAttempt:
 
 async def seed(http: aiohttp.ClientSession, base: str, writer: Agent) -> str:
     headers = {**writer.bearer, "x-service-team-id": writer.team_id}
-    body = {"name": "soak", "visibility": "private"}
+    body: dict[str, Any] = {"name": "soak", "visibility": "private"}
     async with http.post(base + "/diaries", json=body, headers=headers) as response:
         diary = str((await response.json(content_type=None))["id"])
     for i, topic in enumerate(TOPICS * 3):
