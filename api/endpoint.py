@@ -35,6 +35,8 @@ from schemas.errors import (
 from schemas.text import printable
 
 Handler = Callable[..., Awaitable[Any]]
+# a decorated handler keeps its own type, so a door's call of it (`act`, `invoke`) is checked
+AnyHandler = TypeVar("AnyHandler", bound=Handler)
 
 ENDPOINTS: list[EndpointSpec] = []
 _SPECS: dict[Handler, EndpointSpec] = {}
@@ -60,10 +62,10 @@ class Parsed(Generic[BodyT, QueryT, PathT]):
 
 def endpoint(
     routes: web.RouteTableDef, method: str, path: str, **options: Any
-) -> Callable[[Handler], Handler]:
+) -> Callable[[AnyHandler], AnyHandler]:
     """Register `handler(request, parsed)` for `method path` with the options of EndpointSpec."""
 
-    def decorate(handler: Handler) -> Handler:
+    def decorate(handler: AnyHandler) -> AnyHandler:
         spec = EndpointSpec(
             method=method,
             path=path,
@@ -100,11 +102,11 @@ def endpoint(
 
 async def invoke(
     request: web.Request,
-    handler: Handler,
+    handler: Callable[[web.Request, Parsed[BodyT, QueryT, PathT]], Awaitable[Any]],
     *,
-    body: Any = None,
-    query: Any = None,
-    path: Any = None,
+    body: BodyT | None = None,
+    query: QueryT | None = None,
+    path: PathT | None = None,
     headers: Mapping[str, str] | None = None,
     answer_headers: MutableMapping[str, str] | None = None,
 ) -> Any:
@@ -112,8 +114,9 @@ async def invoke(
     console): the same authentication, scopes, rate-limit buckets, models and idempotency as
     the route itself.
 
-    `body`, `query` and `path` are plain JSON values validated by the route's models (a bad one
-    is the route's own 400); `headers` are added to the request's (a team header, an
+    `body`, `query` and `path` are instances of the route's own models, taken as they are (a
+    part left out is the model's defaults; anything else is validated, a bad one the route's
+    own 400); `headers` are added to the request's (a team header, an
     `Idempotency-Key`). Answers the handler's result, a rendered response read back as its model
     (its headers, such as `Cairn-Duplicate-Of`, copied into `answer_headers` when given).
     """
@@ -188,7 +191,9 @@ async def _handled(
 
 
 def _validated(model: type[BaseModel] | None, data: Any, where: str) -> Any:
-    return None if model is None else validate_model(model, data or {}, where)
+    if model is None or isinstance(data, model):
+        return None if model is None else data
+    return validate_model(model, data or {}, where)
 
 
 def _refuse_a_literal_path(request: web.Request) -> None:
