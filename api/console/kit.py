@@ -13,12 +13,12 @@ from typing import Annotated, Any, NoReturn, TypeVar, overload
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from api import keys
 from api.console.render import NOTICES, page
 from api.console.session import ConsoleUser, check_form_token, keep_binding, know_visitor
-from api.endpoint import Handler, Parsed, invoke, validate_model
+from api.endpoint import Handler, Parsed, invoke, part_of
 from api.headers import IDEMPOTENCY_HEADER, TEAM_HEADER
 from api.spec import HTML
 from schemas import limits
@@ -40,7 +40,6 @@ B = TypeVar("B")
 Q = TypeVar("Q")
 P = TypeVar("P")
 R = TypeVar("R")
-M = TypeVar("M", bound=BaseModel)
 
 
 class ConsoleForm(RequestBody):
@@ -211,15 +210,6 @@ async def act(
     )
 
 
-def part_of(model: type[M], where: str = "body", /, **values: Any) -> M:
-    """A route's body (or `where`: its path, its query) from a form's values: one its model
-    refuses (an emptied content, a malformed fingerprint) is the route's own 400, as the API
-    answers the same request. Build it inside the action given to `attempt`, so that refusal is
-    shown beside the form."""
-    part: M = validate_model(model, values, where)
-    return part
-
-
 @dataclass(frozen=True)
 class Refusal:
     """A form the API refused: re-shown with what the person typed and the problem beside it
@@ -252,9 +242,11 @@ async def attempt(
     *,
     page_problems: frozenset[int] = PAGE_PROBLEMS,
 ) -> Outcome:
-    """Run a form's action (usually `act(...)`). A refusal that is the form's (400, 403, 404,
-    409, ...) comes back to be shown beside it; one that is not (`page_problems`, or a
-    dependency down) is the page's own problem. (A login form's 401 is the form's.)"""
+    """Run a form's action (usually `act(...)`; a body `part_of` makes of the form's values is
+    made inside it, so a value the route's model refuses is shown beside the form too). A
+    refusal that is the form's (400, 403, 404, 409, ...) comes back to be shown beside it; one
+    that is not (`page_problems`, or a dependency down) is the page's own problem. (A login
+    form's 401 is the form's.)"""
     try:
         return Outcome(result=await action)
     except DomainError as error:
