@@ -115,11 +115,11 @@ async def invoke(
     console): the same authentication, scopes, rate-limit buckets, models and idempotency as
     the route itself.
 
-    `body`, `query` and `path` are instances of the route's own models, taken as they are (a
-    part left out is the model's defaults; anything else is validated, a bad one the route's
-    own 400); `headers` are added to the request's (a team header, an
-    `Idempotency-Key`). Answers the handler's result, a rendered response read back as its model
-    (its headers, such as `Cairn-Duplicate-Of`, copied into `answer_headers` when given).
+    `body`, `query` and `path` are instances of the route's own models, taken as they are
+    (mypy holds them to the handler's `Parsed`; a part left out is the model's defaults);
+    `headers` are added to the request's (a team header, an `Idempotency-Key`). Answers the
+    handler's result, a rendered response read back as its model (its headers, such as
+    `Cairn-Duplicate-Of`, copied into `answer_headers` when given).
     """
     spec = _SPECS[handler]
     merged = CIMultiDict(request.headers)
@@ -192,8 +192,10 @@ async def _handled(
 
 
 def _validated(model: type[BaseModel] | None, data: Any, where: str) -> Any:
-    if model is None or isinstance(data, model):
-        return None if model is None else data
+    if model is None:
+        return None
+    if isinstance(data, model):
+        return data  # the door's instance of the route's own model, validated when it was made
     return validate_model(model, data or {}, where)
 
 
