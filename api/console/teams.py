@@ -45,6 +45,7 @@ from schemas.teams import (
     CreateInviteRequest,
     CreateTeamRequest,
     FoundingAccepted,
+    FoundingMember,
     Group,
     GroupList,
     GroupMemberPath,
@@ -222,7 +223,7 @@ async def console_create_team(request: web.Request, parsed: Parsed[NewTeamForm])
 
 
 async def _create_team(
-    request: web.Request, form: NewTeamForm, founders: list[dict[str, str]]
+    request: web.Request, form: NewTeamForm, founders: list[FoundingMember]
 ) -> Team:
     fields: dict[str, Any] = {"foundingMembers": founders} if founders else {}
     body = part_of(CreateTeamRequest, name=form.name, **fields)
@@ -236,10 +237,10 @@ async def _agent(request: web.Request, fingerprint: str) -> AgentProfile:
     return agent
 
 
-async def _founders(request: web.Request, form: NewTeamForm) -> list[dict[str, str]] | Refusal:
+async def _founders(request: web.Request, form: NewTeamForm) -> list[FoundingMember] | Refusal:
     """The form's co-founders as the API names them: each fingerprint resolved to its agent
     (`GET /agents/{fingerprint}`), or the refusal of the first that is not an agent's."""
-    founders = []
+    founders: list[FoundingMember] = []
     rows = zip(form.fingerprint, form.role, strict=False)
     for number, (fingerprint, role) in enumerate(rows, start=1):
         if not fingerprint.strip():
@@ -249,7 +250,7 @@ async def _founders(request: web.Request, form: NewTeamForm) -> list[dict[str, s
             detail = f"Founder {number} ({fingerprint.strip()}): {found.refusal.detail}"
             return replace(found.refusal, detail=detail)
         agent: AgentProfile = found.result
-        founders.append({"subjectId": str(agent.agentId), "subjectNs": "Agent", "role": role})
+        founders.append(FoundingMember(subjectId=agent.agentId, subjectNs="Agent", role=role))
     return founders
 
 
