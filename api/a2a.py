@@ -35,9 +35,9 @@ and the executor's agent id in its metadata; a freeform output's own artifacts f
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 from uuid import UUID
 
 from a2a.server.request_handlers.response_helpers import build_error_response
@@ -85,16 +85,20 @@ from google.protobuf.struct_pb2 import Struct, Value
 from google.protobuf.timestamp_pb2 import Timestamp
 from jsonrpc.jsonrpc2 import JSONRPC20Request, JSONRPC20Response
 
-from api.endpoint import invoke
+from api.endpoint import Parsed, invoke, part_of
 from api.headers import IDEMPOTENCY_HEADER, TEAM_HEADER
 from api.routes import task_attempts, tasks
 from schemas.errors import DomainError
 from schemas.kernel.task_types import DEFAULT_TASK_TYPE
+from schemas.task_api import CreateTaskRequest, TaskAttempt, TaskListQuery, TaskMessage, TaskPath
 from schemas.task_api import Task as CairnTask
-from schemas.task_api import TaskAttempt, TaskMessage
+from schemas.task_attempts import CancelRequest
 from schemas.tasks import TERMINAL_TASK_STATUSES
 
 HTTP_REFUSALS: Final = frozenset({401, 403, 429})
+B = TypeVar("B")
+Q = TypeVar("Q")
+P = TypeVar("P")
 Reply = dict[str, Any]  # one JSON-RPC response object
 Event = Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
 
@@ -266,17 +270,18 @@ async def _get_task(call: Call, params: GetTaskRequest) -> Any:
 
 
 async def _list_tasks(call: Call, params: ListTasksRequest) -> Any:
-    query: dict[str, Any] = {}
+    asked: dict[str, Any] = {}
     if params.page_size:
-        query["limit"] = params.page_size
+        asked["limit"] = params.page_size
     if params.page_token:
-        query["cursor"] = params.page_token
+        asked["cursor"] = params.page_token
     if params.status:
-        query["statuses"] = STATUSES.get(params.status, [])
+        asked["statuses"] = STATUSES.get(params.status, [])
     if params.context_id:
-        query["correlationId"] = params.context_id
+        asked["correlationId"] = params.context_id
     # the team: the x-service-team-id header, or the request's A2A `tenant`
     headers = {TEAM_HEADER: params.tenant} if params.tenant else {}
+    query = part_of(TaskListQuery, "query", **asked)
     listing = await _call(call, tasks.list_tasks, query=query, headers=headers)
     found = [await _a2a_task(call, t, history=0) for t in listing.items]
     response = ListTasksResponse(
@@ -299,8 +304,8 @@ async def _cancel_task(call: Call, params: CancelTaskRequest) -> Any:
     task = await _call(
         call,
         task_attempts.cancel_task,
-        path={"id": _task_id(params.id)},
-        body={"reason": str(reason)},
+        path=TaskPath(id=_task_id(params.id)),
+        body=part_of(CancelRequest, reason=str(reason)),
         conflict=TaskNotCancelableError,
     )
     return MessageToDict(await _a2a_task(call, task, history=0))
@@ -334,16 +339,23 @@ METHODS: Final[Mapping[str, _Method]] = {
 
 async def _call(
     call: Call,
-    handler: Any,
+    handler: Callable[[web.Request, Parsed[B, Q, P]], Awaitable[Any]],
     *,
+    body: B | None = None,
+    query: Q | None = None,
+    path: P | None = None,
+    headers: Mapping[str, str] | None = None,
     conflict: type[A2AError] = InvalidParamsError,
     missing: type[A2AError] = TaskNotFoundError,
-    **parts: Any,
 ) -> Any:
-    """Run a route; its refusal as the A2A error that says the same (`_a2a_error`), a refusal
-    of the caller as it is (HTTP answers it)."""
+    """Run a route with its own models (`part_of` makes one of a request's values: a value the
+    model refuses is the route's 400, invalid params); its refusal as the A2A error that says
+    the same (`_a2a_error`), a refusal of the caller as it is (HTTP answers it)."""
     try:
-        return await invoke(call.request, handler, **parts)
+        # a route that renders its answer (`POST /tasks`' 201) is read back as its model
+        return await invoke(
+            call.request, handler, body=body, query=query, path=path, headers=headers
+        )
     except DomainError as exc:
         if exc.status in HTTP_REFUSALS:
             raise
@@ -370,7 +382,7 @@ def _task_id(value: str) -> str:
 
 
 async def _get(call: Call, task_id: str) -> CairnTask:
-    task: CairnTask = await _call(call, tasks.get_task, path={"id": _task_id(task_id)})
+    task: CairnTask = await _call(call, tasks.get_task, path=TaskPath(id=_task_id(task_id)))
     return task
 
 
@@ -387,13 +399,14 @@ async def _create(call: Call, params: SendMessageRequest) -> CairnTask:
     team_id = meta.get("teamId") or sent_team
     if not team_id:
         raise InvalidParamsError(f"Name the team in the {TEAM_HEADER} header or metadata teamId")
-    body: dict[str, Any] = {"teamId": team_id, "diaryId": diary_id, **_task_of(message)}
+    asked: dict[str, Any] = {"teamId": team_id, "diaryId": diary_id, **_task_of(message)}
     if _is_uuid(message.context_id):
-        body.setdefault("correlationId", message.context_id)
+        asked.setdefault("correlationId", message.context_id)
     # a header naming another team than teamId stays, for the route's 400 `team-mismatch`
     headers = {} if sent_team else {TEAM_HEADER: str(team_id)}
     if message.message_id:
         headers[IDEMPOTENCY_HEADER] = message.message_id
+    body = part_of(CreateTaskRequest, **asked)
     task: CairnTask = await _call(
         call, tasks.create_task, body=body, headers=headers, missing=InvalidParamsError
     )

@@ -35,6 +35,8 @@ from schemas.errors import (
 from schemas.text import printable
 
 Handler = Callable[..., Awaitable[Any]]
+# a decorated handler keeps its own type, so a door's call of it (`act`, `invoke`) is checked
+AnyHandler = TypeVar("AnyHandler", bound=Handler)
 
 ENDPOINTS: list[EndpointSpec] = []
 _SPECS: dict[Handler, EndpointSpec] = {}
@@ -46,6 +48,7 @@ _SPECS: dict[Handler, EndpointSpec] = {}
 BodyT = TypeVar("BodyT", default=None)
 QueryT = TypeVar("QueryT", default=None)
 PathT = TypeVar("PathT", default=None)
+PartT = TypeVar("PartT", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,10 @@ class Parsed(Generic[BodyT, QueryT, PathT]):
 
 def endpoint(
     routes: web.RouteTableDef, method: str, path: str, **options: Any
-) -> Callable[[Handler], Handler]:
+) -> Callable[[AnyHandler], AnyHandler]:
     """Register `handler(request, parsed)` for `method path` with the options of EndpointSpec."""
 
-    def decorate(handler: Handler) -> Handler:
+    def decorate(handler: AnyHandler) -> AnyHandler:
         spec = EndpointSpec(
             method=method,
             path=path,
@@ -100,11 +103,11 @@ def endpoint(
 
 async def invoke(
     request: web.Request,
-    handler: Handler,
+    handler: Callable[[web.Request, Parsed[BodyT, QueryT, PathT]], Awaitable[Any]],
     *,
-    body: Any = None,
-    query: Any = None,
-    path: Any = None,
+    body: BodyT | None = None,
+    query: QueryT | None = None,
+    path: PathT | None = None,
     headers: Mapping[str, str] | None = None,
     answer_headers: MutableMapping[str, str] | None = None,
 ) -> Any:
@@ -112,10 +115,11 @@ async def invoke(
     console): the same authentication, scopes, rate-limit buckets, models and idempotency as
     the route itself.
 
-    `body`, `query` and `path` are plain JSON values validated by the route's models (a bad one
-    is the route's own 400); `headers` are added to the request's (a team header, an
-    `Idempotency-Key`). Answers the handler's result, a rendered response read back as its model
-    (its headers, such as `Cairn-Duplicate-Of`, copied into `answer_headers` when given).
+    `body`, `query` and `path` are instances of the route's own models, taken as they are
+    (mypy holds them to the handler's `Parsed`; a part left out is the model's defaults);
+    `headers` are added to the request's (a team header, an `Idempotency-Key`). Answers the
+    handler's result, a rendered response read back as its model (its headers, such as
+    `Cairn-Duplicate-Of`, copied into `answer_headers` when given).
     """
     spec = _SPECS[handler]
     merged = CIMultiDict(request.headers)
@@ -188,7 +192,11 @@ async def _handled(
 
 
 def _validated(model: type[BaseModel] | None, data: Any, where: str) -> Any:
-    return None if model is None else validate_model(model, data or {}, where)
+    if model is None:
+        return None
+    if isinstance(data, model):
+        return data  # the door's instance of the route's own model, validated when it was made
+    return validate_model(model, data or {}, where)
 
 
 def _refuse_a_literal_path(request: web.Request) -> None:
@@ -346,6 +354,14 @@ def _parse_mapping(model: type[BaseModel] | None, values: dict[str, str], where:
     if model is None:
         return None
     return validate_model(model, values, where)
+
+
+def part_of(model: type[PartT], where: str = "body", /, **values: Any) -> PartT:
+    """A route's body (or `where`: its path, its query) made by a door (the console, A2A) of
+    values it was sent: one the model refuses (an emptied content, a malformed fingerprint) is
+    the route's own 400, as the API answers the same request."""
+    part: PartT = validate_model(model, values, where)
+    return part
 
 
 def validate_model(model: type[BaseModel], data: Any, where: str) -> Any:

@@ -148,6 +148,96 @@ def test_the_console_reaches_data_only_through_the_rest_routes() -> None:
     assert found == []
 
 
+# A door calls a route with the route's own models (`TeamPath(id=...)`, its query model, its
+# body model), which mypy checks against the handler's `Parsed[...]`; a dict would be checked by
+# nothing until the request runs. The calls that take a route's parts (the console's `act`,
+# A2A's `_call`, `invoke` under both), and the parts.
+ROUTE_CALLS = frozenset({"act", "_call", "invoke"})
+ROUTE_PARTS = frozenset({"body", "query", "path"})
+
+
+def _is_dict(node: ast.expr) -> bool:
+    """A dict literal, comprehension or `dict(...)`, or a `|` of one."""
+    if isinstance(node, ast.Dict | ast.DictComp):
+        return True
+    if isinstance(node, ast.BinOp):
+        return _is_dict(node.left) or _is_dict(node.right)
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict"
+
+
+def _dicts_named(scope: ast.AST) -> set[str]:
+    """The names a scope binds to a dict (`rest_path = {...}`; `body: dict[...] = {...}`)."""
+    names: set[str] = set()
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign) and _is_dict(node.value):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.value is not None
+            and _is_dict(node.value)
+        ):
+            names.add(node.target.id)
+    return names
+
+
+def dict_parts(source: str, where: str) -> list[str]:
+    """Each call of a route (`act`, `_call`, `invoke`) whose body, query or path is a dict:
+    written in the call, or a name its function bound to one."""
+    found: list[str] = []
+    tree = ast.parse(source)
+    scopes = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    for scope in scopes:
+        named = _dicts_named(scope)
+        for node in ast.walk(scope):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if name not in ROUTE_CALLS:
+                continue
+            for keyword in node.keywords:
+                value = keyword.value
+                if keyword.arg in ROUTE_PARTS and (
+                    _is_dict(value) or (isinstance(value, ast.Name) and value.id in named)
+                ):
+                    found.append(f"{where}:{node.lineno} {name}({keyword.arg}=a dict)")
+    return sorted(set(found))
+
+
+def test_the_doors_call_routes_with_their_models() -> None:
+    console = [p for p in _modules("api") if "console" in p.relative_to(ROOT).parts[:2]]
+    assert console
+    found = [
+        problem
+        for path in [*console, ROOT / "api" / "a2a.py"]
+        for problem in dict_parts(path.read_text(), str(path.relative_to(ROOT)))
+    ]
+    assert found == []
+
+
+def test_a_dict_given_to_a_route_is_found() -> None:
+    """The check above finds each way a dict is handed to a route (so its empty answer means
+    something)."""
+    source = """
+async def page(request):
+    rest_path = {"id": "1"}
+    body: dict[str, str] = {"name": "x"}
+    await act(request, teams.get_team, path={"id": "1"})
+    await act(request, teams.get_team, path=rest_path)
+    await invoke(request, teams.create_team, body=body, query=dict(limit=5))
+    await act(request, teams.list_teams, query={"limit": 5} | extra)
+    await act(request, teams.get_team, path=TeamPath(id=team_id))
+"""
+    assert dict_parts(source, "x.py") == [
+        "x.py:5 act(path=a dict)",
+        "x.py:6 act(path=a dict)",
+        "x.py:7 invoke(body=a dict)",
+        "x.py:7 invoke(query=a dict)",
+        "x.py:8 act(query=a dict)",
+    ]
+
+
 # A2A is a door like the console: its mapping (api/a2a.py) reaches tasks only through the
 # routes (api.endpoint.invoke) and the rows its route module reads for it (api/routes/a2a.py).
 A2A_FORBIDDEN = CONSOLE_FORBIDDEN

@@ -12,7 +12,7 @@ shown once, and shows no secret. A rotation sent again under its key is the rout
 
 from __future__ import annotations
 
-from typing import Annotated, Any, get_args
+from typing import Annotated, get_args
 from uuid import UUID, uuid4
 
 from aiohttp import web
@@ -26,19 +26,28 @@ from api.console.kit import (
     attempt,
     console_route,
     page,
+    part_of,
     see_other,
 )
 from api.console.render import NOTICES
 from api.endpoint import Parsed
 from api.routes import agent_keys, teams
 from schemas import limits
-from schemas.agent_keys import IssuedAgentKey, RevocationReason
+from schemas.agent_keys import (
+    AgentKey,
+    AgentKeyListQuery,
+    AgentKeyPath,
+    CreateAgentKeyRequest,
+    IssuedAgentKey,
+    RevocationReason,
+    RevokeAgentKeyRequest,
+)
 from schemas.apps import ConsoleTeamPath
 from schemas.base import RequestBody
 from schemas.errors import AgentKeyDuplicate
 from schemas.kernel.cursors import CURSOR_MAX_CHARS
 from schemas.principals import AGENT_SCOPES, DAEMON_MIN_SCOPES
-from schemas.teams import Team
+from schemas.teams import Team, TeamPath
 
 routes = web.RouteTableDef()
 
@@ -99,8 +108,8 @@ async def _keys_page(
     already_created: bool = False,
 ) -> web.Response:
     """The list (a page of it), the agents a key can be made for, and a refusal if any."""
-    team: Team = await act(request, teams.get_team, path={"id": str(team_id)})
-    query: dict[str, Any] = {"limit": PAGE_SIZE} | ({"cursor": cursor} if cursor else {})
+    team: Team = await act(request, teams.get_team, path=TeamPath(id=team_id))
+    query = AgentKeyListQuery(limit=PAGE_SIZE, cursor=cursor or None)
     listed = await act(request, agent_keys.list_agent_keys, query=query, team=team_id)
     agents = [m for m in team.members or [] if m.subjectNs == "Agent"]
     refusal = outcome.refusal if outcome else None
@@ -129,7 +138,7 @@ async def _issued_page(
 ) -> web.Response:
     """The one page that shows a secret: the answer to the POST that minted it (no redirect;
     `page` sends `Cache-Control: no-store`)."""
-    team: Team = await act(request, teams.get_team, path={"id": str(team_id)})
+    team: Team = await act(request, teams.get_team, path=TeamPath(id=team_id))
     return page(request, "keys/issued.html", team=team, key=issued.root, verb=verb)
 
 
@@ -155,12 +164,11 @@ async def _create(
 ) -> IssuedAgentKey | None:
     """The new key; None when this form's key was already issued (the route's 409: the secret
     was shown once and is stored nowhere)."""
-    body: dict[str, Any] = {"agentId": str(form.agentId), "name": form.name}
-    if form.ttlDays is not None:
-        body["ttlDays"] = form.ttlDays
+    fields = form.model_dump(include={"agentId", "name", "ttlDays"}, exclude_none=True)
     if form.scopes:
-        body["scopes"] = form.scopes
+        fields["scopes"] = form.scopes
     try:
+        body = part_of(CreateAgentKeyRequest, **fields)
         issued: IssuedAgentKey = await act(
             request, agent_keys.create_agent_key, form, body=body, team=team_id
         )
@@ -185,7 +193,11 @@ async def console_key_rotate(
     # the page's key goes with it: sent again (a reload, the back button), the route's 409
     # `agent-key-rotated` is shown beside the form and nothing rotates twice
     rotating = act(
-        request, agent_keys.rotate_agent_key, form, path={"id": str(path.keyId)}, team=path.teamId
+        request,
+        agent_keys.rotate_agent_key,
+        form,
+        path=AgentKeyPath(id=path.keyId),
+        team=path.teamId,
     )
     outcome = await attempt(f"rotate-{path.keyId}", form, rotating)
     if outcome.refusal is not None:
@@ -206,16 +218,20 @@ async def console_key_revoke(
     """Revoke the key with a reason; it stops working at once."""
     form = parsed.body
     path = parsed.path
-    body = form.model_dump(include={"reason", "description"}, exclude_none=True)
-    revoking = act(
-        request,
-        agent_keys.revoke_agent_key,
-        form,
-        path={"id": str(path.keyId)},
-        body=body,
-        team=path.teamId,
-    )
-    outcome = await attempt(f"revoke-{path.keyId}", form, revoking)
+    outcome = await attempt(f"revoke-{path.keyId}", form, _revoke(request, path, form))
     if outcome.refusal is not None:
         return await _keys_page(request, path.teamId, outcome=outcome)
     see_other(_keys_url(path.teamId), done="key-revoked")
+
+
+async def _revoke(request: web.Request, path: KeyPath, form: RevokeKeyForm) -> AgentKey:
+    fields = form.model_dump(include={"reason", "description"}, exclude_none=True)
+    revoked: AgentKey = await act(
+        request,
+        agent_keys.revoke_agent_key,
+        form,
+        path=AgentKeyPath(id=path.keyId),
+        body=part_of(RevokeAgentKeyRequest, **fields),
+        team=path.teamId,
+    )
+    return revoked

@@ -10,7 +10,7 @@ API refuses shows the problem beside it.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from uuid import UUID, uuid4
 
 from aiohttp import web
@@ -25,6 +25,7 @@ from api.console.kit import (
     attempt,
     console_route,
     page,
+    part_of,
     see_other,
 )
 from api.console.render import NOTICES
@@ -33,23 +34,31 @@ from api.headers import DUPLICATE_HEADER
 from api.routes import diaries, entries, search, teams
 from schemas import limits
 from schemas.apps import ConsoleTeamPath
-from schemas.embedding import SearchResponse
+from schemas.embedding import SearchRequest, SearchResponse
 from schemas.memory import (
     Diary,
+    DiaryCreateRequest,
+    DiaryEntryPath,
     DiaryList,
     DiaryPath,
     Entry,
+    EntryCreateRequest,
     EntryList,
+    EntryListQuery,
     EntryPath,
     EntryType,
+    EntryUpdateRequest,
     EntryVerification,
     RelationList,
+    RelationListQuery,
     Visibility,
 )
 from schemas.numbers import SqlCount
-from schemas.teams import Team, TeamList
+from schemas.teams import Team, TeamList, TeamPath
 
 routes = web.RouteTableDef()
+
+EntryBody = TypeVar("EntryBody", EntryCreateRequest, EntryUpdateRequest)
 PAGE_SIZE = 50  # entries a diary page lists
 EXCERPT_CHARS = 360  # of a search hit's content, around its first marked term
 ENTRY_TYPES: tuple[EntryType, ...] = ("semantic", "episodic", "procedural", "reflection")
@@ -114,19 +123,23 @@ async def console_create_diary(
 ) -> web.Response:
     """Create a diary in the team, then on to its page."""
     form, team_id = parsed.body, parsed.path.teamId
-    body = {"name": form.name or "", "visibility": form.visibility}
-    creating = act(request, diaries.create_diary, form, body=body, team=team_id)
-    outcome = await attempt("new-diary", form, creating)
+    outcome = await attempt("new-diary", form, _create_diary(request, form, team_id))
     if outcome.refusal is not None:
         return await _team_page(request, team_id, outcome)
     created: Diary = outcome.result
     see_other(f"/console/diaries/{created.id}", done="diary-created")
 
 
+async def _create_diary(request: web.Request, form: DiaryForm, team_id: UUID) -> Diary:
+    body = part_of(DiaryCreateRequest, name=form.name or "", visibility=form.visibility)
+    created: Diary = await act(request, diaries.create_diary, form, body=body, team=team_id)
+    return created
+
+
 async def _team_page(
     request: web.Request, team_id: UUID, outcome: Outcome | None = None
 ) -> web.Response:
-    team: Team = await act(request, teams.get_team, path={"id": str(team_id)})
+    team: Team = await act(request, teams.get_team, path=TeamPath(id=team_id))
     listed: DiaryList = await act(request, diaries.list_diaries, team=team_id)
     refusal = outcome.refusal if outcome else None
     return page(
@@ -155,8 +168,8 @@ async def console_diary(
     listed: EntryList = await act(
         request,
         entries.list_entries,
-        path={"diaryId": str(diary.id)},
-        query={"limit": PAGE_SIZE, "offset": offset},
+        path=DiaryPath(diaryId=diary.id),
+        query=EntryListQuery(limit=PAGE_SIZE, offset=offset),
     )
     older = offset + len(listed.items) if offset + len(listed.items) < listed.total else None
     newer = max(0, offset - PAGE_SIZE) if offset > 0 else None
@@ -174,7 +187,7 @@ async def console_diary(
 
 
 async def _diary(request: web.Request, diary_id: UUID) -> Diary:
-    diary: Diary = await act(request, diaries.get_diary, path={"diaryId": str(diary_id)})
+    diary: Diary = await act(request, diaries.get_diary, path=DiaryPath(diaryId=diary_id))
     return diary
 
 
@@ -192,13 +205,13 @@ async def console_entry(
     request: web.Request, parsed: Parsed[None, None, EntryPath]
 ) -> web.Response:
     """An entry: its content, CID, relations (by title) and its signature check."""
-    entry: Entry = await act(request, entries.get_entry, path={"entryId": str(parsed.path.entryId)})
+    entry: Entry = await act(request, entries.get_entry, path=parsed.path)
     diary = await _diary(request, entry.diaryId)
     relations: RelationList = await act(
         request,
         entries.list_relations,
-        path={"entryId": str(entry.id)},
-        query={"limit": limits.RELATIONS_PAGE.max},
+        path=EntryPath(entryId=entry.id),
+        query=RelationListQuery(limit=limits.RELATIONS_PAGE.max),
     )
     return page(
         request,
@@ -217,7 +230,7 @@ async def _verification(request: web.Request, entry: Entry) -> EntryVerification
     checked: EntryVerification = await act(
         request,
         diaries.verify_entry,
-        path={"diaryId": str(entry.diaryId), "entryId": str(entry.id)},
+        path=DiaryEntryPath(diaryId=entry.diaryId, entryId=entry.id),
     )
     return checked
 
@@ -244,15 +257,7 @@ async def console_write_entry(
     form = parsed.body
     diary = await _diary(request, parsed.path.diaryId)
     answer: dict[str, str] = {}
-    writing = act(
-        request,
-        entries.create_entry,
-        form,
-        path={"diaryId": str(diary.id)},
-        body=_entry_body(form),
-        answer_headers=answer,
-    )
-    outcome = await attempt("entry", form, writing)
+    outcome = await attempt("entry", form, _write(request, diary, form, answer))
     if outcome.refusal is not None:
         return _write_page(request, diary, None, outcome.refusal.values, outcome)
     written: Entry = outcome.result
@@ -262,12 +267,29 @@ async def console_write_entry(
     see_other(f"/console/entries/{written.id}", done="entry-written")
 
 
+async def _write(
+    request: web.Request, diary: Diary, form: EntryForm, answer: dict[str, str]
+) -> Entry:
+    """The written entry (or, `DUPLICATE_HEADER` in `answer`, the one it duplicates)."""
+    written = await act(
+        request,
+        entries.create_entry,
+        form,
+        path=DiaryPath(diaryId=diary.id),
+        body=_entry_body(EntryCreateRequest, form),
+        answer_headers=answer,
+    )
+    # the route's rendered 201 (its `Location`, a duplicate's header) comes back as its Entry
+    assert isinstance(written, Entry)
+    return written
+
+
 @console_route(routes, "GET", "/console/entries/{entryId}/edit", path_params=EntryPath)
 async def console_edit_entry(
     request: web.Request, parsed: Parsed[None, None, EntryPath]
 ) -> web.Response:
     """The form to change an entry, filled with what it holds."""
-    entry: Entry = await act(request, entries.get_entry, path={"entryId": str(parsed.path.entryId)})
+    entry: Entry = await act(request, entries.get_entry, path=parsed.path)
     diary = await _diary(request, entry.diaryId)
     return _write_page(request, diary, entry, _entry_values(entry))
 
@@ -280,28 +302,34 @@ async def console_save_entry(
 ) -> web.Response:
     """Save the changed entry (a signed one is refused by the API: immutable)."""
     form = parsed.body
-    entry_id = str(parsed.path.entryId)
-    entry: Entry = await act(request, entries.get_entry, path={"entryId": entry_id})
-    saving = act(request, entries.update_entry, path={"entryId": entry_id}, body=_entry_body(form))
-    outcome = await attempt("entry", form, saving)
+    entry_id = parsed.path.entryId
+    entry: Entry = await act(request, entries.get_entry, path=parsed.path)
+    outcome = await attempt("entry", form, _save(request, parsed.path, form))
     if outcome.refusal is not None:
         diary = await _diary(request, entry.diaryId)
         return _write_page(request, diary, entry, outcome.refusal.values, outcome)
     see_other(f"/console/entries/{entry_id}", done="entry-saved")
 
 
-def _entry_body(form: EntryForm) -> dict[str, Any]:
+async def _save(request: web.Request, path: EntryPath, form: EntryForm) -> Entry:
+    body = _entry_body(EntryUpdateRequest, form)
+    saved: Entry = await act(request, entries.update_entry, path=path, body=body)
+    return saved
+
+
+def _entry_body(model: type[EntryBody], form: EntryForm) -> EntryBody:
     """The REST body of an entry form: every field, so an emptied title is cleared and an
     emptied content refused by the API (beside the form) rather than kept silently."""
-    return {
-        "content": form.content or "",
-        "title": form.title,
-        "tags": form.tag_list(),
-        "entryType": form.entryType,
-        "importance": (
+    return part_of(
+        model,
+        content=form.content or "",
+        title=form.title,
+        tags=form.tag_list(),
+        entryType=form.entryType,
+        importance=(
             form.importance if form.importance is not None else limits.ENTRY_IMPORTANCE_DEFAULT
         ),
-    }
+    )
 
 
 def _entry_values(entry: Entry) -> dict[str, Any]:
@@ -357,9 +385,8 @@ async def console_search(
     query = (parsed.query.q or "").strip()
     found: SearchResponse | None = None
     if query:
-        found = await act(
-            request, search.search_diaries, body={"query": query, "diaryId": str(diary.id)}
-        )
+        body = part_of(SearchRequest, query=query, diaryId=diary.id)
+        found = await act(request, search.search_diaries, body=body)
     terms = query_terms(query)
     hits = [
         {"entry": hit, "title": marked(hit.title or "", terms), "excerpt": excerpt(hit, terms)}

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, TypeVar, overload
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
@@ -18,7 +18,7 @@ from pydantic import ConfigDict, Field, model_validator
 from api import keys
 from api.console.render import NOTICES, page
 from api.console.session import ConsoleUser, check_form_token, keep_binding, know_visitor
-from api.endpoint import Handler, invoke
+from api.endpoint import Handler, Parsed, invoke, part_of
 from api.headers import IDEMPOTENCY_HEADER, TEAM_HEADER
 from api.spec import HTML
 from schemas import limits
@@ -35,6 +35,11 @@ from schemas.errors import (
 )
 
 TAG = "console"
+
+B = TypeVar("B")
+Q = TypeVar("Q")
+P = TypeVar("P")
+R = TypeVar("R")
 
 
 class ConsoleForm(RequestBody):
@@ -144,22 +149,65 @@ def user_of(request: web.Request) -> ConsoleUser:
     return user
 
 
+@overload
 async def act(
     request: web.Request,
-    handler: Handler,
+    handler: Callable[[web.Request, Parsed[B, Q, P]], Awaitable[web.StreamResponse]],
     form: ConsoleForm | None = None,
     *,
+    body: B | None = None,
+    query: Q | None = None,
+    path: P | None = None,
     team: object | None = None,
-    **parts: Any,
+    answer_headers: MutableMapping[str, str] | None = None,
+) -> Any: ...
+
+
+@overload
+async def act(
+    request: web.Request,
+    handler: Callable[[web.Request, Parsed[B, Q, P]], Awaitable[R]],
+    form: ConsoleForm | None = None,
+    *,
+    body: B | None = None,
+    query: Q | None = None,
+    path: P | None = None,
+    team: object | None = None,
+    answer_headers: MutableMapping[str, str] | None = None,
+) -> R: ...
+
+
+async def act(
+    request: web.Request,
+    handler: Callable[[web.Request, Parsed[B, Q, P]], Awaitable[Any]],
+    form: ConsoleForm | None = None,
+    *,
+    body: B | None = None,
+    query: Q | None = None,
+    path: P | None = None,
+    team: object | None = None,
+    answer_headers: MutableMapping[str, str] | None = None,
 ) -> Any:
-    """Run a REST route for a form, as the logged-in human: the form's idempotency key and the
-    team (for routes that read the team header) travel as the headers an API client sends."""
+    """Run a REST route for a form, as the logged-in human: `body`, `query` and `path` are the
+    route's own models (mypy holds them to its `Parsed`); the form's idempotency key and the
+    team (for routes that read the team header) travel as the headers an API client sends.
+
+    A route that answers a response it rendered itself (a 201 with its headers) is read back as
+    its response model, which its handler's type does not name: that overload answers `Any`."""
     headers: dict[str, str] = {}
     if form is not None and form.idempotencyKey is not None:
         headers[IDEMPOTENCY_HEADER] = form.idempotencyKey
     if team is not None:
         headers[TEAM_HEADER] = str(team)
-    return await invoke(request, handler, headers=headers, **parts)
+    return await invoke(
+        request,
+        handler,
+        body=body,
+        query=query,
+        path=path,
+        headers=headers,
+        answer_headers=answer_headers,
+    )
 
 
 @dataclass(frozen=True)
@@ -194,9 +242,11 @@ async def attempt(
     *,
     page_problems: frozenset[int] = PAGE_PROBLEMS,
 ) -> Outcome:
-    """Run a form's action (usually `act(...)`). A refusal that is the form's (400, 403, 404,
-    409, ...) comes back to be shown beside it; one that is not (`page_problems`, or a
-    dependency down) is the page's own problem. (A login form's 401 is the form's.)"""
+    """Run a form's action (usually `act(...)`; a body `part_of` makes of the form's values is
+    made inside it, so a value the route's model refuses is shown beside the form too). A
+    refusal that is the form's (400, 403, 404, 409, ...) comes back to be shown beside it; one
+    that is not (`page_problems`, or a dependency down) is the page's own problem. (A login
+    form's 401 is the form's.)"""
     try:
         return Outcome(result=await action)
     except DomainError as error:
@@ -218,6 +268,7 @@ __all__ = [
     "attempt",
     "console_route",
     "page",
+    "part_of",
     "see_other",
     "to_login",
     "user_of",

@@ -7,17 +7,27 @@ who may render or pin is what the API says; a refusal is shown beside the form t
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from uuid import UUID, uuid4
 
 from aiohttp import web
 from pydantic import Field
 
-from api.console.kit import ConsoleForm, Outcome, PageQuery, act, attempt, console_route, see_other
+from api.console.kit import (
+    ConsoleForm,
+    Outcome,
+    PageQuery,
+    act,
+    attempt,
+    console_route,
+    part_of,
+    see_other,
+)
 from api.console.render import NOTICES, page
-from api.endpoint import Handler, Parsed
+from api.endpoint import Parsed
 from api.routes import diaries, packs
 from schemas import limits
 from schemas.kernel.pack_render import PACK_TO_DOCS_V1
@@ -26,18 +36,27 @@ from schemas.numbers import SqlCount
 from schemas.packs import (
     ContextPack,
     PackDiff,
+    PackDiffPath,
     PackEntryOut,
+    PackGetQuery,
     PackList,
+    PackListQuery,
     PackPath,
+    PackUpdateRequest,
     ProvenanceEdge,
     ProvenanceGraph,
     ProvenanceNode,
+    ProvenanceQuery,
+    RenderedListQuery,
     RenderedPack,
     RenderedPackList,
     RenderMethod,
+    RenderRequest,
 )
 
 routes = web.RouteTableDef()
+
+PackBody = TypeVar("PackBody", PackUpdateRequest, RenderRequest)
 
 PAGE = limits.PACKS_PAGE.default  # packs a list page shows
 RENDERINGS_SHOWN = limits.PACKS_PAGE.max  # a pack's renderings on its page, newest first
@@ -97,14 +116,13 @@ async def console_diary_packs(
     request: web.Request, parsed: Parsed[None, PacksQuery, DiaryPath]
 ) -> web.Response:
     """A diary's packs, newest first, a page at a time."""
-    diary_id = str(parsed.path.diaryId)
-    diary: Diary = await act(request, diaries.get_diary, path={"diaryId": diary_id})
+    diary: Diary = await act(request, diaries.get_diary, path=parsed.path)
     offset = parsed.query.offset
     listed: PackList = await act(
         request,
         packs.list_diary_packs,
-        path={"diaryId": diary_id},
-        query={"limit": PAGE, "offset": offset},
+        path=parsed.path,
+        query=PackListQuery(limit=PAGE, offset=offset),
     )
     return page(request, "packs/list.html", diary=diary, listed=listed, page_size=PAGE)
 
@@ -125,21 +143,21 @@ async def _pack_page(
     request: web.Request, pack_id: UUID, outcome: Outcome | None = None
 ) -> web.Response:
     pack: ContextPack = await act(
-        request, packs.get_pack, path={"id": str(pack_id)}, query={"expand": "entries"}
+        request, packs.get_pack, path=PackPath(id=pack_id), query=PackGetQuery(expand="entries")
     )
-    diary_id = str(pack.diaryId)
-    diary: Diary = await act(request, diaries.get_diary, path={"diaryId": diary_id})
+    diary_path = DiaryPath(diaryId=pack.diaryId)
+    diary: Diary = await act(request, diaries.get_diary, path=diary_path)
     renderings: RenderedPackList = await act(
         request,
         packs.list_rendered_packs,
-        path={"diaryId": diary_id},
-        query={"sourcePackId": str(pack.id), "limit": RENDERINGS_SHOWN},
+        path=diary_path,
+        query=RenderedListQuery(sourcePackId=pack.id, limit=RENDERINGS_SHOWN),
     )
     neighbours: PackList = await act(
         request,
         packs.list_diary_packs,
-        path={"diaryId": diary_id},
-        query={"limit": CHOICES_SHOWN},
+        path=diary_path,
+        query=PackListQuery(limit=CHOICES_SHOWN),
     )
     refusal = outcome.refusal if outcome else None
     now = datetime.now(UTC)
@@ -177,10 +195,12 @@ async def console_pin_pack(
     """Pin the pack (its expiry is cleared) or unpin it with an expiry (read as UTC)."""
     form = parsed.body
     pack_id = parsed.path.id
-    body: dict[str, Any] = {"pinned": form.pinned}
+    fields: dict[str, Any] = {"pinned": form.pinned}
     if form.expiresAt is not None:
-        body["expiresAt"] = _utc_text(form.expiresAt)
-    outcome = await _pack_action(request, "pin", form, packs.update_pack, pack_id, body)
+        fields["expiresAt"] = _utc_text(form.expiresAt)
+    outcome = await _pack_action(
+        request, "pin", form, packs.update_pack, pack_id, PackUpdateRequest, fields
+    )
     if outcome.refusal is not None:
         return await _pack_page(request, pack_id, outcome)
     see_other(f"/console/packs/{pack_id}", done="pack-pinned" if form.pinned else "pack-unpinned")
@@ -193,8 +213,10 @@ async def console_render_pack(
     """Store a rendering of the pack, then read it."""
     form = parsed.body
     pack_id = parsed.path.id
-    body = form.model_dump(exclude={"csrf", "idempotencyKey"}, exclude_none=True)
-    outcome = await _pack_action(request, "render", form, packs.render_pack, pack_id, body)
+    fields = form.model_dump(exclude={"csrf", "idempotencyKey"}, exclude_none=True)
+    outcome = await _pack_action(
+        request, "render", form, packs.render_pack, pack_id, RenderRequest, fields
+    )
     if outcome.refusal is not None:
         return await _pack_page(request, pack_id, outcome)
     rendered: RenderedPack = outcome.result
@@ -205,15 +227,19 @@ async def _pack_action(
     request: web.Request,
     name: str,
     form: ConsoleForm,
-    route: Handler,
+    route: Callable[[web.Request, Parsed[PackBody, None, PackPath]], Awaitable[Any]],
     pack_id: UUID,
-    body: dict[str, Any],
+    model: type[PackBody],
+    fields: dict[str, Any],
 ) -> Outcome:
-    """Run the pack form `name`'s REST route on the pack: its result, or the refusal to show
-    beside that form."""
-    return await attempt(
-        name, form, act(request, route, form, path={"id": str(pack_id)}, body=body)
-    )
+    """Run the pack form `name`'s REST route on the pack with the body `model` makes of the
+    form's `fields`: its result, or the refusal (the body's too) to show beside that form."""
+
+    async def run() -> Any:
+        body = part_of(model, **fields)
+        return await act(request, route, form, path=PackPath(id=pack_id), body=body)
+
+    return await attempt(name, form, run())
 
 
 # --- a rendering -----------------------------------------------------------------------------
@@ -224,10 +250,8 @@ async def console_rendered(
     request: web.Request, parsed: Parsed[None, PageQuery, PackPath]
 ) -> web.Response:
     """A rendered pack: its Markdown as text, its CID and where it came from."""
-    rendered: RenderedPack = await act(
-        request, packs.get_rendered_pack, path={"id": str(parsed.path.id)}
-    )
-    diary: Diary = await act(request, diaries.get_diary, path={"diaryId": str(rendered.diaryId)})
+    rendered: RenderedPack = await act(request, packs.get_rendered_pack, path=parsed.path)
+    diary: Diary = await act(request, diaries.get_diary, path=DiaryPath(diaryId=rendered.diaryId))
     return page(request, "packs/rendered.html", rendered=rendered, diary=diary)
 
 
@@ -268,12 +292,12 @@ async def console_pack_provenance(
     request: web.Request, parsed: Parsed[None, ProvenancePageQuery, PackPath]
 ) -> web.Response:
     """A pack's provenance: the packs it supersedes, each with the entries it includes."""
-    pack_id = str(parsed.path.id)
+    depth = ProvenanceQuery(depth=parsed.query.depth)
     graph: ProvenanceGraph = await act(
-        request, packs.pack_provenance, path={"id": pack_id}, query={"depth": parsed.query.depth}
+        request, packs.pack_provenance, path=parsed.path, query=depth
     )
-    pack: ContextPack = await act(request, packs.get_pack, path={"id": pack_id})
-    diary: Diary = await act(request, diaries.get_diary, path={"diaryId": str(pack.diaryId)})
+    pack: ContextPack = await act(request, packs.get_pack, path=parsed.path)
+    diary: Diary = await act(request, diaries.get_diary, path=DiaryPath(diaryId=pack.diaryId))
     return page(
         request,
         "packs/provenance.html",
@@ -295,12 +319,12 @@ async def console_pack_diff(
 ) -> web.Response:
     """What changed from this pack to another of its diary: entries added, removed,
     reordered and compressed differently."""
-    pack_id, other_id = str(parsed.path.id), str(parsed.query.other)
-    diff: PackDiff = await act(request, packs.diff_pack, path={"id": pack_id, "otherId": other_id})
+    pair = PackDiffPath(id=parsed.path.id, otherId=parsed.query.other)
+    diff: PackDiff = await act(request, packs.diff_pack, path=pair)
     base: ContextPack = await act(
-        request, packs.get_pack, path={"id": pack_id}, query={"expand": "entries"}
+        request, packs.get_pack, path=parsed.path, query=PackGetQuery(expand="entries")
     )
-    diary: Diary = await act(request, diaries.get_diary, path={"diaryId": str(base.diaryId)})
+    diary: Diary = await act(request, diaries.get_diary, path=DiaryPath(diaryId=base.diaryId))
     return page(
         request,
         "packs/diff.html",

@@ -18,7 +18,16 @@ from pydantic import Field, field_validator
 from api import keys
 from api.auth import SESSION_COOKIE, set_session_cookie
 from api.console import teams as team_pages
-from api.console.kit import ConsoleForm, Outcome, PageQuery, act, attempt, console_route, see_other
+from api.console.kit import (
+    ConsoleForm,
+    Outcome,
+    PageQuery,
+    act,
+    attempt,
+    console_route,
+    part_of,
+    see_other,
+)
 from api.console.render import NOTICES, PAGE_POLICY, page, static_file, static_names
 from api.console.tasks import TASK_PAGE
 from api.endpoint import Parsed, endpoint
@@ -27,9 +36,16 @@ from api.spec import HTML
 from schemas.apps import ConsoleAppPath, ConsoleTeamPath, NextPath, app_html
 from schemas.base import RequestBody
 from schemas.errors import ValidationFailed
-from schemas.identity import HumanProfile, HumanSession
+from schemas.identity import (
+    HumanIdentity,
+    HumanLoginRequest,
+    HumanProfile,
+    HumanRegisterRequest,
+    HumanSession,
+    ProfileUpdateRequest,
+)
 from schemas.memory import Diary, DiaryList, DiaryPath
-from schemas.teams import Team, TeamList
+from schemas.teams import Team, TeamList, TeamPath
 from schemas.version import VERSION
 
 routes = web.RouteTableDef()
@@ -115,9 +131,8 @@ async def console_login(request: web.Request, parsed: Parsed[LoginForm]) -> web.
 
 
 async def _log_in(request: web.Request, email: str, password: str) -> HumanSession:
-    opened: HumanSession = await act(
-        request, humans.login, body={"email": email, "password": password}
-    )
+    body = part_of(HumanLoginRequest, email=email, password=password)
+    opened: HumanSession = await act(request, humans.login, body=body)
     return opened
 
 
@@ -131,12 +146,7 @@ def _logged_in(request: web.Request, session: HumanSession, target: str) -> web.
 async def console_register(request: web.Request, parsed: Parsed[RegisterForm]) -> web.Response:
     """Create a human account with the form, then log in with it."""
     form = parsed.body
-    body: dict[str, Any] = {"email": form.email, "password": form.password}
-    if form.displayName is not None:
-        body["displayName"] = form.displayName
-    registered = await attempt(
-        "register", form, act(request, humans.register_human, form, body=body)
-    )
+    registered = await attempt("register", form, _register(request, form))
     if registered.refusal is not None:
         return _login_page(request, form.next, registered)
     logging_in = _log_in(request, form.email, form.password)
@@ -144,6 +154,13 @@ async def console_register(request: web.Request, parsed: Parsed[RegisterForm]) -
     if opened.refusal is not None:
         return _login_page(request, form.next, opened)
     return _logged_in(request, opened.result, form.next)
+
+
+async def _register(request: web.Request, form: RegisterForm) -> HumanIdentity:
+    fields = form.model_dump(include={"email", "password", "displayName"}, exclude_none=True)
+    body = part_of(HumanRegisterRequest, **fields)
+    registered: HumanIdentity = await act(request, humans.register_human, form, body=body)
+    return registered
 
 
 @console_route(routes, "POST", "/console/logout", body=LogoutForm)
@@ -161,7 +178,7 @@ async def console_tasks(
 ) -> web.Response:
     """The task queue view of a team, for the logged-in human (else the login page first)."""
     settings = request.app[keys.SETTINGS]
-    team: Team = await act(request, teams.get_team, path={"id": str(parsed.path.teamId)})
+    team: Team = await act(request, teams.get_team, path=TeamPath(id=parsed.path.teamId))
     config = {
         "app": "tasks",
         "appUrl": "/console/apps/tasks",
@@ -180,7 +197,9 @@ async def console_tasks(
 @console_route(routes, "GET", "/console/diaries/{diaryId}/map", path_params=DiaryPath)
 async def console_map(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> web.Response:
     """A diary's map and hygiene report, for the logged-in human (else the login page first)."""
-    diary: Diary = await act(request, diaries.get_diary, path={"diaryId": str(parsed.path.diaryId)})
+    diary: Diary = await act(
+        request, diaries.get_diary, path=DiaryPath(diaryId=parsed.path.diaryId)
+    )
     arguments = {"diary_id": str(diary.id)}
     config = {
         "app": "entries-map",
@@ -276,8 +295,14 @@ async def _profile_page(request: web.Request, outcome: Outcome | None = None) ->
 async def console_profile_save(request: web.Request, parsed: Parsed[ProfileForm]) -> web.Response:
     """Change (or, left empty, clear) the display name."""
     form = parsed.body
-    body = {"displayName": form.displayName}
-    outcome = await attempt("profile", form, act(request, humans.update_profile, form, body=body))
+    outcome = await attempt("profile", form, _save_profile(request, form))
     if outcome.refusal is not None:
         return await _profile_page(request, outcome)
     see_other("/console/profile", done="profile-saved")
+
+
+async def _save_profile(request: web.Request, form: ProfileForm) -> HumanProfile:
+    # the name is always sent: an emptied field clears it
+    body = part_of(ProfileUpdateRequest, displayName=form.displayName)
+    saved: HumanProfile = await act(request, humans.update_profile, form, body=body)
+    return saved

@@ -25,6 +25,7 @@ from api.console.kit import (
     act,
     attempt,
     console_route,
+    part_of,
     see_other,
 )
 from api.console.render import NOTICES, page
@@ -33,10 +34,17 @@ from api.routes import diaries, groups, identity, team_members, teams, transfers
 from schemas.apps import ConsoleTeamPath
 from schemas.base import RequestBody
 from schemas.errors import DomainError
-from schemas.identity import AgentProfile
-from schemas.memory import Diary, DiaryPath, Grant, GrantList, GrantRole
-from schemas.teams import Team, TeamList
-from schemas.transfers import Transfer, TransferList
+from schemas.identity import AgentProfile, Done, FingerprintPath
+from schemas.memory import Diary, DiaryPath, Grant, GrantList, GrantPath, GrantRequest, GrantRole
+from schemas.teams import Team, TeamList, TeamPath
+from schemas.transfers import (
+    DiaryTransfersPath,
+    Transfer,
+    TransferCreateRequest,
+    TransferList,
+    TransferPath,
+    WaitingTransfersQuery,
+)
 
 routes = web.RouteTableDef()
 
@@ -119,12 +127,12 @@ async def console_grants(
 async def _grants_page(
     request: web.Request, diary_id: UUID, outcome: Outcome | None = None
 ) -> web.Response:
-    diary: Diary = await act(request, diaries.get_diary, path={"diaryId": str(diary_id)})
+    diary: Diary = await act(request, diaries.get_diary, path=DiaryPath(diaryId=diary_id))
     listed, list_refusal = await _or_refusal(
-        "grants", act(request, diaries.list_grants, path={"diaryId": str(diary_id)})
+        "grants", act(request, diaries.list_grants, path=GrantPath(diaryId=diary_id))
     )
     _, team_names = await _team_names(request)
-    team_path = {"id": str(diary.teamId)}
+    team_path = TeamPath(id=diary.teamId)
     members, _ = await _or_refusal(
         "members", act(request, team_members.list_team_members, path=team_path)
     )
@@ -167,8 +175,7 @@ async def console_grant_add(
     """Grant a role to a human or a group of the diary's team."""
     form, diary_id = parsed.body, parsed.path.diaryId
     ns, _, subject = (form.grantee or "").partition(":")
-    body = {"subjectNs": ns or None, "subjectId": subject or None, "role": form.role}
-    granting = _grant(request, form, diary_id, body)
+    granting = _grant(request, form, diary_id, subjectNs=ns or None, subjectId=subject or None)
     outcome = await attempt("grant", form, granting)
     if outcome.refusal is not None:
         return await _grants_page(request, diary_id, outcome)
@@ -194,18 +201,18 @@ async def console_grant_agent(
 
 
 async def _grant_agent(request: web.Request, form: AgentGrantForm, diary_id: UUID) -> Grant:
-    agent: AgentProfile = await act(
-        request, identity.agent_profile, path={"fingerprint": form.fingerprint}
-    )
-    body = {"subjectNs": "Agent", "subjectId": str(agent.agentId), "role": form.role}
-    return await _grant(request, form, diary_id, body)
+    path = part_of(FingerprintPath, "path", fingerprint=form.fingerprint)
+    agent: AgentProfile = await act(request, identity.agent_profile, path=path)
+    return await _grant(request, form, diary_id, subjectNs="Agent", subjectId=agent.agentId)
 
 
 async def _grant(
-    request: web.Request, form: ConsoleForm, diary_id: UUID, body: dict[str, Any]
+    request: web.Request, form: GranteeGrantForm | AgentGrantForm, diary_id: UUID, **subject: Any
 ) -> Grant:
+    """Grant the form's role to the subject (`subjectNs`, `subjectId`) the form names."""
+    body = part_of(GrantRequest, role=form.role, **subject)
     granted: Grant = await act(
-        request, diaries.create_grant, form, path={"diaryId": str(diary_id)}, body=body
+        request, diaries.create_grant, form, path=GrantPath(diaryId=diary_id), body=body
     )
     return granted
 
@@ -222,12 +229,20 @@ async def console_grant_revoke(
 ) -> web.Response:
     """Revoke one grant."""
     form, diary_id = parsed.body, parsed.path.diaryId
-    body = {"subjectNs": form.subjectNs, "subjectId": str(form.subjectId), "role": form.role}
-    revoking = act(request, diaries.revoke_grant, path={"diaryId": str(diary_id)}, body=body)
-    outcome = await attempt(f"revoke-{form.subjectId}-{form.role}", form, revoking)
+    outcome = await attempt(
+        f"revoke-{form.subjectId}-{form.role}", form, _revoke(request, form, diary_id)
+    )
     if outcome.refusal is not None:
         return await _grants_page(request, diary_id, outcome)
     see_other(_grants_url(diary_id), done="grant-revoked")
+
+
+async def _revoke(request: web.Request, form: RevokeGrantForm, diary_id: UUID) -> Done:
+    body = part_of(GrantRequest, subjectNs=form.subjectNs, subjectId=form.subjectId, role=form.role)
+    done: Done = await act(
+        request, diaries.revoke_grant, path=GrantPath(diaryId=diary_id), body=body
+    )
+    return done
 
 
 # --- outgoing transfers -------------------------------------------------------------------------
@@ -244,10 +259,10 @@ async def console_diary_transfers(
 async def _diary_transfers_page(
     request: web.Request, diary_id: UUID, outcome: Outcome | None = None
 ) -> web.Response:
-    diary: Diary = await act(request, diaries.get_diary, path={"diaryId": str(diary_id)})
+    diary: Diary = await act(request, diaries.get_diary, path=DiaryPath(diaryId=diary_id))
     history, list_refusal = await _or_refusal(
         "transfers",
-        act(request, transfers.list_diary_transfers, path={"diaryId": str(diary_id)}),
+        act(request, transfers.list_diary_transfers, path=DiaryTransfersPath(diaryId=diary_id)),
     )
     mine, team_names = await _team_names(request)
     # a personal team receives no diary, and the diary's own team is where it is already
@@ -282,14 +297,19 @@ async def console_transfer_start(
     """Propose to hand the diary to a team: one of the human's own, or one whose id they pasted
     (a pasted id wins; the API checks it)."""
     form, diary_id = parsed.body, parsed.path.diaryId
-    body = {"destinationTeamId": form.teamId or form.team}
-    starting = act(
-        request, transfers.create_transfer, form, path={"diaryId": str(diary_id)}, body=body
-    )
-    outcome = await attempt("transfer", form, starting)
+    outcome = await attempt("transfer", form, _start_transfer(request, form, diary_id))
     if outcome.refusal is not None:
         return await _diary_transfers_page(request, diary_id, outcome)
     see_other(f"/console/diaries/{diary_id}/transfers", done="transfer-started")
+
+
+async def _start_transfer(
+    request: web.Request, form: TransferStartForm, diary_id: UUID
+) -> Transfer:
+    body = part_of(TransferCreateRequest, destinationTeamId=form.teamId or form.team)
+    path = DiaryTransfersPath(diaryId=diary_id)
+    started: Transfer = await act(request, transfers.create_transfer, form, path=path, body=body)
+    return started
 
 
 # --- incoming transfers -------------------------------------------------------------------------
@@ -306,9 +326,9 @@ async def console_team_transfers(
 async def _team_transfers_page(
     request: web.Request, team_id: UUID, outcome: Outcome | None = None
 ) -> web.Response:
-    team: Team = await act(request, teams.get_team, path={"id": str(team_id)})
+    team: Team = await act(request, teams.get_team, path=TeamPath(id=team_id))
     waiting: TransferList = await act(
-        request, transfers.list_pending_transfers, query={"teamId": str(team_id)}
+        request, transfers.list_pending_transfers, query=WaitingTransfersQuery(teamId=team_id)
     )
     refusal = outcome.refusal if outcome else None
     rows = {f"{decision}-{t.id}" for t in waiting.items for decision in ("accept", "reject")}
@@ -359,7 +379,7 @@ async def _decide(
     decision: Literal["accept", "reject"],
 ) -> web.Response:
     handler = transfers.accept_transfer if decision == "accept" else transfers.reject_transfer
-    transfer_path = {"diaryId": str(form.diaryId), "transferId": str(path.transferId)}
+    transfer_path = TransferPath(diaryId=form.diaryId, transferId=path.transferId)
     deciding = act(request, handler, form, path=transfer_path)
     outcome = await attempt(f"{decision}-{path.transferId}", form, deciding)
     if outcome.refusal is not None:

@@ -30,6 +30,7 @@ from api.console.kit import (
     attempt,
     console_route,
     page,
+    part_of,
     see_other,
 )
 from api.console.render import NOTICES
@@ -37,23 +38,29 @@ from api.console.task_forms import INPUT_PREFIX, InputField, input_fields, input
 from api.endpoint import Parsed
 from api.routes import crypto, diaries, task_artifacts, task_attempts, tasks, teams
 from schemas import limits
-from schemas.artifacts import TaskArtifactList
+from schemas.artifacts import ArtifactListQuery, TaskArtifactList, TaskArtifactsPath
 from schemas.base import RequestBody
 from schemas.errors import NotFound
 from schemas.memory import DiaryList
 from schemas.numbers import SqlOrdinal
-from schemas.signing import VerifyResult
+from schemas.signing import VerifyRequest, VerifyResult
 from schemas.task_api import (
+    AttemptPath,
+    CreateTaskRequest,
+    MessagesQuery,
     Task,
     TaskAttempt,
     TaskAttemptList,
     TaskList,
+    TaskListQuery,
     TaskMessageList,
+    TaskPath,
     TaskSchema,
     TaskSchemaList,
 )
+from schemas.task_attempts import CancelRequest
 from schemas.tasks import TERMINAL_TASK_STATUSES
-from schemas.teams import Team
+from schemas.teams import Team, TeamPath
 
 routes = web.RouteTableDef()
 
@@ -145,14 +152,12 @@ async def console_new_task(
 async def _new_task_page(
     request: web.Request, team_id: UUID, type_name: str | None, outcome: Outcome | None = None
 ) -> web.Response:
-    team: Team = await act(request, teams.get_team, path={"id": str(team_id)})
+    team: Team = await act(request, teams.get_team, path=TeamPath(id=team_id))
     schemas: TaskSchemaList = await act(request, tasks.list_task_schemas)
     chosen = _chosen_type(schemas, type_name)
-    team_diaries: DiaryList = await act(
-        request, diaries.list_diaries, query={"teamId": str(team_id)}
-    )
+    team_diaries: DiaryList = await act(request, diaries.list_diaries)
     recent: TaskList = await act(
-        request, tasks.list_tasks, query={"limit": RECENT_TASKS}, team=team_id
+        request, tasks.list_tasks, query=TaskListQuery(limit=RECENT_TASKS), team=team_id
     )
     refusal = outcome.refusal if outcome else None
     return page(
@@ -192,31 +197,38 @@ async def console_create_task(
     team_id = parsed.path.teamId
     schemas: TaskSchemaList = await act(request, tasks.list_task_schemas)
     chosen = _chosen_type(schemas, form.taskType)
-    body = _create_body(form, team_id, input_fields(chosen.inputSchema))
-    creating = act(request, tasks.create_task, form, body=body, team=team_id)
-    outcome = await attempt(NEW_TASK_FORM, form, creating)
+    fields = input_fields(chosen.inputSchema)
+    outcome = await attempt(NEW_TASK_FORM, form, _create(request, form, team_id, fields))
     if outcome.refusal is not None:
         return await _new_task_page(request, team_id, form.taskType, outcome)
     created: Task = outcome.result
     see_other(f"/console/teams/{team_id}/tasks/{created.id}", done="task-created")
 
 
-def _create_body(form: NewTaskForm, team_id: UUID, fields: list[InputField]) -> dict[str, Any]:
+async def _create(
+    request: web.Request, form: NewTaskForm, team_id: UUID, fields: list[InputField]
+) -> Task:
+    body = _create_body(form, team_id, fields)
+    created: Task = await act(request, tasks.create_task, form, body=body, team=team_id)
+    return created
+
+
+def _create_body(form: NewTaskForm, team_id: UUID, fields: list[InputField]) -> CreateTaskRequest:
     """The `POST /tasks` body, with the form's own type name (an unknown one is the route's
     400): values that do not convert are sent as typed, for the route to name them."""
-    body: dict[str, Any] = {
+    values: dict[str, Any] = {
         "taskType": form.taskType,
-        "teamId": str(team_id),
+        "teamId": team_id,
         "diaryId": form.diaryId,
         "input": input_of(fields, form.input),
     }
     if form.title is not None:
-        body["title"] = form.title
+        values["title"] = form.title
     if form.maxAttempts is not None:
-        body["maxAttempts"] = parsed_json(form.maxAttempts)
+        values["maxAttempts"] = parsed_json(form.maxAttempts)
     if form.references is not None:
-        body["references"] = parsed_json(form.references)
-    return body
+        values["references"] = parsed_json(form.references)
+    return part_of(CreateTaskRequest, **values)
 
 
 # --- a task's page --------------------------------------------------------------------------
@@ -237,12 +249,12 @@ async def _task_page(
     *,
     attempt_n: int | None = None,
 ) -> web.Response:
-    team_id, task_id = path.teamId, str(path.taskId)
+    team_id, task_id = path.teamId, path.taskId
     # the team header makes another team's task a 404 here, as in the API
-    task: Task = await act(request, tasks.get_task, path={"id": task_id}, team=team_id)
+    task: Task = await act(request, tasks.get_task, path=TaskPath(id=task_id), team=team_id)
     team = await _team_if_member(request, team_id)
     attempts: TaskAttemptList = await act(
-        request, tasks.list_task_attempts, path={"id": task_id}, team=team_id
+        request, tasks.list_task_attempts, path=TaskPath(id=task_id), team=team_id
     )
     latest = attempts.items[-1] if attempts.items else None
     # the attempt asked for (a number that names none shows the latest, as the page does)
@@ -251,8 +263,8 @@ async def _task_page(
     artifacts: TaskArtifactList = await act(
         request,
         task_artifacts.list_task_artifacts,
-        path={"id": task_id},
-        query={"limit": ARTIFACTS_SHOWN},
+        path=TaskArtifactsPath(id=task_id),
+        query=ArtifactListQuery(limit=ARTIFACTS_SHOWN),
         team=team_id,
     )
     produced = next((a for a in reversed(attempts.items) if a.outputCid is not None), None)
@@ -281,14 +293,14 @@ async def _team_if_member(request: web.Request, team_id: UUID) -> Team | None:
     """The task's team, or None for someone who reads the task by an explicit grant only (the
     team itself is hidden from them: its page and queue are not theirs)."""
     try:
-        team: Team = await act(request, teams.get_team, path={"id": str(team_id)})
+        team: Team = await act(request, teams.get_team, path=TeamPath(id=team_id))
     except NotFound:
         return None
     return team
 
 
 async def _first_messages(
-    request: web.Request, task_id: str, attempt: TaskAttempt | None
+    request: web.Request, task_id: UUID, attempt: TaskAttempt | None
 ) -> TaskMessageList:
     """An attempt's first page of messages (the page's script polls for the rest)."""
     if attempt is None:
@@ -296,8 +308,8 @@ async def _first_messages(
     listed: TaskMessageList = await act(
         request,
         tasks.list_task_messages,
-        path={"id": task_id, "n": attempt.attemptN},
-        query={"limit": MESSAGES_FIRST_PAGE},
+        path=AttemptPath(id=task_id, n=attempt.attemptN),
+        query=MessagesQuery(limit=MESSAGES_FIRST_PAGE),
     )
     return listed
 
@@ -309,11 +321,12 @@ async def _signature_check(request: web.Request, produced: TaskAttempt | None) -
         return None
     if produced.contentSignature is None or produced.claimedByFingerprint is None:
         return "unsigned"
-    body = {
-        "message": produced.outputCid,
-        "signature": produced.contentSignature,
-        "fingerprint": produced.claimedByFingerprint,
-    }
+    body = part_of(
+        VerifyRequest,
+        message=produced.outputCid,
+        signature=produced.contentSignature,
+        fingerprint=produced.claimedByFingerprint,
+    )
     checked: VerifyResult = await act(request, crypto.verify, body=body)
     return "verified" if checked.valid else "not-verified"
 
@@ -333,15 +346,16 @@ async def console_cancel_task(
 ) -> web.Response:
     """Cancel the task with a reason (`POST /tasks/{id}/cancel`); a refusal beside the form."""
     form, path = parsed.body, parsed.path
-    cancelling = act(
-        request,
-        task_attempts.cancel_task,
-        form,
-        path={"id": str(path.taskId)},
-        body={"reason": form.reason},
-        team=path.teamId,
-    )
-    outcome = await attempt(CANCEL_FORM, form, cancelling)
+    outcome = await attempt(CANCEL_FORM, form, _cancel(request, form, path))
     if outcome.refusal is not None:
         return await _task_page(request, path, outcome)
     see_other(f"/console/teams/{path.teamId}/tasks/{path.taskId}", done="task-cancelled")
+
+
+async def _cancel(request: web.Request, form: CancelForm, path: TaskPagePath) -> Task:
+    body = part_of(CancelRequest, reason=form.reason)
+    task_path = TaskPath(id=path.taskId)
+    cancelled: Task = await act(
+        request, task_attempts.cancel_task, form, path=task_path, body=body, team=path.teamId
+    )
+    return cancelled

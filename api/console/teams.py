@@ -27,6 +27,7 @@ from api.console.kit import (
     act,
     attempt,
     console_route,
+    part_of,
     see_other,
 )
 from api.console.render import NOTICES, page
@@ -36,20 +37,32 @@ from schemas import limits
 from schemas.apps import ConsoleTeamPath
 from schemas.base import RequestBody
 from schemas.errors import Forbidden
-from schemas.identity import FINGERPRINT_PATTERN, AgentProfile
+from schemas.identity import FINGERPRINT_PATTERN, AgentProfile, FingerprintPath
 from schemas.teams import (
     INVITE_CODE_PATTERN,
+    AddGroupMemberRequest,
+    CreateGroupRequest,
+    CreateInviteRequest,
+    CreateTeamRequest,
     FoundingAccepted,
+    FoundingMember,
     Group,
     GroupList,
+    GroupMemberPath,
+    GroupPath,
     Invite,
     InviteList,
+    InvitePath,
     InviteRole,
     Joined,
+    JoinRequest,
+    MemberPath,
     Team,
     TeamList,
+    TeamPath,
     TeamRole,
     TeamSummary,
+    UpdateMemberRequest,
 )
 
 routes = web.RouteTableDef()
@@ -201,10 +214,7 @@ async def console_create_team(request: web.Request, parsed: Parsed[NewTeamForm])
     founders = await _founders(request, form)
     if isinstance(founders, Refusal):
         return _new_team_page(request, founders)
-    body: dict[str, Any] = {"name": form.name}
-    if founders:
-        body["foundingMembers"] = founders
-    created = await attempt("new-team", form, act(request, teams.create_team, form, body=body))
+    created = await attempt("new-team", form, _create_team(request, form, founders))
     if created.refusal is not None:
         return _new_team_page(request, created.refusal)
     team: Team = created.result
@@ -212,21 +222,35 @@ async def console_create_team(request: web.Request, parsed: Parsed[NewTeamForm])
     see_other(_team_url(team.id), done=done)
 
 
-async def _founders(request: web.Request, form: NewTeamForm) -> list[dict[str, str]] | Refusal:
+async def _create_team(
+    request: web.Request, form: NewTeamForm, founders: list[FoundingMember]
+) -> Team:
+    fields: dict[str, Any] = {"foundingMembers": founders} if founders else {}
+    body = part_of(CreateTeamRequest, name=form.name, **fields)
+    team: Team = await act(request, teams.create_team, form, body=body)
+    return team
+
+
+async def _agent(request: web.Request, fingerprint: str) -> AgentProfile:
+    path = part_of(FingerprintPath, "path", fingerprint=fingerprint)
+    agent: AgentProfile = await act(request, identity.agent_profile, path=path)
+    return agent
+
+
+async def _founders(request: web.Request, form: NewTeamForm) -> list[FoundingMember] | Refusal:
     """The form's co-founders as the API names them: each fingerprint resolved to its agent
     (`GET /agents/{fingerprint}`), or the refusal of the first that is not an agent's."""
-    founders = []
+    founders: list[FoundingMember] = []
     rows = zip(form.fingerprint, form.role, strict=False)
     for number, (fingerprint, role) in enumerate(rows, start=1):
         if not fingerprint.strip():
             continue
-        path = {"fingerprint": fingerprint.strip()}
-        found = await attempt("new-team", form, act(request, identity.agent_profile, path=path))
+        found = await attempt("new-team", form, _agent(request, fingerprint.strip()))
         if found.refusal is not None:
             detail = f"Founder {number} ({fingerprint.strip()}): {found.refusal.detail}"
             return replace(found.refusal, detail=detail)
         agent: AgentProfile = found.result
-        founders.append({"subjectId": str(agent.agentId), "subjectNs": "Agent", "role": role})
+        founders.append(FoundingMember(subjectId=agent.agentId, subjectNs="Agent", role=role))
     return founders
 
 
@@ -250,12 +274,17 @@ def _join_page(request: web.Request, refusal: Refusal | None = None) -> web.Resp
 async def console_join(request: web.Request, parsed: Parsed[JoinForm]) -> web.Response:
     """Join with the code: on to the team (an unknown, used or expired code: beside the form)."""
     form = parsed.body
-    body = {"code": form.code.strip()}
-    joined = await attempt("join", form, act(request, team_invites.join_team, form, body=body))
+    joined = await attempt("join", form, _join(request, form))
     if joined.refusal is not None:
         return _join_page(request, joined.refusal)
     result: Joined = joined.result
     see_other(_team_url(result.teamId), done="team-joined")
+
+
+async def _join(request: web.Request, form: JoinForm) -> Joined:
+    body = part_of(JoinRequest, code=form.code.strip())
+    joined: Joined = await act(request, team_invites.join_team, form, body=body)
+    return joined
 
 
 @console_route(
@@ -270,8 +299,7 @@ async def console_accept_founding(
 ) -> web.Response:
     """Accept my founding seat; on to the team with its acceptances."""
     team_id = parsed.path.teamId
-    path = {"id": str(team_id)}
-    accepting = act(request, teams.accept_founding, parsed.body, path=path)
+    accepting = act(request, teams.accept_founding, parsed.body, path=TeamPath(id=team_id))
     outcome = await attempt("accept", parsed.body, accepting)
     if outcome.refusal is not None:
         return await _team_page(request, team_id, outcome.refusal)
@@ -306,12 +334,12 @@ async def _team_page(
     refusal: Refusal | None = None,
     fresh_invite: UUID | None = None,
 ) -> web.Response:
-    team: Team = await act(request, teams.get_team, path={"id": str(team_id)})
+    team: Team = await act(request, teams.get_team, path=TeamPath(id=team_id))
     invites: list[Invite] | None = None
     group_items: list[Group] = []
     if team.status == "active":
         invites = await _invites_if_managing(request, team_id)
-        listed: GroupList = await act(request, groups.list_groups, path={"id": str(team_id)})
+        listed: GroupList = await act(request, groups.list_groups, path=TeamPath(id=team_id))
         group_items = listed.items
     fresh = next((i for i in invites or [] if i.id == fresh_invite), None)
     return page(
@@ -334,7 +362,7 @@ async def _invites_if_managing(request: web.Request, team_id: UUID) -> list[Invi
     """The team's invites, or None when the API refuses them to me (not a manager)."""
     try:
         listed: InviteList = await act(
-            request, team_invites.list_team_invites, path={"id": str(team_id)}
+            request, team_invites.list_team_invites, path=TeamPath(id=team_id)
         )
     except Forbidden:
         return None
@@ -363,8 +391,8 @@ async def console_change_role(
 ) -> web.Response:
     """Change a member's role (the last owner stays one: refused beside that member)."""
     path = parsed.path
-    rest_path = {"id": str(path.teamId), "subjectId": str(path.subjectId)}
-    body = {"role": parsed.body.role}
+    rest_path = MemberPath(id=path.teamId, subjectId=path.subjectId)
+    body = UpdateMemberRequest(role=parsed.body.role)
     changing = act(request, team_members.update_team_member, path=rest_path, body=body)
     return await _team_form(
         request, path.teamId, f"member-{path.subjectId}", parsed.body, changing, "role-changed"
@@ -383,7 +411,7 @@ async def console_remove_member(
 ) -> web.Response:
     """Remove a member from the team (and its groups)."""
     path = parsed.path
-    rest_path = {"id": str(path.teamId), "subjectId": str(path.subjectId)}
+    rest_path = MemberPath(id=path.teamId, subjectId=path.subjectId)
     removing = act(request, team_members.remove_team_member, path=rest_path)
     return await _team_form(
         request, path.teamId, f"member-{path.subjectId}", parsed.body, removing, "member-removed"
@@ -399,15 +427,19 @@ async def console_create_invite(
     """Create an invite; the team page shows its code first, with a copy button."""
     form = parsed.body
     team_id = parsed.path.teamId
-    body = form.model_dump(include={"role", "maxUses", "expiresInHours"}, exclude_none=True)
-    creating = act(
-        request, team_invites.create_team_invite, form, path={"id": str(team_id)}, body=body
-    )
-    outcome = await attempt("invite", form, creating)
+    outcome = await attempt("invite", form, _invite(request, form, team_id))
     if outcome.refusal is not None:
         return await _team_page(request, team_id, outcome.refusal)
     invite: Invite = outcome.result
     see_other(f"{_team_url(team_id)}?invite={invite.id}", done="invite-created")
+
+
+async def _invite(request: web.Request, form: InviteForm, team_id: UUID) -> Invite:
+    fields = form.model_dump(include={"role", "maxUses", "expiresInHours"}, exclude_none=True)
+    body = part_of(CreateInviteRequest, **fields)
+    path = TeamPath(id=team_id)
+    invite: Invite = await act(request, team_invites.create_team_invite, form, path=path, body=body)
+    return invite
 
 
 @console_route(
@@ -422,7 +454,7 @@ async def console_revoke_invite(
 ) -> web.Response:
     """Revoke an invite: its code stops working at once."""
     path = parsed.path
-    rest_path = {"id": str(path.teamId), "inviteId": str(path.inviteId)}
+    rest_path = InvitePath(id=path.teamId, inviteId=path.inviteId)
     revoking = act(request, team_invites.delete_team_invite, path=rest_path)
     return await _team_form(
         request, path.teamId, f"invite-{path.inviteId}", parsed.body, revoking, "invite-revoked"
@@ -438,13 +470,19 @@ async def console_create_group(
     """Create a group of the team; on to its page."""
     form = parsed.body
     team_id = parsed.path.teamId
-    body = {"name": form.name}
-    creating = act(request, groups.create_group, form, path={"id": str(team_id)}, body=body)
-    outcome = await attempt("group", form, creating)
+    outcome = await attempt("group", form, _create_group(request, form, team_id))
     if outcome.refusal is not None:
         return await _team_page(request, team_id, outcome.refusal)
     group: Group = outcome.result
     see_other(_group_url(group.id), done="group-created")
+
+
+async def _create_group(request: web.Request, form: GroupForm, team_id: UUID) -> Group:
+    body = part_of(CreateGroupRequest, name=form.name)
+    group: Group = await act(
+        request, groups.create_group, form, path=TeamPath(id=team_id), body=body
+    )
+    return group
 
 
 # --- a group ------------------------------------------------------------------------------------
@@ -465,8 +503,8 @@ async def console_group(
 async def _group_page(
     request: web.Request, group_id: UUID, refusal: Refusal | None = None
 ) -> web.Response:
-    group: Group = await act(request, groups.get_group, path={"id": str(group_id)})
-    team: Team = await act(request, teams.get_team, path={"id": str(group.teamId)})
+    group: Group = await act(request, groups.get_group, path=GroupPath(id=group_id))
+    team: Team = await act(request, teams.get_team, path=TeamPath(id=group.teamId))
     in_group = {member.subjectId for member in group.members or []}
     candidates = [m for m in team.members or [] if m.subjectId not in in_group]
     return page(
@@ -503,8 +541,8 @@ async def console_add_group_member(
     """Add a member of the team to the group."""
     form = parsed.body
     group_id = parsed.path.groupId
-    body = {"subjectId": str(form.subjectId)}
-    adding = act(request, groups.add_group_member, form, path={"id": str(group_id)}, body=body)
+    body = AddGroupMemberRequest(subjectId=form.subjectId)
+    adding = act(request, groups.add_group_member, form, path=GroupPath(id=group_id), body=body)
     return await _group_form(request, group_id, "add", form, adding, "group-member-added")
 
 
@@ -520,7 +558,7 @@ async def console_remove_group_member(
 ) -> web.Response:
     """Remove a member from the group."""
     path = parsed.path
-    rest_path = {"id": str(path.groupId), "subjectId": str(path.subjectId)}
+    rest_path = GroupMemberPath(id=path.groupId, subjectId=path.subjectId)
     removing = act(request, groups.remove_group_member, path=rest_path)
     return await _group_form(
         request,
@@ -544,8 +582,8 @@ async def console_delete_group(
 ) -> web.Response:
     """Delete the group (and every grant made to it); back to its team."""
     group_id = parsed.path.groupId
-    group: Group = await act(request, groups.get_group, path={"id": str(group_id)})
-    deleting = act(request, groups.delete_group, path={"id": str(group_id)})
+    group: Group = await act(request, groups.get_group, path=GroupPath(id=group_id))
+    deleting = act(request, groups.delete_group, path=GroupPath(id=group_id))
     outcome = await attempt("delete", parsed.body, deleting)
     if outcome.refusal is not None:
         return await _group_page(request, group_id, outcome.refusal)
