@@ -155,7 +155,7 @@ async def _new_task_page(
     team: Team = await act(request, teams.get_team, path=TeamPath(id=team_id))
     schemas: TaskSchemaList = await act(request, tasks.list_task_schemas)
     chosen = _chosen_type(schemas, type_name)
-    team_diaries: DiaryList = await act(request, diaries.list_diaries)
+    team_diaries: DiaryList = await act(request, diaries.list_diaries, team=team_id)
     recent: TaskList = await act(
         request, tasks.list_tasks, query=TaskListQuery(limit=RECENT_TASKS), team=team_id
     )
