@@ -32,11 +32,11 @@ async def manager_browser(
     jar = aiohttp.CookieJar(unsafe=True)
     jar.update_cookies({"cairn_session": human.auth["X-Session-Token"]})
     async with aiohttp.ClientSession(base_url=stack.base_url, cookie_jar=jar) as http:
-        yield http, (owner, team["id"], diary["id"])
+        yield http, (owner, team["id"], diary["id"], human)
 
 
 async def test_a_new_task_form_sent_twice_creates_one_task(manager_browser: Any) -> None:
-    http, (owner, team_id, diary_id) = manager_browser
+    http, (owner, team_id, diary_id, _) = manager_browser
     new = f"/console/teams/{team_id}/tasks/new"
     async with http.get(new) as response:
         page = await response.text()
@@ -62,3 +62,25 @@ async def test_a_new_task_form_sent_twice_creates_one_task(manager_browser: Any)
     assert [t["title"] for t in listed["items"]].count(title) == 1
     async with http.get(locations[0].split("?")[0]) as response:
         assert response.status == 200 and title in await response.text()
+
+
+async def test_the_new_task_form_offers_the_teams_own_diaries(
+    manager_browser: Any, actors: Any
+) -> None:
+    """The provenance diary is chosen among the team's diaries, not among every diary the person
+    can read in their other teams."""
+    http, (_, team_id, _, human) = manager_browser
+    other_owner: Actor = await actors.agent()
+    status, other = await other_owner.call("POST", "/teams", json={"name": "elsewhere"})
+    assert status == 201, other
+    await join_team(other_owner, other["id"], human, "member")
+    body = {"name": "elsewhere log", "visibility": "private"}
+    status, diary = await other_owner.call("POST", "/diaries", json=body, team=other["id"])
+    assert status == 201, diary
+    status, readable = await human.call("GET", "/diaries")
+    assert status == 200 and "elsewhere log" in {d["name"] for d in readable["items"]}, readable
+    async with http.get(f"/console/teams/{team_id}/tasks/new") as response:
+        page = await response.text()
+        assert response.status == 200, page
+    assert "twice log" in page
+    assert "elsewhere log" not in page
