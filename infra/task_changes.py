@@ -1,5 +1,6 @@
-"""Wake-ups on a task's changes, from Postgres: migration 0028 notifies `task_changed` with the
-task id whenever its row, an attempt or messages of it are written, by any process.
+"""Wake-ups on a task's changes, from Postgres: `task_changed` is notified with the task id
+whenever its status changes or messages of it are appended, by any process (migrations 0028 and
+0029; other writes of its rows, a lease or a heartbeat time, notify nobody).
 
 One connection of the pool listens while anyone watches (an A2A stream), and goes back to the
 pool when the last watch ends (the pool's reset unlistens it). The notification says only that
