@@ -382,7 +382,8 @@ async def create_relation(
     request: web.Request, parsed: Parsed[RelationCreateRequest, None, EntryPath]
 ) -> web.StreamResponse | Relation:
     """Relate this entry (the source) to another entry of the same diary; the CIDs of both are
-    snapshotted. An existing relation of the same type is returned with 200."""
+    snapshotted. An existing relation of the same type is returned with 200 (accepted when this
+    create asks for `accepted` and finds it proposed)."""
     source = await writable_entry(request, parsed.path.entryId)
     body = parsed.body
     target = await memory_reads.get_entry(request.app[keys.READ_POOL], body.targetId)

@@ -269,7 +269,9 @@ class MemoryRepo:
     # --- relations ------------------------------------------------------------------------
 
     async def create_relation(self, inp: RelationCreateInput) -> tuple[uuid.UUID, bool]:
-        """Insert the relation (idempotent by source, target and type); (id, created)."""
+        """Insert the relation (idempotent by source, target and type); (id, created). A
+        create asking for `accepted` that finds the relation only proposed (by the hygiene
+        sweep, or by an earlier create) accepts it: the caller has confirmed the proposal."""
         async with self._pool.acquire() as conn, conn.transaction():
             inserted = await conn.fetchval(
                 Q.memory_insert_relation,
@@ -283,8 +285,13 @@ class MemoryRepo:
             )
             if inserted is None:
                 existing: uuid.UUID = await conn.fetchval(
-                    Q.memory_find_relation, inp.source_id, inp.target_id, inp.relation
+                    Q.memory_find_relation,
+                    inp.source_id,
+                    inp.target_id,
+                    inp.relation,
+                    inp.status == "accepted",
                 )
+                await conn.execute(Q.memory_sync_superseded_by, inp.target_id)
                 return existing, False
             await conn.execute(Q.memory_sync_superseded_by, inp.target_id)
             return inserted, True

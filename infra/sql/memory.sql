@@ -266,7 +266,16 @@ ON CONFLICT (source_id, target_id, relation) DO NOTHING
 RETURNING id
 
 -- name: memory_find_relation
-SELECT id FROM entry_relations WHERE source_id = $1 AND target_id = $2 AND relation = $3
+-- The relation of this source, target and type; $4: accept it if it is only proposed (a create
+-- that asked for `accepted` confirms the proposal it found; a rejected one stays rejected).
+WITH accepted AS (
+    UPDATE entry_relations SET status = 'accepted', updated_at = now()
+    WHERE source_id = $1 AND target_id = $2 AND relation = $3 AND status = 'proposed' AND $4
+    RETURNING id
+)
+SELECT coalesce((SELECT id FROM accepted),
+                (SELECT id FROM entry_relations
+                 WHERE source_id = $1 AND target_id = $2 AND relation = $3))
 
 -- name: memory_get_relation
 SELECT r.id, r.source_id, r.target_id, r.relation, r.status, r.source_cid_snapshot,

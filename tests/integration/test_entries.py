@@ -316,6 +316,28 @@ async def test_relations_snapshot_cids_and_supersedes_marks_the_target(owner, db
     assert target.get("supersededBy") is None
 
 
+async def test_a_create_asking_accepted_accepts_the_proposal_it_finds(owner) -> None:
+    diary = await new_diary(owner)
+    old = await new_entry(owner, diary["id"], content="The backups run at midnight.")
+    new = await new_entry(owner, diary["id"], content="Invoices are due on the fifth.")
+    body = {"targetId": old["id"], "relation": "supersedes"}
+    status, proposed = await owner.call("POST", f"/entries/{new['id']}/relations", json=body)
+    assert status == 201 and proposed["status"] == "proposed", proposed
+    body["status"] = "accepted"
+    status, confirmed = await owner.call("POST", f"/entries/{new['id']}/relations", json=body)
+    assert status == 200 and confirmed["id"] == proposed["id"], confirmed
+    assert confirmed["status"] == "accepted"
+    status, target = await owner.call("GET", f"/entries/{old['id']}")
+    assert status == 200 and target["supersededBy"] == new["id"]
+    # a rejected relation stays rejected: a create does not overturn a decision
+    status, _ = await owner.call(
+        "PATCH", f"/relations/{proposed['id']}", json={"status": "rejected"}
+    )
+    assert status == 200
+    status, again = await owner.call("POST", f"/entries/{new['id']}/relations", json=body)
+    assert status == 200 and again["status"] == "rejected", again
+
+
 async def test_relations_cannot_cross_diaries_or_loop(owner) -> None:
     one, two = await new_diary(owner), await new_diary(owner)
     a = await new_entry(owner, one["id"])
