@@ -152,6 +152,7 @@ class Settings(BaseSettings):
     a2a_stream_keepalive_s: float = Field(
         default=15.0,
         gt=0,
+        le=300,  # proxies close a stream idle for longer (nginx after 60 s unless raised)
         description=(
             "The longest an A2A event stream stays silent: then an SSE comment keeps it open "
             "through proxies and finds a client that left (its watch of the task ends)."
@@ -277,6 +278,7 @@ class Settings(BaseSettings):
     worker_workflow_task_slots: int = Field(
         default_factory=lambda: 4 * _cores(),
         ge=1,
+        le=1024,  # 4 per core of a 256-core machine; more only queues inside the worker
         description=(
             "Workflow tasks the service queue's worker runs at once (default 4 per core). "
             "Beyond it work waits in Temporal's task queue, which dispatches by priority and "
@@ -287,6 +289,7 @@ class Settings(BaseSettings):
     embedding_workflow_task_slots: int = Field(
         default_factory=lambda: 2 * _cores(),
         ge=1,
+        le=512,  # one model run embeds this many texts at most: its memory grows with them
         description=(
             "Entry writes the embedding queue's worker runs at once (default 2 per core): "
             "each holds its slot through its embedding and insert. A model run embeds the "
