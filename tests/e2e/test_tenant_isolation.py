@@ -5,9 +5,9 @@ visibility with grants to agents, humans and the group, one entry per diary, a p
 a runtime profile); the test builds it through the real API on the real stack and then asks
 every read path as every principal — each agent through its OAuth2 token, an identity key and a
 team key bound to one of its teams; each human through its session; an anonymous caller — over
-REST (gets, lists, search), the MCP server (the official client SDK), the app tools, the
-console's pages (server-rendered from the same REST calls made as the logged-in human) and the
-public feed.
+REST (gets, lists, search), the MCP server (the official client SDK), the app tools, A2A
+(`GetTask`, `SubscribeToTask`), the console's pages (server-rendered from the same REST calls
+made as the logged-in human) and the public feed.
 
 The oracle (`Oracle`) is written from SPEC section 5's permission table and DECISIONS
 ("Permissions", "Trust at the edges"), not from our code: who holds which role, which grants
@@ -20,6 +20,7 @@ mismatch is collected and printed with the principal, the resource and the path.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -643,6 +644,36 @@ async def check_mcp(who: Principal, w: Built, url: str, out: Findings) -> None:
         out.compare(who, "search hits", "mcp entries_search (complete)", set(), owed - hits)
 
 
+async def check_a2a(who: Principal, w: Built, http: Any, out: Findings) -> None:
+    """The task through A2A (`GetTask`, and the first event of `SubscribeToTask`'s stream), as
+    an agent's bearer credential or nobody, in the task team's context: the same answer as
+    `GET /tasks/{id}`."""
+    team = w.task_team
+    headers = {"A2A-Version": "1.0", "X-Service-Team-Id": who.bound or team}
+    headers.update(who.actor.auth if who.actor is not None else {})
+    visible = who.actor is not None and w.oracle.task_status(who, who.bound or team) == 200
+    for method in ("GetTask", "SubscribeToTask"):
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"id": w.task}}
+        async with http.post("/a2a", json=body, headers=headers) as response:
+            answer = await _first_json_rpc(response)
+        result = answer.get("result") or {}
+        found = (result.get("task") or result).get("id") == w.task  # a stream's event wraps it
+        out.compare(who, f"task {w.task}", f"a2a {method}", visible, found)
+
+
+async def _first_json_rpc(response: Any) -> dict[str, Any]:
+    """The JSON-RPC answer, or a stream's first event (the rest is not read: the task waits in
+    the queue, so its stream would stay open)."""
+    if not response.content_type.startswith("text/event-stream"):
+        answer: dict[str, Any] = await response.json(content_type=None)
+        return answer
+    async for line in response.content:
+        if line.startswith(b"data: "):
+            event: dict[str, Any] = json.loads(line.removeprefix(b"data: "))
+            return event
+    return {}
+
+
 async def _each(items: Iterable[Any], run: Callable[[Any], Awaitable[None]]) -> None:
     await asyncio.gather(*(run(item) for item in items))
 
@@ -669,5 +700,7 @@ async def test_every_read_path_agrees_with_the_permission_table(
     await _each(people, lambda who: check_console(who, world, api_http, out))
     agents = [who for who in world.principals if who.mcp_headers is not None]
     await _each(agents, lambda who: check_mcp(who, world, mcp_server.url, out))
+    callers = [who for who in world.principals if who.mcp_headers is not None or who.actor is None]
+    await _each(callers, lambda who: check_a2a(who, world, api_http, out))
     assert out.compared > 0
     assert not out.items, "\n".join(map(str, out.items))
