@@ -534,7 +534,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "env": machine_info(),
     }
     n = args.concurrency
-    async with BenchStack(keep_dir=args.keep_dir) as stack:
+    overrides = dict(pair.split("=", 1) for pair in args.setting)
+    result["settings"]["overrides"] = overrides
+    async with BenchStack(keep_dir=args.keep_dir, settings=overrides) as stack:
         result["topology"] = stack.topology()
         updates_worker = await start_baseline_worker(stack)
         result["topology"]["baseline_worker"] = (
@@ -803,6 +805,13 @@ def main() -> None:
         type=float,
         default=60.0,
         help="before each phase, wait up to this long for other CPU load to drop",
+    )
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a service setting over the bench's (e.g. worker_workflow_task_slots=100)",
     )
     parser.add_argument("--keep-dir", action="store_true", help="keep the stack's temp dir")
     parser.add_argument("--output", type=Path, default=RESULTS)
