@@ -70,18 +70,17 @@ class Rig:
     started: list[str] = field(default_factory=list)
 
     async def stop_leftovers(self) -> None:
-        """Terminate background retries this test left running: on the shared time-skipping
-        server a timer whose workflow no worker polls any more would freeze the clock for
-        every later test."""
+        """Terminate background retries this test left running, before its workers stop."""
         for workflow_id in self.started:
             with contextlib.suppress(RPCError):
                 await self.env.client.get_workflow_handle(workflow_id).terminate("test over")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 async def own_time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
-    """A test server of this module's own: an abandoned child workflow keeps the shared one's
-    clock from skipping for later tests, even after it is terminated."""
+    """A test server of each test's own: a background retry a test leaves keeps the server's
+    clock from skipping for later tests, even after it is terminated (sharing one per module,
+    each back-off test waited out 30 s of real time; a server starts in about 2 s)."""
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=CONVERTER,
         test_server_existing_path=str(venv_binary("temporal-test-server")),
