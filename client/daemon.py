@@ -39,11 +39,12 @@ import shutil
 import signal
 import socket
 import tempfile
-from collections.abc import Callable
+import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 import aiohttp
@@ -56,7 +57,7 @@ from client.executor import (
     ExecutorMessage,
     ExecutorOutput,
 )
-from client.rest import ApiError, CairnClient
+from client.rest import IDEMPOTENCY_HEADER, ApiError, CairnClient
 from schemas import limits
 from schemas.identity import TeamBinding, Whoami
 from schemas.kernel.cids import json_cid
@@ -65,6 +66,7 @@ from schemas.task_api import Task, TaskList
 from schemas.task_attempts import ClaimResponse, HeartbeatResponse
 
 log = logging.getLogger("cairn.daemon")
+T = TypeVar("T")
 
 MESSAGE_BATCH = 50
 MESSAGE_FLUSH_SEC = 0.2
@@ -74,10 +76,32 @@ MESSAGE_FLUSH_SEC = 0.2
 # dropped, or no answer in time): an API restarting or a network blip, which must stop neither
 # the daemon's polling nor an attempt's heartbeats.
 UNREACHABLE = (aiohttp.ClientError, TimeoutError)
-# an API between replicas or restarting answers these; the report is sent again
+# an API between replicas or restarting answers these; a claim or a report is sent again
 PASSING_STATUSES = frozenset({502, 503, 504})
 REPORT_RETRY_FIRST_SEC = 0.5
 REPORT_RETRY_MAX_SEC = 5.0
+
+
+async def resend_while_passing(send: Callable[[], Awaitable[T]], *, for_sec: float, what: str) -> T:
+    """`send()`, again while the API is unreachable or answers 502/503/504 (an API between
+    replicas or restarting, a worker outage), with growing waits, until `for_sec` from now."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + for_sec
+    wait = REPORT_RETRY_FIRST_SEC
+    while True:
+        try:
+            return await send()
+        except ApiError as exc:
+            if exc.status not in PASSING_STATUSES or loop.time() + wait > deadline:
+                raise
+            failure: Exception = exc
+        except UNREACHABLE as exc:
+            if loop.time() + wait > deadline:
+                raise
+            failure = exc
+        log.warning("%s failed, sending again: %s", what, failure)
+        await asyncio.sleep(wait)
+        wait = min(wait * 2, REPORT_RETRY_MAX_SEC)
 
 
 class DaemonRefused(Exception):
@@ -229,13 +253,20 @@ class Daemon:
         return TaskList.model_validate(body).items
 
     async def _claim(self, task: Task) -> ClaimResponse | None:
+        """Claim `task`, sent again with the same Idempotency-Key while the API cannot answer
+        (a worker outage: the claim may be granted after the API gave up waiting), so that a
+        granted claim reaches this daemon instead of waiting out the task's dispatch timeout
+        unclaimed by anyone running it."""
+        headers = {**self._team(), IDEMPOTENCY_HEADER: uuid.uuid4().hex}
+
+        async def send() -> Any:
+            return await self.api.request(
+                "POST", f"/tasks/{task.id}/claim", json=self._claim_body(), headers=headers
+            )
+
         try:
-            body = await self.api.request(
-                "POST",
-                f"/tasks/{task.id}/claim",
-                json=self._claim_body(),
-                headers=self._team(),
-                idempotent=True,  # a resent claim answers the attempt it was granted
+            body = await resend_while_passing(
+                send, for_sec=task.dispatchTimeoutSec, what=f"claim of {task.id}"
             )
         except ApiError as exc:
             if exc.status in (403, 404, 409):  # lost the race, or not ours to claim
@@ -482,32 +513,27 @@ class Attempt:
         await self._report("fail", {"error": error})
 
     async def _report(self, action: str, body: dict[str, Any]) -> bool:
-        """Settle the attempt (complete, fail, abort), sent again while the API is unreachable
-        or answers 502/503/504, for as long as the lease the heartbeats keep renewing could
-        last. Whether this send settled it: a 409 after an earlier send means that send
-        landed (or the attempt ended otherwise); either way there is nothing left to report."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.daemon.config.lease_ttl_sec
-        wait, sent_before = REPORT_RETRY_FIRST_SEC, False
-        while True:
-            try:
-                await self._post(action, body)
-                return True
-            except ApiError as exc:
-                if exc.status == 409 and sent_before:
-                    log.info("%s of %s: the attempt had already ended", action, self.task_id)
-                    return False
-                if exc.status not in PASSING_STATUSES or loop.time() + wait > deadline:
-                    raise
-                failure: Exception = exc
-            except UNREACHABLE as exc:
-                if loop.time() + wait > deadline:
-                    raise
-                failure = exc
-            sent_before = True
-            log.warning("%s of %s failed, sending again: %s", action, self.task_id, failure)
-            await asyncio.sleep(wait)
-            wait = min(wait * 2, REPORT_RETRY_MAX_SEC)
+        """Settle the attempt (complete, fail, abort), sent again while the API cannot answer,
+        for as long as the lease the heartbeats keep renewing could last. Whether this send
+        settled it: a 409 after an earlier send means that send landed (or the attempt ended
+        otherwise); either way there is nothing left to report."""
+        sends = 0
+
+        async def send() -> Any:
+            nonlocal sends
+            sends += 1
+            return await self._post(action, body)
+
+        try:
+            await resend_while_passing(
+                send, for_sec=self.daemon.config.lease_ttl_sec, what=f"{action} of {self.task_id}"
+            )
+        except ApiError as exc:
+            if exc.status == 409 and sends > 1:
+                log.info("%s of %s: the attempt had already ended", action, self.task_id)
+                return False
+            raise
+        return True
 
     async def _post(self, action: str, body: dict[str, Any]) -> Any:
         return await self.daemon.api.request(

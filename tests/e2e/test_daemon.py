@@ -20,12 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import rfc8785
 from actors import Actor, daemon_secrets, join_team
+from aiohttp import web
 from processes import alive, wait_until
 from replicas import Relay
 
+from infra.devstack import free_port
 from schemas.kernel.cids import json_cid
 
 OUTPUT = {"summary": "Three lines of verse"}
@@ -387,3 +390,75 @@ async def test_an_attempts_report_is_sent_again_once_the_api_is_back(
     _, attempts = await team.owner.call("GET", f"/tasks/{task_id}/attempts", team=team.team_id)
     assert [a["status"] for a in attempts["items"]] == ["completed"]
     assert daemon.process.returncode is None, daemon.log.read_text()
+
+
+# --- a claim granted after the API gave up waiting on it ------------------------------------
+
+
+@dataclass
+class LostClaimAnswer:
+    """An HTTP proxy to the API that carries the first claim through, then answers it 503 (what
+    the API answers when no worker decided within SERVICE_REQUEST_WAIT_S, while the claim is
+    granted later) instead of the API's answer. Every claim's Idempotency-Key is kept."""
+
+    upstream: str
+    session: aiohttp.ClientSession
+    claim_keys: list[str]
+    url: str = ""
+
+    async def forward(self, request: web.Request) -> web.Response:
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
+        async with self.session.request(
+            request.method,
+            self.upstream + request.rel_url.path_qs,
+            headers=headers,
+            data=await request.read(),
+        ) as answer:
+            body = await answer.read()
+            kept = {k: v for k, v in answer.headers.items() if k.lower() not in HOP_HEADERS}
+        if request.method == "POST" and request.path.endswith("/claim"):
+            self.claim_keys.append(request.headers.get("Idempotency-Key", ""))
+            if len(self.claim_keys) == 1:
+                unavailable = {"type": "about:blank", "status": 503, "title": "Unavailable"}
+                return web.json_response(
+                    unavailable,
+                    status=503,
+                    headers={"Retry-After": "1"},
+                    content_type="application/problem+json",
+                )
+        return web.Response(status=answer.status, body=body, headers=kept)
+
+
+HOP_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+
+
+@pytest.fixture
+async def lost_claim_answer(team: Team) -> AsyncIterator[LostClaimAnswer]:
+    async with aiohttp.ClientSession() as session:
+        proxy = LostClaimAnswer(team.stack.base_url, session, [])
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", proxy.forward)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        proxy.url = f"http://127.0.0.1:{port}"
+        try:
+            yield proxy
+        finally:
+            await runner.cleanup()
+
+
+async def test_a_claim_answered_503_is_sent_again_and_its_attempt_runs(
+    team: Team, daemons: Any, lost_claim_answer: LostClaimAnswer
+) -> None:
+    """The first claim is granted but its answer is a 503: the daemon sends the claim again
+    with the same Idempotency-Key, gets the attempt it was granted and runs it, instead of
+    leaving it claimed by nobody until the task's dispatch timeout (300 s) requeues it."""
+    task_id = await create_task(team)
+    await daemons(api_url=lost_claim_answer.url)
+    await until_status(team, task_id, "completed", limit_s=60)
+    keys = lost_claim_answer.claim_keys
+    assert len(keys) >= 2 and keys[0] and keys[1] == keys[0], keys
+    _, attempts = await team.owner.call("GET", f"/tasks/{task_id}/attempts", team=team.team_id)
+    assert [a["status"] for a in attempts["items"]] == ["completed"]
