@@ -288,7 +288,9 @@ def test_routes_declare_the_specific_problems_they_answer() -> None:
     """The API document lists a code for each problem a route declares (issue 34 §1): a family
     (`errors=(Conflict,)`) shows as "409 Conflict" with no code, and a client cannot tell which
     conflicts the route has. Declare the catalogue's specific classes the handler and what it
-    runs raise. The console's pages are no API (api/spec.py `Document`): not walked."""
+    runs raise. The console's pages are not walked: their document is no client's (api/spec.py
+    `Document`), and api/console/kit.py gives each page the families of the refusals of the REST
+    routes it runs (naming them would mean declaring which routes each page runs)."""
     found = broad_declarations([spec for spec in ENDPOINTS if spec.document == "api"])
     assert not found, "Routes declaring a family, not its specific problems:\n" + "\n".join(found)
 
