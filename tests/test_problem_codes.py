@@ -14,6 +14,9 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import api.app  # noqa: F401  (registers every route)
+from api.endpoint import ENDPOINTS
+from api.spec import EndpointSpec
 from schemas import errors
 from schemas.errors import (
     Conflict,
@@ -262,3 +265,49 @@ _invalid("x", ExpiryInPast.code)
     assert lines == [2, 3, 5, 7, 8, 9], reported
     assert any("use TeamNotFound" in line for line in reported)
     assert any("class NeverCatalogued(Conflict)" in line for line in reported)
+
+
+def broad(cls: type[DomainError]) -> bool:
+    """A class that stands for several conditions: a family, or a problem type others derive from
+    (InvalidChallenge, RateLimited): declared, it hides which of them the route answers."""
+    return cls.family or any(
+        other is not cls and issubclass(other, cls) for other in CLASSES.values()
+    )
+
+
+def broad_declarations(specs: list[EndpointSpec]) -> list[str]:
+    return [
+        f"{spec.method} {spec.path}: {cls.__name__}"
+        for spec in specs
+        for cls in spec.errors
+        if broad(cls)
+    ]
+
+
+def test_routes_declare_the_specific_problems_they_answer() -> None:
+    """The API document lists a code for each problem a route declares (issue 34 §1): a family
+    (`errors=(Conflict,)`) shows as "409 Conflict" with no code, and a client cannot tell which
+    conflicts the route has. Declare the catalogue's specific classes the handler and what it
+    runs raise. The console's pages are not walked: their document is no client's (api/spec.py
+    `Document`), and api/console/kit.py gives each page the families of the refusals of the REST
+    routes it runs (naming them would mean declaring which routes each page runs)."""
+    found = broad_declarations([spec for spec in ENDPOINTS if spec.document == "api"])
+    assert not found, "Routes declaring a family, not its specific problems:\n" + "\n".join(found)
+
+
+def test_the_declaration_check_catches_a_family_and_a_base() -> None:
+    """A family, and a problem type with subclasses, are each reported; a specific class is
+    not."""
+    spec = EndpointSpec(
+        method="POST",
+        path="/probe",
+        operation_id="probe",
+        summary="probe",
+        tag="probe",
+        errors=(Conflict, errors.InvalidChallenge, errors.TeamNotFound, Gone),
+    )
+    assert broad_declarations([spec]) == [
+        "POST /probe: Conflict",
+        "POST /probe: InvalidChallenge",
+        "POST /probe: Gone",
+    ]

@@ -35,7 +35,7 @@ from api.routes import diaries, humans, teams
 from api.spec import HTML
 from schemas.apps import ConsoleAppPath, ConsoleTeamPath, NextPath, app_html
 from schemas.base import RequestBody
-from schemas.errors import ValidationFailed
+from schemas.errors import RequestInvalid
 from schemas.identity import (
     HumanIdentity,
     HumanLoginRequest,
@@ -255,7 +255,7 @@ async def console_app(
     # for a year by URL (the content hash), so a browser asks once
     auth="browser",
     raw_response="text/plain",
-    errors=(ValidationFailed,),
+    errors=(RequestInvalid,),
 )
 async def console_static(
     request: web.Request, parsed: Parsed[None, None, StaticPath]

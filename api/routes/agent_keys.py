@@ -80,13 +80,15 @@ from schemas.errors import (
     DomainError,
     IdempotencyKeyRequired,
     IdentityKeyForbidden,
+    InvalidIdempotencyKey,
+    InvalidTeamHeader,
     KeyManageForbidden,
     RequestInvalid,
     ScopeEscalation,
     ScopeNotGrantable,
     SelfRotationForbidden,
     TeamHeaderNotAllowed,
-    ValidationFailed,
+    TeamRequired,
 )
 from schemas.kernel.crypto import hash_secret
 from schemas.kernel.cursors import Keyset
@@ -224,7 +226,11 @@ def _server_secret(request: web.Request) -> bytes:
     # SPEC 4.6's own rule (required; a retry is 409: the secret is never stored)
     idempotent=True,
     errors=(
-        ValidationFailed,
+        TeamRequired,
+        InvalidTeamHeader,
+        TeamHeaderNotAllowed,
+        IdempotencyKeyRequired,
+        InvalidIdempotencyKey,
         ScopeNotGrantable,
         ScopeEscalation,
         KeyManageForbidden,
@@ -350,7 +356,10 @@ async def list_agent_keys(
     rate_bucket="agent_key",
     headers=TEAM_HEADER_DOC,
     errors=(
-        ValidationFailed,
+        TeamRequired,
+        InvalidTeamHeader,
+        TeamHeaderNotAllowed,
+        InvalidIdempotencyKey,
         KeyManageForbidden,
         IdentityKeyForbidden,
         SelfRotationForbidden,

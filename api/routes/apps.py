@@ -19,8 +19,9 @@ from schemas.apps import EntryMap, TaskCounts, TaskCountsQuery
 from schemas.errors import (
     AuthenticationRequired,
     DiaryNotFound,
-    NotFound,
     RequestInvalid,
+    TeamNotFound,
+    TeamRequired,
 )
 from schemas.memory import DiaryPath
 from schemas.task_api import NO_PROJECT
@@ -88,7 +89,7 @@ def _ms(seconds: float) -> str:
     query=TaskCountsQuery,
     response=TaskCounts,
     scopes=("task:read",),
-    errors=(RequestInvalid, NotFound),
+    errors=(RequestInvalid, TeamRequired, TeamNotFound),
 )
 async def task_counts(request: web.Request, parsed: Parsed[None, TaskCountsQuery]) -> TaskCounts:
     """The team's tasks (`x-service-team-id`) counted by status, filtered by type and project."""

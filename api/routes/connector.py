@@ -67,7 +67,6 @@ from schemas.connector import (
 from schemas.errors import (
     AuthenticationRequired,
     AuthorizationCodeNotFound,
-    Conflict,
     ConnectorClientExists,
     ConnectorClientNotFound,
     ConnectorCsrf,
@@ -140,7 +139,7 @@ def _client_view(row: reads.ConnectorClientRow) -> ConnectorClient:
     body=ClientRegistration,
     response=ConnectorClient,
     auth="connector",
-    errors=(ConnectorRefused, Conflict),
+    errors=(ConnectorRefused, ConnectorClientExists, OperationRunning),
 )
 async def connector_register_client(
     request: web.Request, parsed: Parsed[ClientRegistration]

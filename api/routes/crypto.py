@@ -31,14 +31,15 @@ from infra.repos.signing import get_signing_request, list_signing_requests
 from schemas.errors import (
     AgentNotFound,
     AgentsOnly,
-    Conflict,
-    NotFound,
     OperationRunning,
     PermissionDenied,
-    RateLimited,
     ServiceUnavailable,
+    SignatureMalformed,
+    SigningRequestAlreadyCompleted,
     SigningRequestExpired,
+    SigningRequestLimitReached,
     SigningRequestNotFound,
+    SigningRequestNotReady,
 )
 from schemas.kernel.crypto import normalize_fingerprint, parse_public_key, verify_signature
 from schemas.principals import Principal
@@ -90,7 +91,7 @@ def require_agent(request: web.Request) -> Principal:
     response=SigningRequestView,
     scopes=SIGN_SCOPE,
     rate_bucket="signing",
-    errors=(PermissionDenied, RateLimited),
+    errors=(PermissionDenied, SigningRequestLimitReached, OperationRunning),
     idempotent=True,
 )
 async def create_signing_request(
@@ -197,7 +198,15 @@ async def get_own_signing_request(
     response=SignOutcome,
     scopes=SIGN_SCOPE,
     # the signing bucket counts the requests created, not the signatures sent to them
-    errors=(PermissionDenied, SigningRequestNotFound, Conflict, ServiceUnavailable),
+    errors=(
+        PermissionDenied,
+        SigningRequestNotFound,
+        SignatureMalformed,
+        SigningRequestExpired,
+        SigningRequestAlreadyCompleted,
+        SigningRequestNotReady,
+        ServiceUnavailable,
+    ),
 )
 async def sign_signing_request(
     request: web.Request, parsed: Parsed[SignatureSubmit, None, SigningRequestPath]
@@ -270,7 +279,7 @@ def _refuse_unless_pending(record: SigningRequestRecord) -> None:
     response=VerifyResult,
     auth="none",
     rate_bucket="public_verify",
-    errors=(NotFound,),
+    errors=(AgentNotFound,),
 )
 async def verify(request: web.Request, parsed: Parsed[VerifyRequest]) -> VerifyResult:
     """Check an Ed25519 signature by a public key or a registered agent's fingerprint."""

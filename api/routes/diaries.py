@@ -45,22 +45,23 @@ from schemas.diary_archive import (
 )
 from schemas.errors import (
     ArchiveInvalid,
+    ArchiveNotStaged,
     AuthenticationRequired,
-    Conflict,
+    DiaryHasSignedEntries,
+    DiaryInUse,
     DiaryNotFound,
     EntryNotFound,
-    Forbidden,
     GrantInProgress,
     ImportInvalid,
-    NotFound,
+    InvalidTeamHeader,
     OperationRunning,
     PayloadTooLarge,
     PermissionDenied,
     SubjectNotFound,
     TeamNotActive,
     TeamNotFound,
+    TeamRequired,
     UnsupportedMediaType,
-    ValidationFailed,
 )
 from schemas.hygiene import HygieneReport
 from schemas.identity import Done
@@ -124,7 +125,7 @@ TAG = "diaries"
     response=Diary,
     scopes=("diary:write",),
     headers=("x-service-team-id",),
-    errors=(NotFound, PermissionDenied, Conflict),
+    errors=(TeamRequired, TeamNotFound, PermissionDenied, TeamNotActive, OperationRunning),
     idempotent=True,
 )
 async def create_diary(request: web.Request, parsed: Parsed[DiaryCreateRequest]) -> Diary:
@@ -270,7 +271,13 @@ async def update_diary(
     path_params=DiaryPath,
     response=Done,
     scopes=("diary:delete",),
-    errors=(DiaryNotFound, PermissionDenied, Conflict),
+    errors=(
+        DiaryNotFound,
+        PermissionDenied,
+        OperationRunning,
+        DiaryHasSignedEntries,
+        DiaryInUse,
+    ),
 )
 async def delete_diary(request: web.Request, parsed: Parsed[None, None, DiaryPath]) -> Done:
     """Delete a diary, its entries and every permission tuple naming them (needs `manage`);
@@ -516,10 +523,13 @@ async def export_diary(request: web.Request, parsed: Parsed[None, None, DiaryPat
     scopes=("diary:write",),
     headers=("x-service-team-id",),
     errors=(
-        NotFound,
-        Forbidden,
-        Conflict,
-        ValidationFailed,
+        TeamRequired,
+        InvalidTeamHeader,
+        TeamNotFound,
+        PermissionDenied,
+        TeamNotActive,
+        OperationRunning,
+        ArchiveNotStaged,
         ArchiveInvalid,
         ImportInvalid,
         PayloadTooLarge,

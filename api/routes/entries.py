@@ -26,7 +26,7 @@ from infra.repos.memory_reads import LocatedRelation
 from schemas.errors import (
     AgentsOnly,
     AuthenticationRequired,
-    Conflict,
+    ChainConflict,
     CrossDiaryRelation,
     DiaryNotFound,
     EntryBusy,
@@ -39,6 +39,7 @@ from schemas.errors import (
     RequestInvalid,
     SelfRelation,
     SignatureRequired,
+    SigningRequestUsed,
 )
 from schemas.identity import Done
 from schemas.memory import (
@@ -134,7 +135,7 @@ def _split(value: str | None) -> list[str] | None:
     body=EntryCreateRequest,
     response=Entry,
     scopes=("diary:write",),
-    errors=(DiaryNotFound, PermissionDenied, Conflict),
+    errors=(DiaryNotFound, PermissionDenied, EntryBusy, ChainConflict, SigningRequestUsed),
     idempotent=True,
 )
 async def create_entry(
@@ -253,7 +254,7 @@ async def get_entry(request: web.Request, parsed: Parsed[None, None, EntryPath])
     body=EntryUpdateRequest,
     response=Entry,
     scopes=("diary:write",),
-    errors=(EntryNotFound, PermissionDenied, Conflict),
+    errors=(EntryNotFound, PermissionDenied, EntryImmutable, EntryBusy),
 )
 async def update_entry(
     request: web.Request, parsed: Parsed[EntryUpdateRequest, None, EntryPath]
@@ -315,7 +316,7 @@ def _update_input(entry: Entry, body: EntryUpdateRequest) -> EntryUpdateInput:
     path_params=EntryPath,
     response=Done,
     scopes=("diary:delete",),
-    errors=(EntryNotFound, PermissionDenied, Conflict),
+    errors=(EntryNotFound, PermissionDenied, EntryImmutable, EntryBusy),
 )
 async def delete_entry(request: web.Request, parsed: Parsed[None, None, EntryPath]) -> Done:
     """Delete an unsigned entry and its parent tuple."""

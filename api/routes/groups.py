@@ -23,10 +23,14 @@ from api.idempotency import keyed_workflow_id, new_id, run_key
 from api.team_access import read_pool, require_membership, require_team, run_team_write
 from infra.repos import team_reads
 from schemas.errors import (
-    Conflict,
+    GroupExists,
+    GroupMemberExists,
     GroupNotFound,
     NotAGroupMember,
+    NotATeamMember,
     PermissionDenied,
+    TeamChangeRunning,
+    TeamNotActive,
     TeamNotFound,
 )
 from schemas.teams import (
@@ -85,7 +89,7 @@ async def _group_members(request: web.Request, group_id: uuid.UUID) -> list[Grou
     path_params=TeamPath,
     body=CreateGroupRequest,
     response=Group,
-    errors=(TeamNotFound, PermissionDenied, Conflict),
+    errors=(TeamNotFound, PermissionDenied, TeamChangeRunning, TeamNotActive, GroupExists),
     idempotent=True,
 )
 async def create_group(
@@ -167,7 +171,14 @@ async def delete_group(request: web.Request, parsed: Parsed[None, None, GroupPat
     path_params=GroupPath,
     body=AddGroupMemberRequest,
     response=GroupMember,
-    errors=(GroupNotFound, PermissionDenied, Conflict),
+    errors=(
+        GroupNotFound,
+        PermissionDenied,
+        NotATeamMember,
+        TeamChangeRunning,
+        TeamNotActive,
+        GroupMemberExists,
+    ),
     idempotent=True,
 )
 async def add_group_member(

@@ -27,9 +27,9 @@ from api.endpoint import Parsed, endpoint, render
 from api.flows import execute
 from infra.repos import identity_reads
 from schemas.errors import (
-    Conflict,
     HumanNotFound,
     HumansOnly,
+    IdentityExists,
     LoginFailed,
     OperationRunning,
     SessionRequired,
@@ -85,7 +85,7 @@ def _verify_password(stored: str, password: str) -> bool:
     response=HumanIdentity,
     auth="none",
     rate_bucket="registration",
-    errors=(Conflict,),
+    errors=(IdentityExists,),
 )
 async def register_human(
     request: web.Request, parsed: Parsed[HumanRegisterRequest]
@@ -220,7 +220,7 @@ async def get_profile(request: web.Request, parsed: Parsed) -> HumanProfile:
     tag=TAG,
     body=ProfileUpdateRequest,
     response=HumanProfile,
-    errors=(HumansOnly, Conflict),
+    errors=(HumansOnly, OperationRunning),
 )
 async def update_profile(
     request: web.Request, parsed: Parsed[ProfileUpdateRequest]

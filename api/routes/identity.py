@@ -17,6 +17,7 @@ from api.idempotency import new_id, run_key
 from infra.repos import identity_reads
 from schemas import limits
 from schemas.errors import (
+    AgentExists,
     AgentNotFound,
     AgentsOnly,
     ChallengeAlreadyUsed,
@@ -25,14 +26,16 @@ from schemas.errors import (
     ChallengeHmacInvalid,
     ChallengeKeyMismatch,
     ChallengeMalformed,
-    Conflict,
-    Gone,
     InvalidChallenge,
+    InvalidRecoveryCode,
     InvalidSignature,
     OperationRunning,
     PermissionDenied,
     PublicKeyInvalid,
+    RecoveryFlowExhausted,
+    RecoveryFlowExpired,
     RecoveryFlowNotFound,
+    RecoveryFlowUsed,
     TooManyVouchers,
     VoucherRejected,
 )
@@ -157,7 +160,7 @@ async def list_vouchers(request: web.Request, parsed: Parsed) -> VoucherList:
     response=RegisterResponse,
     auth="none",
     rate_bucket="registration",
-    errors=(VoucherRejected, Conflict),
+    errors=(VoucherRejected, OperationRunning, AgentExists),
 )
 async def register(request: web.Request, parsed: Parsed[RegisterRequest]) -> RegisterResponse:
     """Register an agent with a voucher; returns OAuth2 client credentials (secret shown once)."""
@@ -244,7 +247,7 @@ def _checked_challenge(request: web.Request, body: RecoveryVerifyRequest) -> Che
     response=RecoveryVerified,
     auth="none",
     rate_bucket="recovery",
-    errors=(InvalidChallenge, InvalidSignature),
+    errors=(*CHALLENGE_REFUSED.values(), ChallengeAlreadyUsed, InvalidSignature),
 )
 async def recovery_verify(
     request: web.Request, parsed: Parsed[RecoveryVerifyRequest]
@@ -293,7 +296,14 @@ async def recovery_verify(
     response=RecoveryCompleted,
     auth="none",
     rate_bucket="recovery",
-    errors=(InvalidChallenge, RecoveryFlowNotFound, Gone),
+    errors=(
+        InvalidRecoveryCode,
+        RecoveryFlowNotFound,
+        RecoveryFlowExpired,
+        RecoveryFlowUsed,
+        RecoveryFlowExhausted,
+        OperationRunning,
+    ),
 )
 async def recovery_complete(
     request: web.Request, parsed: Parsed[RecoveryCodeRequest, RecoveryFlowQuery]

@@ -39,7 +39,6 @@ from api.idempotency import keyed_workflow_id, run_key
 from api.reads import reader
 from infra.repos import packs as repo
 from schemas.errors import (
-    Conflict,
     DiaryNotFound,
     ExpiryInPast,
     ExpiryInvalid,
@@ -48,7 +47,10 @@ from schemas.errors import (
     NotFound,
     PackBusy,
     PackDiffCrossDiary,
+    PackEntryDeleted,
+    PackInjectionFlagged,
     PackNotFound,
+    PackSupersedesConflict,
     PackSupersedesNotFound,
     PermissionDenied,
     PinInvalid,
@@ -57,6 +59,8 @@ from schemas.errors import (
     RenderedPackBusy,
     RenderedPackNotFound,
     RequestInvalid,
+    TeamNotFound,
+    TeamRequired,
     VerificationFixed,
     VerificationTaskInvalid,
 )
@@ -201,7 +205,7 @@ async def _check_supersedes(request: web.Request, diary_id: UUID, pack_id: UUID 
     body=PackCreateRequest,
     response=PackCompiled,
     scopes=WRITE,
-    errors=(RequestInvalid, DiaryNotFound, PermissionDenied, Conflict),
+    errors=(RequestInvalid, DiaryNotFound, PermissionDenied, PackInjectionFlagged),
 )
 async def preview_pack(
     request: web.Request, parsed: Parsed[PackCreateRequest, None, DiaryPath]
@@ -238,7 +242,14 @@ async def preview_pack(
     body=PackCreateRequest,
     response=PackCompiled,
     scopes=WRITE,
-    errors=(RequestInvalid, DiaryNotFound, PermissionDenied, Conflict),
+    errors=(
+        RequestInvalid,
+        DiaryNotFound,
+        PermissionDenied,
+        PackBusy,
+        PackInjectionFlagged,
+        PackSupersedesConflict,
+    ),
     idempotent=True,
 )
 async def create_pack(
@@ -344,7 +355,7 @@ async def list_diary_packs(
     response=PackList,
     scopes=READ,
     headers=("x-service-team-id",),
-    errors=(RequestInvalid, NotFound),
+    errors=(RequestInvalid, TeamRequired, TeamNotFound),
 )
 async def list_team_packs(request: web.Request, parsed: Parsed[None, PackCatalogQuery]) -> PackList:
     """The team catalogue: packs of every diary of the team of `x-service-team-id` (needs
@@ -525,7 +536,7 @@ async def diff_pack_by_cid(
     body=RenderRequest,
     response=RenderedPack,
     scopes=WRITE,
-    errors=(RequestInvalid, PackNotFound, PermissionDenied, Conflict),
+    errors=(RequestInvalid, PackNotFound, PermissionDenied, PackEntryDeleted),
 )
 async def preview_render(
     request: web.Request, parsed: Parsed[RenderRequest, None, PackPath]
@@ -548,7 +559,7 @@ async def preview_render(
     body=RenderRequest,
     response=RenderedPack,
     scopes=WRITE,
-    errors=(RequestInvalid, PackNotFound, PermissionDenied, Conflict),
+    errors=(RequestInvalid, PackNotFound, PermissionDenied, RenderBusy, PackEntryDeleted),
     idempotent=True,
 )
 async def render_pack(

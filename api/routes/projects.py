@@ -19,8 +19,10 @@ from api.idempotency import new_id, run_key
 from api.team_access import read_pool, require_membership, require_team, run_team_write
 from infra.repos import team_reads
 from schemas.errors import (
-    Conflict,
     PermissionDenied,
+    ProjectExists,
+    TeamChangeRunning,
+    TeamNotActive,
     TeamNotFound,
 )
 from schemas.teams import CreateProjectRequest, Project, ProjectCreate, ProjectList, TeamPath
@@ -39,7 +41,7 @@ TAG = "teams"
     path_params=TeamPath,
     body=CreateProjectRequest,
     response=Project,
-    errors=(TeamNotFound, PermissionDenied, Conflict),
+    errors=(TeamNotFound, PermissionDenied, TeamChangeRunning, TeamNotActive, ProjectExists),
     idempotent=True,
 )
 async def create_project(

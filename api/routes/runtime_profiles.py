@@ -33,12 +33,14 @@ from api.headers import TEAM_HEADER, require_team_header, team_header
 from api.idempotency import keyed_workflow_id, run_key
 from infra.repos import runtime_profiles as repo
 from schemas.errors import (
-    Conflict,
     FieldError,
     PermissionDenied,
     RequestInvalid,
     RuntimeProfileBusy,
+    RuntimeProfileChanged,
+    RuntimeProfileLimit,
     RuntimeProfileManageForbidden,
+    RuntimeProfileNameTaken,
     RuntimeProfileNotFound,
     TeamMismatch,
     TeamNotFound,
@@ -103,7 +105,14 @@ async def _loaded(request: web.Request, profile_id: UUID) -> RuntimeProfile:
     response=RuntimeProfile,
     scopes=WRITE,
     headers=(TEAM_HEADER,),
-    errors=(RequestInvalid, TeamNotFound, PermissionDenied, Conflict),
+    errors=(
+        RequestInvalid,
+        TeamNotFound,
+        PermissionDenied,
+        RuntimeProfileBusy,
+        RuntimeProfileLimit,
+        RuntimeProfileNameTaken,
+    ),
     idempotent=True,
 )
 async def create_runtime_profile(
@@ -191,7 +200,14 @@ async def get_runtime_profile(
     response=RuntimeProfile,
     scopes=WRITE,
     headers=(TEAM_HEADER,),
-    errors=(RequestInvalid, RuntimeProfileNotFound, PermissionDenied, Conflict),
+    errors=(
+        RequestInvalid,
+        RuntimeProfileNotFound,
+        PermissionDenied,
+        RuntimeProfileBusy,
+        RuntimeProfileNameTaken,
+        RuntimeProfileChanged,
+    ),
 )
 async def update_runtime_profile(
     request: web.Request, parsed: Parsed[UpdateRuntimeProfileRequest, None, RuntimeProfilePath]
@@ -227,7 +243,7 @@ async def update_runtime_profile(
     path_params=RuntimeProfilePath,
     scopes=WRITE,
     headers=(TEAM_HEADER,),
-    errors=(RuntimeProfileNotFound, PermissionDenied, Conflict),
+    errors=(RuntimeProfileNotFound, PermissionDenied, RuntimeProfileBusy),
 )
 async def delete_runtime_profile(
     request: web.Request, parsed: Parsed[None, None, RuntimeProfilePath]

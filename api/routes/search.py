@@ -38,7 +38,7 @@ from schemas.embedding import (
     SearchResponse,
     SearchWeights,
 )
-from schemas.errors import NotFound
+from schemas.errors import DiaryNotFound
 
 if TYPE_CHECKING:
     from infra.embeddings import OnnxEmbedder
@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
     response=SearchResponse,
     scopes=("diary:read",),
     rate_bucket="search",
-    errors=(NotFound,),
+    errors=(DiaryNotFound,),
     read_only=True,
 )
 async def search_diaries(request: web.Request, parsed: Parsed[SearchRequest]) -> SearchResponse:

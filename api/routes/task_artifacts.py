@@ -88,18 +88,22 @@ from schemas.artifacts import (
 )
 from schemas.errors import (
     ArtifactContentMissing,
+    ArtifactMetadataConflict,
     ArtifactNotFound,
+    AttemptFinished,
     AttemptNotFound,
-    Conflict,
-    Forbidden,
+    AttemptNotStarted,
+    NotClaimant,
     NotFound,
     PayloadTooLarge,
     PermissionDenied,
+    ProfileScopeDenied,
     RequestInvalid,
     TaskNotFound,
     TaskProposeForbidden,
     TeamNotActive,
     TeamNotFound,
+    TeamRequired,
     UnsupportedMediaType,
 )
 from schemas.kernel.attempts import is_claimant
@@ -247,7 +251,15 @@ async def _proposing_team(request: web.Request, team_id: UUID) -> None:
     scopes=("task:write",),
     headers=(TEAM_HEADER,),
     rate_bucket=UPLOAD_BUCKET,
-    errors=(NotFound, PermissionDenied, Conflict, PayloadTooLarge, UnsupportedMediaType),
+    errors=(
+        TeamRequired,
+        TeamNotFound,
+        PermissionDenied,
+        TaskProposeForbidden,
+        TeamNotActive,
+        PayloadTooLarge,
+        UnsupportedMediaType,
+    ),
 )
 async def stage_task_artifact(
     request: web.Request, parsed: Parsed[None, StageQuery]
@@ -293,8 +305,11 @@ async def stage_task_artifact(
     errors=(
         TaskNotFound,
         AttemptNotFound,
-        Forbidden,
-        Conflict,
+        NotClaimant,
+        ProfileScopeDenied,
+        AttemptNotStarted,
+        AttemptFinished,
+        ArtifactMetadataConflict,
         PayloadTooLarge,
         UnsupportedMediaType,
     ),

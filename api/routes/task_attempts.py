@@ -52,18 +52,21 @@ from infra.repos.task_reads import AttemptTarget, ClaimTarget
 from schemas.base import Payload
 from schemas.errors import (
     AgentsOnly,
+    AttemptFinished,
     AttemptNotFound,
+    AttemptNotStarted,
     ClaimConditionUnmet,
-    Conflict,
     FieldError,
     Forbidden,
     InternalError,
     InvalidSignature,
     JsonNotCanonical,
+    NotClaimant,
     NotFound,
     OutputCidMismatch,
     PermissionDenied,
     RequestInvalid,
+    TaskFinished,
     TaskNotFound,
     TaskNotQueued,
     TaskOutputInvalid,
@@ -115,7 +118,16 @@ CLAIM_SCOPES = ("task:claim",)
 EXECUTE_SCOPES = ("task:execute",)
 MANAGE_SCOPES = ("task:manage",)
 TRACEPARENT_HEADER = "traceparent"
-REPORT_ERRORS = (RequestInvalid, TaskNotFound, AttemptNotFound, PermissionDenied, Conflict)
+REPORT_ERRORS = (
+    RequestInvalid,
+    TaskNotFound,
+    AttemptNotFound,
+    PermissionDenied,
+    NotClaimant,
+    AttemptNotStarted,
+    AttemptFinished,
+    TaskFinished,
+)
 
 ResultT = TypeVar("ResultT", bound=Payload)
 
@@ -199,7 +211,7 @@ async def _task_view(request: web.Request, task_id: UUID) -> Task:
     body=ClaimRequest,
     response=ClaimResponse,
     scopes=CLAIM_SCOPES,
-    errors=(TaskNotFound, PermissionDenied, Conflict),
+    errors=(TaskNotFound, PermissionDenied, TaskNotQueued, ClaimConditionUnmet),
     idempotent=True,
 )
 async def claim_task(
@@ -303,7 +315,7 @@ async def _claim_profile(
     body=HeartbeatRequest,
     response=HeartbeatResponse,
     scopes=EXECUTE_SCOPES,
-    errors=(TaskNotFound, AttemptNotFound, PermissionDenied, Conflict),
+    errors=(TaskNotFound, AttemptNotFound, PermissionDenied, NotClaimant, AttemptFinished),
 )
 async def heartbeat_attempt(
     request: web.Request, parsed: Parsed[HeartbeatRequest, None, AttemptPath]
@@ -539,7 +551,7 @@ async def _report(request: web.Request, path: AttemptPath, update: str, command:
     body=CancelRequest,
     response=Task,
     scopes=MANAGE_SCOPES,
-    errors=(RequestInvalid, TaskNotFound, PermissionDenied, Conflict),
+    errors=(RequestInvalid, TaskNotFound, PermissionDenied, TaskFinished),
     idempotent=True,  # a decision: repeated, it answers the cancelled task
 )
 async def cancel_task(request: web.Request, parsed: Parsed[CancelRequest, None, TaskPath]) -> Task:

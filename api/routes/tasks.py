@@ -80,21 +80,23 @@ from infra.repos import runtime_profiles, task_reads
 from infra.repos.task_messages import AppendRefused, append_messages
 from schemas.errors import (
     ArtifactNotStaged,
+    AttemptFinished,
     AttemptNotFound,
     ClaimConditionTaskNotFound,
-    Conflict,
     ContinuationProjectMismatch,
     ContinuationSourceNotCompleted,
     ContinuationSourceNotFound,
     ContinuationTeamMismatch,
     ContinuationTypeMismatch,
+    DiaryNotFound,
     DomainError,
     FieldError,
     GrantInProgress,
     IdempotencyKeyFailed,
     InternalError,
-    NotFound,
+    NotClaimant,
     PermissionDenied,
+    ProfileScopeDenied,
     ProjectNotFound,
     ProvenanceDiaryUnreadable,
     ReferenceDuplicate,
@@ -106,8 +108,11 @@ from schemas.errors import (
     TaskInputInvalid,
     TaskManageForbidden,
     TaskNotFound,
+    TaskOwnerGone,
     TaskProposeForbidden,
     TeamMismatch,
+    TeamNotFound,
+    TeamRequired,
 )
 from schemas.kernel.cids import json_cid
 from schemas.kernel.cursors import Keyset
@@ -204,7 +209,13 @@ async def list_task_schemas(request: web.Request, parsed: Parsed) -> TaskSchemaL
     response=Task,
     scopes=("task:write",),
     headers=TEAM_HEADER_DOC,
-    errors=(RequestInvalid, PermissionDenied, NotFound, Conflict),
+    errors=(
+        RequestInvalid,
+        PermissionDenied,
+        DiaryNotFound,
+        TaskOwnerGone,
+        IdempotencyKeyFailed,
+    ),
     # SPEC 4.5's own rule (a key names a task row: 201 with it again), not `api.flows`'
     idempotent=True,
 )
@@ -475,7 +486,7 @@ def _traceparent() -> str | None:
     response=TaskList,
     scopes=("task:read",),
     headers=TEAM_HEADER_DOC,
-    errors=(RequestInvalid, NotFound),
+    errors=(RequestInvalid, TeamRequired, TeamNotFound),
 )
 async def list_tasks(
     request: web.Request, parsed: Parsed[None, TaskListQuery]
@@ -606,7 +617,7 @@ def _grant_tuple(task_id: UUID, grant: TaskGrantRequest) -> RelationTuple:
     response=TaskGrant,
     scopes=("task:manage",),
     headers=TEAM_HEADER_DOC,
-    errors=(TaskNotFound, PermissionDenied, Conflict),
+    errors=(TaskNotFound, PermissionDenied, GrantInProgress),
     idempotent=True,
 )
 async def create_task_grant(
@@ -667,7 +678,7 @@ async def list_task_grants(
     response=TaskGrantRevoked,
     scopes=("task:manage",),
     headers=TEAM_HEADER_DOC,
-    errors=(TaskNotFound, PermissionDenied, Conflict),
+    errors=(TaskNotFound, PermissionDenied, GrantInProgress),
 )
 async def revoke_task_grant(
     request: web.Request, parsed: Parsed[TaskGrantRequest, None, TaskPath]
@@ -709,7 +720,15 @@ def _search(task: Task) -> list[SearchAttributePair[Any]]:
     response=MessagesAppended,
     scopes=("task:execute",),
     headers=TEAM_HEADER_DOC,
-    errors=(RequestInvalid, TaskNotFound, AttemptNotFound, PermissionDenied, Conflict),
+    errors=(
+        RequestInvalid,
+        TaskNotFound,
+        AttemptNotFound,
+        PermissionDenied,
+        NotClaimant,
+        ProfileScopeDenied,
+        AttemptFinished,
+    ),
 )
 async def append_task_messages(
     request: web.Request, parsed: Parsed[AppendMessagesRequest, None, AttemptPath]

@@ -23,10 +23,13 @@ from api.team_access import read_pool, require_team, run_team_write
 from infra.repos import team_reads
 from schemas import limits
 from schemas.errors import (
-    Conflict,
-    Gone,
+    AlreadyMember,
+    InviteExhausted,
+    InviteExpired,
     InviteNotFound,
     PermissionDenied,
+    TeamChangeRunning,
+    TeamNotActive,
     TeamNotFound,
 )
 from schemas.teams import (
@@ -65,7 +68,7 @@ TAG = "teams"
     path_params=TeamPath,
     body=CreateInviteRequest,
     response=Invite,
-    errors=(TeamNotFound, PermissionDenied, Conflict),
+    errors=(TeamNotFound, PermissionDenied, TeamChangeRunning, TeamNotActive),
     idempotent=True,
 )
 async def create_team_invite(
@@ -140,7 +143,14 @@ async def delete_team_invite(
     tag=TAG,
     body=JoinRequest,
     response=Joined,
-    errors=(InviteNotFound, Conflict, Gone),
+    errors=(
+        InviteNotFound,
+        AlreadyMember,
+        TeamChangeRunning,
+        TeamNotActive,
+        InviteExpired,
+        InviteExhausted,
+    ),
     idempotent=True,  # a decision: repeated, the membership it reached answers 200
 )
 async def join_team(request: web.Request, parsed: Parsed[JoinRequest]) -> Joined:

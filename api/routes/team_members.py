@@ -25,9 +25,12 @@ from api.team_access import (
     visible_team,
 )
 from schemas.errors import (
-    Conflict,
     NotATeamMember,
+    OwnerRequired,
     PermissionDenied,
+    TeamChangeRunning,
+    TeamLastOwner,
+    TeamNotActive,
     TeamNotFound,
 )
 from schemas.teams import (
@@ -76,7 +79,15 @@ async def list_team_members(
     path_params=MemberPath,
     body=UpdateMemberRequest,
     response=TeamMember,
-    errors=(TeamNotFound, NotATeamMember, PermissionDenied, Conflict),
+    errors=(
+        TeamNotFound,
+        NotATeamMember,
+        PermissionDenied,
+        OwnerRequired,
+        TeamChangeRunning,
+        TeamNotActive,
+        TeamLastOwner,
+    ),
 )
 async def update_team_member(
     request: web.Request, parsed: Parsed[UpdateMemberRequest, None, MemberPath]
@@ -107,7 +118,15 @@ async def update_team_member(
     tag=TAG,
     path_params=MemberPath,
     response=Deleted,
-    errors=(TeamNotFound, NotATeamMember, PermissionDenied, Conflict),
+    errors=(
+        TeamNotFound,
+        NotATeamMember,
+        PermissionDenied,
+        OwnerRequired,
+        TeamChangeRunning,
+        TeamNotActive,
+        TeamLastOwner,
+    ),
 )
 async def remove_team_member(
     request: web.Request, parsed: Parsed[None, None, MemberPath]

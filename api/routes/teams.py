@@ -36,11 +36,14 @@ from api.team_access import (
 from infra.repos import team_reads
 from infra.repos.team_reads import MembershipRow, TeamRow
 from schemas.errors import (
-    Conflict,
     CreatorListedAsFounder,
     DomainError,
     FieldError,
     PermissionDenied,
+    TeamChangeRunning,
+    TeamHasDiaries,
+    TeamInUse,
+    TeamNotActive,
     TeamNotFound,
     TeamNotFounding,
 )
@@ -158,7 +161,7 @@ async def list_teams(request: web.Request, parsed: Parsed) -> TeamList:
     also=((202, "Founding: the team waits for every founding member to accept"),),
     body=CreateTeamRequest,
     response=Team,
-    errors=(Conflict,),
+    errors=(TeamChangeRunning,),
     idempotent=True,
 )
 async def create_team(
@@ -256,7 +259,14 @@ async def get_team(request: web.Request, parsed: Parsed[None, None, TeamPath]) -
     tag=TAG,
     path_params=TeamPath,
     response=Deleted,
-    errors=(TeamNotFound, PermissionDenied, Conflict),
+    errors=(
+        TeamNotFound,
+        PermissionDenied,
+        TeamChangeRunning,
+        TeamNotActive,
+        TeamHasDiaries,
+        TeamInUse,
+    ),
 )
 async def delete_team(request: web.Request, parsed: Parsed[None, None, TeamPath]) -> Deleted:
     """Delete a team (owners only). Personal teams stay; a team that owns diaries is a 409."""
@@ -276,7 +286,7 @@ async def delete_team(request: web.Request, parsed: Parsed[None, None, TeamPath]
     tag=TAG,
     path_params=TeamPath,
     response=FoundingAccepted,
-    errors=(TeamNotFound, Conflict),
+    errors=(TeamNotFound, TeamNotFounding),
     idempotent=True,  # a decision: repeated, it answers the acceptance already recorded
 )
 async def accept_founding(

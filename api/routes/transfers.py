@@ -46,15 +46,18 @@ from infra.repos.transfers import (
     transfers_of_diary,
 )
 from schemas.errors import (
-    Conflict,
     DiaryNotFound,
+    DiaryTransferAlreadyResolved,
     DiaryTransferNotFound,
+    DiaryTransferNotReady,
     DiaryTransferPending,
+    DiaryTransferStale,
+    DiaryTransferTeamNotActive,
     NotDestinationOwner,
-    NotFound,
     NotTeamOwner,
     PermissionDenied,
     RequestInvalid,
+    TeamNotFound,
 )
 from schemas.transfers import (
     TRANSFER_STORED,
@@ -77,7 +80,16 @@ routes = web.RouteTableDef()
 TAG = "transfers"
 CHANGE_SCOPES = ("diary:share",)
 READ_SCOPES = ("diary:read",)
-DECIDE_ERRORS = (DiaryNotFound, DiaryTransferNotFound, PermissionDenied, Conflict)
+DECIDE_ERRORS = (
+    DiaryNotFound,
+    DiaryTransferNotFound,
+    PermissionDenied,
+    NotDestinationOwner,
+    DiaryTransferAlreadyResolved,
+    DiaryTransferNotReady,
+    DiaryTransferTeamNotActive,
+    DiaryTransferStale,
+)
 
 
 # --- propose -----------------------------------------------------------------------------------
@@ -93,7 +105,15 @@ DECIDE_ERRORS = (DiaryNotFound, DiaryTransferNotFound, PermissionDenied, Conflic
     body=TransferCreateRequest,
     response=Transfer,
     scopes=CHANGE_SCOPES,
-    errors=(DiaryNotFound, PermissionDenied, RequestInvalid, Conflict),
+    errors=(
+        DiaryNotFound,
+        PermissionDenied,
+        NotTeamOwner,
+        RequestInvalid,
+        DiaryTransferPending,
+        DiaryTransferTeamNotActive,
+        DiaryTransferStale,
+    ),
     idempotent=True,
 )
 async def create_transfer(
@@ -257,7 +277,7 @@ async def _visible_transfer(request: web.Request, path: TransferPath) -> Transfe
     query=WaitingTransfersQuery,
     response=TransferList,
     scopes=READ_SCOPES,
-    errors=(NotFound,),
+    errors=(TeamNotFound,),
 )
 async def list_pending_transfers(
     request: web.Request, parsed: Parsed[None, WaitingTransfersQuery]
