@@ -26,6 +26,7 @@ from schemas.errors import (
     HeaderFieldsTooLarge,
     IdempotencyKeyReused,
     InternalError,
+    InvalidIdempotencyKey,
     MissingScope,
     PayloadTooLarge,
     Problem,
@@ -100,7 +101,7 @@ def _errors(spec: EndpointSpec) -> list[type[DomainError]]:
     if spec.body is not None and not spec.manual_body:
         implied += [UnsupportedMediaType, PayloadTooLarge]
     if spec.idempotent:
-        implied.append(IdempotencyKeyReused)
+        implied += [IdempotencyKeyReused, InvalidIdempotencyKey]
     if spec.auth != "none":
         implied += AUTHENTICATION_REFUSALS
         implied.append(ServiceUnavailable)

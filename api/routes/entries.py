@@ -38,7 +38,10 @@ from schemas.errors import (
     RelationNotFound,
     RequestInvalid,
     SelfRelation,
+    SignatureCidMismatch,
     SignatureRequired,
+    SigningRequestInvalid,
+    SigningRequestNotFound,
     SigningRequestUsed,
 )
 from schemas.identity import Done
@@ -135,7 +138,16 @@ def _split(value: str | None) -> list[str] | None:
     body=EntryCreateRequest,
     response=Entry,
     scopes=("diary:write",),
-    errors=(DiaryNotFound, PermissionDenied, EntryBusy, ChainConflict, SigningRequestUsed),
+    errors=(
+        DiaryNotFound,
+        PermissionDenied,
+        EntryBusy,
+        ChainConflict,
+        SigningRequestUsed,
+        SigningRequestNotFound,
+        SigningRequestInvalid,
+        SignatureCidMismatch,
+    ),
     idempotent=True,
 )
 async def create_entry(

@@ -148,7 +148,7 @@ async def get_group(request: web.Request, parsed: Parsed[None, None, GroupPath])
     tag=TAG,
     path_params=GroupPath,
     response=Deleted,
-    errors=(GroupNotFound, PermissionDenied),
+    errors=(GroupNotFound, PermissionDenied, TeamChangeRunning),
 )
 async def delete_group(request: web.Request, parsed: Parsed[None, None, GroupPath]) -> Deleted:
     """Delete a group and every grant made to it."""

@@ -122,7 +122,7 @@ async def list_team_invites(
     tag=TAG,
     path_params=InvitePath,
     response=Deleted,
-    errors=(TeamNotFound, InviteNotFound, PermissionDenied),
+    errors=(TeamNotFound, InviteNotFound, PermissionDenied, TeamChangeRunning),
 )
 async def delete_team_invite(
     request: web.Request, parsed: Parsed[None, None, InvitePath]

@@ -46,6 +46,7 @@ from schemas.errors import (
     TeamNotActive,
     TeamNotFound,
     TeamNotFounding,
+    UnknownSubject,
 )
 from schemas.principals import Principal
 from schemas.teams import (
@@ -161,7 +162,7 @@ async def list_teams(request: web.Request, parsed: Parsed) -> TeamList:
     also=((202, "Founding: the team waits for every founding member to accept"),),
     body=CreateTeamRequest,
     response=Team,
-    errors=(TeamChangeRunning,),
+    errors=(TeamChangeRunning, CreatorListedAsFounder, UnknownSubject),
     idempotent=True,
 )
 async def create_team(

@@ -51,6 +51,8 @@ from schemas.errors import (
     DiaryTransferNotFound,
     DiaryTransferNotReady,
     DiaryTransferPending,
+    DiaryTransferPersonalTeam,
+    DiaryTransferSameTeam,
     DiaryTransferStale,
     DiaryTransferTeamNotActive,
     NotDestinationOwner,
@@ -113,6 +115,8 @@ DECIDE_ERRORS = (
         DiaryTransferPending,
         DiaryTransferTeamNotActive,
         DiaryTransferStale,
+        DiaryTransferSameTeam,
+        DiaryTransferPersonalTeam,
     ),
     idempotent=True,
 )
