@@ -138,10 +138,11 @@ $$;
 -- whose identifier is rare for the scope (`link_max_carriers`, never above $11). A follow-up
 -- written as "closed OPS-2697" shares no other word with the question its incident answers.
 -- Each lexeme is quoted into a tsquery only after the pattern has ruled out every character
--- but [a-z0-9._-]. Driven from the identifiers, each counted and looked up once in the tsv
--- index (at most $11 + 1 carriers each) however many candidates carry it: joined the other way,
--- the planner walked the primary key over the whole scope (13 s at a million entries, with no
--- identifier at all: bench/scale.py).
+-- but [a-z0-9._-]. Driven from the identifiers: each is looked up once in the tsv index
+-- however many candidates carry it, its carriers in the scope (one more than a rare identifier
+-- may have) counted and, when rare, read again by id through the filters. Joined the other
+-- way, the planner walked the primary key over the whole scope (13 s at a million entries,
+-- with no identifier at all: bench/scale.py).
 CREATE FUNCTION search_links(
     seed_ids uuid[], diary_ids uuid[], tags text[], exclude_tags text[], entry_types text[],
     exclude_superseded boolean, exclude_suspicious boolean, created_before timestamptz,
@@ -156,28 +157,27 @@ WITH identifiers AS MATERIALIZED (
       AND l.lexeme ~ '[0-9]{3}'
       AND l.lexeme ~ '^[a-z0-9._-]+$'
 ), rare AS MATERIALIZED (
-    SELECT i.lexeme, i.q, c.carriers
-    FROM (
-        SELECT DISTINCT d.lexeme, ('''' || d.lexeme || '''')::tsquery AS q FROM identifiers d
-    ) i
+    SELECT i.lexeme, c.ids
+    FROM (SELECT DISTINCT d.lexeme FROM identifiers d) i
     CROSS JOIN LATERAL (
-        SELECT count(*)::integer AS carriers FROM (
-            SELECT 1 FROM diary_entries e WHERE e.tsv @@ i.q AND e.diary_id = ANY($2)
+        SELECT array_agg(e.id) AS ids FROM (
+            SELECT e.id FROM diary_entries e
+            WHERE e.tsv @@ ('''' || i.lexeme || '''')::tsquery AND e.diary_id = ANY($2)
             LIMIT $11 + 1
-        ) AS carrying
+        ) AS e
     ) c
-    WHERE c.carriers <= $11
-), linked AS MATERIALIZED (
-    SELECT e.id, r.lexeme, r.carriers
-    FROM rare r
-    CROSS JOIN LATERAL (
-        SELECT s.id FROM search_scope($2, $3, $4, $5, $6, $7, $8, $9, $10) s
-        WHERE s.tsv @@ r.q
-    ) e
+    WHERE cardinality(c.ids) <= $11
+), linkable AS MATERIALIZED (
+    -- the carriers that pass the filters, read by id all at once (joined per identifier, the
+    -- planner walked the scope's diary index once for each)
+    SELECT s.id
+    FROM search_scope($2, $3, $4, $5, $6, $7, $8, $9, $10) s
+    WHERE s.id = ANY(ARRAY(SELECT DISTINCT unnest(r.ids) FROM rare r))
 )
-SELECT l.id, i.seed_id, min(l.carriers) AS carriers
-FROM linked l
-JOIN identifiers i ON i.lexeme = l.lexeme
+SELECT l.id, i.seed_id, min(cardinality(r.ids))::integer AS carriers
+FROM rare r
+JOIN identifiers i ON i.lexeme = r.lexeme
+JOIN linkable l ON l.id = ANY(r.ids)
 WHERE l.id <> i.seed_id
 GROUP BY l.id, i.seed_id
 $$;
