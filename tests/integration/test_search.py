@@ -515,6 +515,33 @@ async def test_only_the_seeds_identifiers_link(
     assert lesser_followup not in ids_of(outcome)
 
 
+def test_the_links_kept_are_the_seeds_rare_ones_at_most_limit_by_id() -> None:
+    """What the search keeps of the links the statement found for every candidate."""
+    best, lesser = uuid.UUID(int=1), uuid.UUID(int=2)
+    found = [uuid.UUID(int=n) for n in range(10, 16)]
+    most = ranking.link_max_carriers(1_000)
+    links = [
+        (found[1], lesser, 2),  # a lesser candidate's identifier: not the seed's
+        (found[5], best, 2),
+        (found[0], best, most + 1),  # carried too widely for this scope
+        (found[3], best, 2),
+        (found[2], best, most),
+        (found[4], best, 2),
+        (lesser, best, 2),  # a candidate already: keeps its own relevance
+    ]
+    head = {
+        "scoped_rows": 1_000,
+        "link_ids": [entry_id for entry_id, _, _ in links],
+        "link_seed_ids": [seed for _, seed, _ in links],
+        "link_carriers": [carriers for _, _, carriers in links],
+    }
+
+    kept = search_repo.linked_entries(head, {best: 1.0, lesser: 0.5}, limit=3)
+
+    # the first three by id of the seed's rare links (the candidate among them dropped after)
+    assert kept == {found[2]: best, found[3]: best}
+
+
 # --- search_type -------------------------------------------------------------------------------
 
 
