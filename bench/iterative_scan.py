@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/iterative_scan.py [--rows 100000] [--queries 40]
 
-The shipped plan (`infra/repos/search.py`, `choose_vector_plan`) searches a scope of up to
+The shipped plan (`search_vector_plan`, migration 0030) searches a scope of up to
 10 000 rows exactly and a larger one through HNSW with `hnsw.ef_search` raised by the scope's
 share of the table (pgvector 0.6 filters after the scan), recomputed exactly when the scan comes
 back short. pgvector 0.8 can instead keep scanning the index until enough rows pass the filter
@@ -119,13 +119,31 @@ async def load(pool: Any, rows: int, rng: np.random.Generator) -> dict[str, Any]
 
 
 async def shipped(conn: Any, vector: NDArray[np.float32], filters: Any) -> list[uuid.UUID]:
-    from infra.db import Q
-    from infra.repos.search import _plan_inputs, choose_vector_plan, vector_arm
+    """The search's own statement with the vector arm alone (no query text), on pgvector 0.8."""
+    from dataclasses import replace
 
-    inputs = await _plan_inputs(conn, "", filters)
-    plan = choose_vector_plan(inputs.scoped_rows, inputs.table_rows, 2 * filters.limit)
-    await conn.execute(Q.search_custom_plans)
-    return [entry_id for entry_id, _ in await vector_arm(conn, vector, filters, plan)]
+    from infra.db import Q
+    from infra.repos.search import outcome_of, search_args
+
+    alone = replace(filters, mode="vector")
+    rows = await conn.fetch(Q.search_diaries, *search_args("", vector, alone, iterative=True))
+    return outcome_of(rows, alone).vector_ids or []
+
+
+async def shipped_plan(conn: Any, filters: Any, scoped_rows: int | None = None) -> Any:
+    """The plan the search chooses for the scope (counted unless given), on pgvector 0.8."""
+    from infra.repos.search import choose_vector_plan
+
+    if scoped_rows is None:
+        scoped_rows = await conn.fetchval(
+            "SELECT count(*) FROM diary_entries WHERE diary_id = ANY($1)", list(filters.diary_ids)
+        )
+    table_rows = await conn.fetchval(
+        "SELECT reltuples::bigint FROM pg_class WHERE oid = 'diary_entries'::regclass"
+    )
+    return await choose_vector_plan(
+        conn, scoped_rows, table_rows, 2 * filters.limit, iterative=True
+    )
 
 
 def iterative(order: str, ef_search: int | None) -> Callable[..., Awaitable[list[uuid.UUID]]]:
@@ -134,17 +152,15 @@ def iterative(order: str, ef_search: int | None) -> Callable[..., Awaitable[list
 
     async def arm(conn: Any, vector: NDArray[np.float32], filters: Any) -> list[uuid.UUID]:
         from infra.db import Q
-        from infra.repos.search import _filter_args, _plan_inputs, choose_vector_plan
+        from infra.repos.search import _filter_args
         from schemas import limits
 
         ef = ef_search
         if ef is None:
-            inputs = await _plan_inputs(conn, "", filters)
-            plan = choose_vector_plan(inputs.scoped_rows, inputs.table_rows, 2 * filters.limit)
-            ef = plan.ef_search or limits.SEARCH_HNSW_EF_MIN
-        await conn.execute(Q.search_custom_plans)
+            ef = (await shipped_plan(conn, filters)).ef_search or limits.SEARCH_HNSW_EF_MIN
+        await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
         await conn.execute("SELECT set_config('hnsw.iterative_scan', $1, true)", order)
-        await conn.execute(Q.search_set_ef_search, ef)
+        await conn.execute("SELECT set_config('hnsw.ef_search', $1::integer::text, true)", ef)
         rows = await conn.fetch(
             Q.search_vector_hnsw, vector, *_filter_args(filters), 2 * filters.limit
         )
@@ -171,7 +187,6 @@ async def exact(conn: Any, vector: NDArray[np.float32], filters: Any) -> list[uu
 
 
 async def compare(pool: Any, corpus: dict[str, Any], queries: int) -> dict[str, Any]:
-    from infra.repos.search import choose_vector_plan
     from schemas.embedding import SearchFilters
 
     rng = np.random.default_rng(11)
@@ -203,7 +218,8 @@ async def compare(pool: Any, corpus: dict[str, Any], queries: int) -> dict[str, 
                 if i >= 3:  # warm-up
                     latencies[variant].append(elapsed)
                 found[variant] += len(set(ids) & set(truth))
-        plan = choose_vector_plan(SCOPES[name], corpus["table_rows"], 2 * LIMIT)
+        async with pool.acquire() as conn:
+            plan = await shipped_plan(conn, filters, SCOPES[name])
         report[name] = {
             "scope_rows": SCOPES[name],
             "shipped_plan": {"method": plan.method, "ef_search": plan.ef_search},

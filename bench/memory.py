@@ -550,7 +550,7 @@ async def exact_plan_nodes(pool: Any, vector: NDArray[np.float32], diary: uuid.U
     from schemas import limits
 
     async with pool.acquire() as conn, conn.transaction():
-        await conn.execute(Q.search_custom_plans)
+        await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
         rows = await conn.fetch(
             "EXPLAIN " + Q.search_vector_exact,
             vector, [diary], [], [], [], False, False, None, None, None,

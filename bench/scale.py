@@ -531,7 +531,7 @@ async def explain_team(pool: Any, layout: Layout, query: str, vector: Any) -> li
     filters: tuple[Any, ...] = ([], [], [], False, False, None, None, None)  # $3..$10: none
     lines: list[str] = []
     async with pool.acquire() as conn, conn.transaction(readonly=True):
-        await conn.execute(Q.search_custom_plans)
+        await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
         for label, sql, args in (
             ("vector exact", Q.search_vector_exact,
              (vector, team, *filters, limits.SEARCH_MAX_COSINE_DISTANCE, 20)),

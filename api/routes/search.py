@@ -9,9 +9,9 @@ The scope:
   diaries of other teams are not included: cross-diary search is the caller's own memory, and
   other teams' open diaries are one `diaryId` (or the public feed search) away.
 
-The API embeds the query itself, in a thread, while Postgres sizes the scope and runs the
-full-text arm: a search reads and never starts a workflow. When the query cannot be embedded
-the search degrades to full text (`search_type: fulltext`).
+The API embeds the query itself, in a thread, then sends the search as one statement
+(infra/repos/search.py): a search reads and never starts a workflow. When the query cannot be
+embedded the search degrades to full text (`search_type: fulltext`).
 """
 
 from __future__ import annotations

@@ -13,22 +13,28 @@ negation (`-word`) keeps only entries that match its full-text query. `mode` (`v
 `fulltext`) runs one arm alone, to measure it. `as_of` reads the scope as it stood at an instant:
 entries created by then, superseded as they were then (migration 0021).
 
-The vector arm's plan is chosen per scope, because pgvector 0.6 applies `WHERE diary_id = ANY`
-*after* its HNSW scan, which yields at most `hnsw.ef_search` rows: a scope that is a small share
-of the table would get few or none of its true neighbours (`choose_vector_plan`).
+A search is one statement, `search_diaries` (migration 0030): it sizes the scope, chooses the
+vector arm's plan, runs both arms, finds the identifier links of *every* candidate and returns
+the rows of every entry found, in one snapshot and one round trip. What needs the fused
+relevance stays here, in `schemas.ranking`: fusion, the choice of the links' seed among the
+candidates (`link_seeds`) and the ranking. The query vector may still be computing when the
+search is called; it is awaited before the statement is sent.
 
-Everything runs in one read-only repeatable-read transaction, so both arms and the final read
-see one snapshot. The query vector may still be computing when the search starts: the scope is
-sized and the full-text arm runs meanwhile.
+The vector arm's plan is chosen per scope (`search_vector_plan` in 0030), because pgvector 0.6
+applies `WHERE diary_id = ANY` *after* its HNSW scan, which yields at most `hnsw.ef_search`
+rows: a scope that is a small share of the table would get few or none of its true neighbours.
+Where pgvector is 0.8 or later (`iterative_scan`, read once per pool), a large scope too thin
+for that is searched with its iterative scan instead of exactly.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
+import re
+import weakref
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 from uuid import UUID
 
 import asyncpg
@@ -44,35 +50,66 @@ Vector = Sequence[float] | NDArray[np.float32]
 QueryVector = Vector | Awaitable[Vector | None] | None
 """The query's embedding, or an awaitable of it (None: embedding failed, full text only)."""
 
+ITERATIVE_SCAN_SINCE: Final = (0, 8)
+"""The first pgvector with `hnsw.iterative_scan` (0.6 rejects the setting: its prefix is
+reserved)."""
+
 
 # --- the plan of the vector arm -------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class VectorPlan:
-    """Exact search over the scope, or HNSW with `ef_search` candidates kept per scan."""
+    """Exact search over the scope, or HNSW with `ef_search` candidates kept per scan
+    (`iterative`: pgvector 0.8's iterative scan, which scans on until enough pass the filters)."""
 
-    method: Literal["exact", "hnsw"]
+    method: Literal["exact", "hnsw", "iterative"]
     ef_search: int | None = None
     reason: str = ""
 
 
-def choose_vector_plan(scoped_rows: int, table_rows: int, wanted: int) -> VectorPlan:
-    """Exact for a small scope; HNSW for a large one, unless it is too thin a slice of the table.
+def _plan_limits(iterative: bool) -> tuple[Any, ...]:
+    """The limits of `search_vector_plan`, where the rule is written (migration 0030)."""
+    return (
+        limits.SEARCH_EXACT_SCOPE_MAX_ROWS,
+        limits.SEARCH_HNSW_EF_MARGIN,
+        limits.SEARCH_HNSW_EF_MIN,
+        limits.SEARCH_HNSW_EF_MAX,
+        limits.SEARCH_HNSW_ITERATIVE_EF if iterative else None,
+    )
 
-    `scoped_rows` is exact up to `SEARCH_EXACT_SCOPE_MAX_ROWS` (counted) and the planner's
-    estimate above it. The HNSW scan keeps `ef` rows of the whole table, of which about
-    `ef × share` fall inside the scope; ef is chosen so that this is `SEARCH_HNSW_EF_MARGIN ×`
-    the rows wanted. When even pgvector's largest ef cannot deliver that, exact search is the
-    only correct plan (and a short HNSW answer falls back to it anyway, see `vector_arm`).
-    """
-    if scoped_rows <= limits.SEARCH_EXACT_SCOPE_MAX_ROWS:
-        return VectorPlan("exact", reason="small scope")
-    share = min(1.0, scoped_rows / table_rows) if table_rows > 0 else 1.0
-    ef = math.ceil(limits.SEARCH_HNSW_EF_MARGIN * wanted / share)
-    if ef > limits.SEARCH_HNSW_EF_MAX:
-        return VectorPlan("exact", reason="scope too thin a share of the table for HNSW")
-    return VectorPlan("hnsw", ef_search=max(limits.SEARCH_HNSW_EF_MIN, ef), reason="large scope")
+
+async def choose_vector_plan(
+    db: asyncpg.Pool | asyncpg.Connection,
+    scoped_rows: int,
+    table_rows: int,
+    wanted: int,
+    *,
+    iterative: bool,
+) -> VectorPlan:
+    """The plan a search chooses for `scoped_rows` of a table of `table_rows` (for tests and
+    benchmarks: the search itself asks inside its statement, where the scope is sized)."""
+    row = await db.fetchrow(
+        Q.search_vector_plan, scoped_rows, table_rows, wanted, *_plan_limits(iterative)
+    )
+    return VectorPlan(row["method"], row["ef_search"], row["reason"])
+
+
+# per pool, not per process: a test process holds pools on servers with either pgvector
+_ITERATIVE_SCAN: weakref.WeakKeyDictionary[asyncpg.Pool, bool] = weakref.WeakKeyDictionary()
+
+
+async def iterative_scan(pool: asyncpg.Pool) -> bool:
+    """Whether the pool's database has pgvector's iterative index scans: read on the pool's
+    first search with a vector and kept for the pool's life (a process opens its pools when it
+    starts: `ALTER EXTENSION vector UPDATE` is seen by the processes started after it)."""
+    known = _ITERATIVE_SCAN.get(pool)
+    if known is None:
+        version = await pool.fetchval(Q.search_vector_version)
+        release = re.match(r"(\d+)\.(\d+)", version or "")
+        known = release is not None and ((int(release[1]), int(release[2])) >= ITERATIVE_SCAN_SINCE)
+        _ITERATIVE_SCAN[pool] = known
+    return known
 
 
 def search_type_of(vector_ran: bool, fulltext_ran: bool) -> SearchType:
@@ -123,16 +160,8 @@ class SearchOutcome:
         return list(self.linked)
 
 
-@dataclass(frozen=True, slots=True)
-class _PlanInputs:
-    scoped_rows: int
-    table_rows: int
-    has_lexemes: bool
-    negated: bool
-
-
 class SearchRepo:
-    """Hybrid search on a (read-only) pool; one call is one transaction."""
+    """Hybrid search on a (read-only) pool; one call is one statement."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -140,39 +169,53 @@ class SearchRepo:
     async def search(
         self, query: str, query_vector: QueryVector, filters: SearchFilters
     ) -> SearchOutcome:
+        vector = None if filters.mode == "fulltext" else await _resolve(query_vector)
         if not filters.diary_ids:  # the caller reads no diary: nothing to search
-            embedded = filters.mode != "fulltext" and await _resolve(query_vector) is not None
+            embedded = vector is not None
             return SearchOutcome(
                 hits=[],
                 search_type=search_type_of(embedded, filters.mode != "vector" or not embedded),
             )
-        async with (
-            self._pool.acquire() as conn,
-            conn.transaction(isolation="repeatable_read", readonly=True),
-        ):
-            await conn.execute(Q.search_custom_plans)
-            inputs = await _plan_inputs(conn, query, filters)
-            plan: VectorPlan | None = None
-            vector: list[tuple[UUID, float]] | None = None
-            if filters.mode == "vector":  # the vector arm first: without it, full text after all
-                vector, plan = await _vector_candidates(conn, query_vector, filters, inputs)
-            run_fulltext = inputs.has_lexemes and (filters.mode != "vector" or vector is None)
-            fulltext_ids = await fulltext_arm(conn, query, filters) if run_fulltext else None
-            if filters.mode == "hybrid":  # the query vector computed meanwhile
-                vector, plan = await _vector_candidates(conn, query_vector, filters, inputs)
-            relevance = ranking.fuse(vector, fulltext_ids)
-            linked = await linked_entries(conn, relevance, filters, inputs.scoped_rows)
-            hits = await _ranked_hits(
-                conn, query, filters, ranking.with_links(relevance, linked), inputs
-            )
-        return SearchOutcome(
-            hits=hits,
-            search_type=search_type_of(vector is not None, fulltext_ids is not None),
-            vector_plan=plan,
-            vector=vector,
-            fulltext_ids=fulltext_ids,
-            linked=linked,
+        iterative = vector is not None and await iterative_scan(self._pool)
+        rows = await self._pool.fetch(
+            Q.search_diaries, *search_args(query, vector, filters, iterative=iterative)
         )
+        return outcome_of(rows, filters)
+
+
+def search_args(
+    query: str, vector: Vector | None, filters: SearchFilters, *, iterative: bool
+) -> tuple[Any, ...]:
+    """The parameters of `search_diaries` (search.sql)."""
+    return (
+        query,
+        *_filter_args(filters),
+        vector,
+        filters.mode == "vector",
+        _candidates(filters),
+        limits.SEARCH_MAX_COSINE_DISTANCE,
+        limits.SEARCH_LINK_MAX_SHARED,
+        *_plan_limits(iterative),
+    )
+
+
+def outcome_of(rows: Sequence[Mapping[str, Any]], filters: SearchFilters) -> SearchOutcome:
+    """The search from the rows of `search_diaries`: fused, linked and ranked."""
+    head = next(row["search"] for row in rows if row["id"] is None)
+    entries = {row["id"]: row for row in rows if row["id"] is not None}
+    vector = _vector_arm(head)
+    fulltext_ids = None if head["fulltext_ids"] is None else list(head["fulltext_ids"])
+    relevance = ranking.fuse(vector, fulltext_ids)
+    linked = linked_entries(head, relevance, filters.limit)
+    relevance = ranking.with_links(relevance, linked)
+    return SearchOutcome(
+        hits=_ranked_hits(entries, relevance, head["negated"], filters),
+        search_type=search_type_of(vector is not None, fulltext_ids is not None),
+        vector_plan=_vector_plan(head),
+        vector=vector,
+        fulltext_ids=fulltext_ids,
+        linked=linked,
+    )
 
 
 async def _resolve(query_vector: QueryVector) -> Vector | None:
@@ -181,23 +224,6 @@ async def _resolve(query_vector: QueryVector) -> Vector | None:
     if inspect.isawaitable(query_vector):
         return await query_vector
     return query_vector
-
-
-async def _vector_candidates(
-    conn: asyncpg.Connection, query_vector: QueryVector, filters: SearchFilters, inputs: _PlanInputs
-) -> tuple[list[tuple[UUID, float]] | None, VectorPlan | None]:
-    """The vector arm's candidates and plan; None when the query has no vector or no entry in
-    scope has one (the search is then full text only)."""
-    vector = await _resolve(query_vector)
-    if vector is None:
-        return None, None
-    plan = choose_vector_plan(inputs.scoped_rows, inputs.table_rows, _candidates(filters))
-    candidates = await vector_arm(conn, vector, filters, plan)
-    if not candidates and not await conn.fetchval(
-        Q.search_scope_has_vectors, list(filters.diary_ids)
-    ):
-        return None, plan
-    return candidates, plan
 
 
 def _candidates(filters: SearchFilters) -> int:
@@ -219,96 +245,52 @@ def _filter_args(filters: SearchFilters) -> tuple[Any, ...]:
     )
 
 
-async def _plan_inputs(conn: asyncpg.Connection, query: str, filters: SearchFilters) -> _PlanInputs:
-    """Size the scope: the planner's estimate first (free), then a count capped just above the
-    exact-search threshold unless the estimate is far above it (counting a large scope costs
-    ~0.3 µs a row; a wrong estimate only costs speed, see `vector_arm`)."""
-    diary_ids = list(filters.diary_ids)
-    plan = await conn.fetchval(Q.search_scope_estimate, diary_ids)
-    estimate = int(plan[0]["Plan"]["Plan Rows"])
-    threshold = limits.SEARCH_EXACT_SCOPE_MAX_ROWS
-    cap = threshold + 1 if estimate <= 2 * threshold else 0
-    row = await conn.fetchrow(Q.search_plan_inputs, diary_ids, cap, query)
-    counted: int = row["scoped_rows"]
-    return _PlanInputs(
-        scoped_rows=counted if counted < cap else max(counted, estimate),
-        table_rows=row["table_rows"],
-        has_lexemes=row["has_lexemes"],
-        negated=row["negated"],
-    )
+def _vector_plan(head: Mapping[str, Any]) -> VectorPlan | None:
+    if head["plan_method"] is None:  # no query vector
+        return None
+    return VectorPlan(head["plan_method"], head["plan_ef_search"], head["plan_reason"])
 
 
-async def fulltext_arm(conn: asyncpg.Connection, query: str, filters: SearchFilters) -> list[UUID]:
-    """Ids of the best full-text matches in scope, best first."""
-    rows = await conn.fetch(Q.search_fulltext, query, *_filter_args(filters), _candidates(filters))
-    return [row["id"] for row in rows]
+def _vector_arm(head: Mapping[str, Any]) -> list[tuple[UUID, float]] | None:
+    """The vector arm's candidates, nearest first, with their distance; None when the query has
+    no vector or no entry in scope has one (the search is then full text only)."""
+    if head["vector_ids"] is None:
+        return None
+    return list(zip(head["vector_ids"], head["vector_distances"], strict=True))
 
 
-async def vector_arm(
-    conn: asyncpg.Connection, vector: Vector, filters: SearchFilters, plan: VectorPlan
-) -> list[tuple[UUID, float]]:
-    """The nearest entries in scope within the distance cut-off with their cosine distance,
-    nearest first.
-
-    On the HNSW plan, a scan that returns fewer rows than asked may have run out of candidates
-    inside the scope and filters (pgvector filters after the scan): the arm is then recomputed
-    exactly, because a short answer there would be silently wrong rather than slow.
-    """
-    wanted = _candidates(filters)
-    if plan.method == "hnsw":
-        await conn.execute(Q.search_set_ef_search, plan.ef_search)
-        rows = await conn.fetch(Q.search_vector_hnsw, vector, *_filter_args(filters), wanted)
-        if len(rows) >= wanted:
-            return [
-                (row["id"], row["distance"])
-                for row in rows
-                if row["distance"] <= limits.SEARCH_MAX_COSINE_DISTANCE
-            ]
-    rows = await conn.fetch(
-        Q.search_vector_exact,
-        vector,
-        *_filter_args(filters),
-        limits.SEARCH_MAX_COSINE_DISTANCE,
-        wanted,
-    )
-    return [(row["id"], row["distance"]) for row in rows]
-
-
-async def linked_entries(
-    conn: asyncpg.Connection,
-    relevance: Mapping[UUID, float],
-    filters: SearchFilters,
-    scoped_rows: int,
+def linked_entries(
+    head: Mapping[str, Any], relevance: Mapping[UUID, float], limit: int
 ) -> dict[UUID, UUID]:
     """The entries that share a rare identifier (`ranking.link_max_carriers` of the scope's
-    entries carry it at most) with the best of the candidates given (`ranking.link_seeds`),
-    each with the seed it came from."""
-    seeds = ranking.link_seeds(relevance)
-    if not seeds:
-        return {}
-    rows = await conn.fetch(
-        Q.search_linked_entries,
-        seeds,
-        *_filter_args(filters),
-        ranking.link_max_carriers(scoped_rows),
-        filters.limit,
-    )
-    return {row["id"]: row["seed_id"] for row in rows if row["id"] not in relevance}
+    entries carry it at most) with the best of the candidates (`ranking.link_seeds`), each with
+    the seed it came from. The statement found the links of every candidate; kept here are
+    those of the seeds, each entry with its first seed, at most `limit` entries (by id), and
+    none that is a candidate already."""
+    seeds = {seed: n for n, seed in enumerate(ranking.link_seeds(relevance))}
+    most = ranking.link_max_carriers(head["scoped_rows"])
+    first: dict[UUID, UUID] = {}
+    for entry_id, seed_id, carriers in zip(
+        head["link_ids"], head["link_seed_ids"], head["link_carriers"], strict=True
+    ):
+        if seed_id not in seeds or entry_id in seeds or carriers > most:
+            continue
+        if entry_id not in first or seeds[seed_id] < seeds[first[entry_id]]:
+            first[entry_id] = seed_id
+    kept = sorted(first)[:limit]
+    return {entry_id: first[entry_id] for entry_id in kept if entry_id not in relevance}
 
 
-async def _ranked_hits(
-    conn: asyncpg.Connection,
-    query: str,
-    filters: SearchFilters,
+def _ranked_hits(
+    entries: Mapping[UUID, Mapping[str, Any]],
     relevance: Mapping[UUID, float],
-    inputs: _PlanInputs,
+    negated: bool,
+    filters: SearchFilters,
 ) -> list[SearchHit]:
-    if not relevance:
-        return []
     rows = {
-        row["id"]: row
-        for row in await conn.fetch(Q.search_fetch_entries, list(relevance), query, filters.as_of)
-        if row["matches_query"] or not inputs.negated
+        entry_id: entries[entry_id]
+        for entry_id in relevance
+        if entries[entry_id]["matches_query"] or not negated
     }
     facts = {
         entry_id: ranking.EntryFacts(

@@ -31,7 +31,8 @@ from infra.db import create_pool, migrate
 from infra.devstack import Postgres, free_port
 from infra.embeddings import OnnxEmbedder
 from infra.pgdata import DataDirectoryRefused, aside_path
-from infra.repos.search import SearchRepo, VectorPlan, vector_arm
+from infra.repos.search import SearchRepo, iterative_scan
+from schemas import limits
 from schemas.embedding import SearchFilters
 from schemas.kernel.embedding_text import entry_embedding_text
 
@@ -155,7 +156,7 @@ async def test_the_embedded_server_is_postgresql_18_with_pgvector_08_and_its_set
 
 
 async def test_the_schema_and_hybrid_search_work_on_postgresql_16_with_pgvector_06(
-    pg16: Any, embedder: OnnxEmbedder, read_pool_of: Any
+    pg16: Any, embedder: OnnxEmbedder, read_pool_of: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dsn = pg16.get_uri("cairn")
     applied = await migrate(dsn)  # every migration, from zero
@@ -165,12 +166,19 @@ async def test_the_schema_and_hybrid_search_work_on_postgresql_16_with_pgvector_
 
     assert applied and int(facts["version"]) // 10000 == 16 and facts["vector"] == "0.6.2"
     assert seeded.target in (await hybrid_ids(pool, embedder, seeded.diary))[:3]
-    # the HNSW plan's statements too (a corpus this small is otherwise searched exactly)
+    # the HNSW plan too (a corpus this small is otherwise searched exactly), and a scope too
+    # thin a share for it, which pgvector 0.6 (no iterative scan) searches exactly
+    monkeypatch.setattr(limits, "SEARCH_EXACT_SCOPE_MAX_ROWS", 0)
     vector = embedder.embed_one(QUERY)
-    scope = SearchFilters(diary_ids=(seeded.diary,), limit=10)
-    async with pool.acquire() as conn, conn.transaction(readonly=True):
-        nearest = await vector_arm(conn, vector, scope, VectorPlan("hnsw", ef_search=400))
-    assert nearest[0][0] == seeded.target
+    scope = SearchFilters(diary_ids=(seeded.diary,), limit=10, mode="vector")
+    hnsw = await SearchRepo(pool).search(QUERY, vector, scope)
+    monkeypatch.setattr(limits, "SEARCH_HNSW_EF_MAX", 10)
+    thin = await SearchRepo(pool).search(QUERY, vector, scope)
+    assert not await iterative_scan(pool)
+    assert hnsw.vector_plan is not None and hnsw.vector_plan.method == "hnsw"
+    assert thin.vector_plan is not None and thin.vector_plan.method == "exact"
+    assert hnsw.vector_ids and thin.vector_ids
+    assert hnsw.vector_ids[0] == thin.vector_ids[0] == seeded.target
 
 
 # --- an old data directory --------------------------------------------------------------------

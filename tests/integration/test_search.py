@@ -23,7 +23,14 @@ from numpy.typing import NDArray
 from infra.db import Q, create_pool
 from infra.embeddings import OnnxEmbedder
 from infra.repos import search as search_repo
-from infra.repos.search import SearchOutcome, SearchRepo, VectorPlan, choose_vector_plan
+from infra.repos.search import (
+    SearchOutcome,
+    SearchRepo,
+    VectorPlan,
+    choose_vector_plan,
+    outcome_of,
+    search_args,
+)
 from schemas import limits, ranking
 from schemas.embedding import SearchFilters, SearchWeights
 from schemas.kernel.embedding_text import entry_embedding_text
@@ -475,6 +482,66 @@ async def test_a_common_number_links_nothing(
     assert outcome.linked_ids == []
 
 
+async def test_only_the_seeds_identifiers_link(
+    db_pool: Any, repo: SearchRepo, embedder: OnnxEmbedder, rows: Corpus
+) -> None:
+    """The statement finds the links of every candidate; the search keeps those of the seed
+    its fused ranking picks (`ranking.link_seeds`): a lesser candidate's ticket links nothing."""
+    diary = uuid.uuid4()
+    await db_pool.execute(
+        "INSERT INTO diaries (id, created_by, team_id, name, visibility)"
+        " VALUES ($1, $2, $3, 'seeds', 'private')",
+        diary,
+        rows.author,
+        rows.team,
+    )
+    best, lesser, best_followup, lesser_followup = (uuid.uuid4() for _ in range(4))
+    written = [
+        (best, "Heron alarm, heron alarm again on the pier pumps (OPS-5101)."),
+        (lesser, "A heron note about the pier (OPS-5202)."),
+        (best_followup, "Closed OPS-5101 after the pump swap."),
+        (lesser_followup, "Closed OPS-5202 after the survey."),
+    ]
+    for entry_id, content in written:
+        entry = CorpusEntry(topic="seeds", content=content, tags=(), key="seeds")
+        vector = embedder.embed_one(content)
+        await insert_entry(db_pool, entry_id, diary, entry, vector, NOW, rows.author)
+    scope = SearchFilters(diary_ids=(diary,), mode="fulltext")
+
+    outcome = await search(repo, embedder, "heron pier", scope)
+
+    assert outcome.fulltext_ids == [best, lesser]
+    assert outcome.linked == {best_followup: best}
+    assert lesser_followup not in ids_of(outcome)
+
+
+def test_the_links_kept_are_the_seeds_rare_ones_at_most_limit_by_id() -> None:
+    """What the search keeps of the links the statement found for every candidate."""
+    best, lesser = uuid.UUID(int=1), uuid.UUID(int=2)
+    found = [uuid.UUID(int=n) for n in range(10, 16)]
+    most = ranking.link_max_carriers(1_000)
+    links = [
+        (found[1], lesser, 2),  # a lesser candidate's identifier: not the seed's
+        (found[5], best, 2),
+        (found[0], best, most + 1),  # carried too widely for this scope
+        (found[3], best, 2),
+        (found[2], best, most),
+        (found[4], best, 2),
+        (lesser, best, 2),  # a candidate already: keeps its own relevance
+    ]
+    head = {
+        "scoped_rows": 1_000,
+        "link_ids": [entry_id for entry_id, _, _ in links],
+        "link_seed_ids": [seed for _, seed, _ in links],
+        "link_carriers": [carriers for _, _, carriers in links],
+    }
+
+    kept = search_repo.linked_entries(head, {best: 1.0, lesser: 0.5}, limit=3)
+
+    # the first three by id of the seed's rare links (the candidate among them dropped after)
+    assert kept == {found[2]: best, found[3]: best}
+
+
 # --- search_type -------------------------------------------------------------------------------
 
 
@@ -511,15 +578,24 @@ async def test_a_query_vector_may_still_be_computing(
 # --- the plan per scope ----------------------------------------------------------------------
 
 
-def test_choose_vector_plan() -> None:
-    small = choose_vector_plan(1_000, 100_000, wanted=20)
+async def test_choose_vector_plan(db_pool: Any) -> None:
+    async def plan(scoped: int, table: int, *, iterative: bool = False) -> VectorPlan:
+        return await choose_vector_plan(db_pool, scoped, table, 20, iterative=iterative)
+
+    small = await plan(1_000, 100_000)
     assert small.method == "exact"
-    whole = choose_vector_plan(limits.SEARCH_EXACT_SCOPE_MAX_ROWS + 1, 10_001, wanted=20)
+    whole = await plan(limits.SEARCH_EXACT_SCOPE_MAX_ROWS + 1, 10_001)
     assert whole == VectorPlan("hnsw", ef_search=limits.SEARCH_HNSW_EF_MIN, reason="large scope")
-    tenth = choose_vector_plan(10_001, 100_010, wanted=20)  # a tenth of the table
+    tenth = await plan(10_001, 100_010)  # a tenth of the table
     assert tenth.method == "hnsw" and tenth.ef_search in (400, 401)  # margin 2 x 20 / 0.1
-    thin = choose_vector_plan(limits.SEARCH_EXACT_SCOPE_MAX_ROWS + 1, 10_000_000, wanted=20)
+    thin = await plan(limits.SEARCH_EXACT_SCOPE_MAX_ROWS + 1, 10_000_000)
     assert thin.method == "exact"
+    # pgvector 0.8: the thin scope is scanned iteratively; the others plan as on 0.6
+    iterative = await plan(limits.SEARCH_EXACT_SCOPE_MAX_ROWS + 1, 10_000_000, iterative=True)
+    assert iterative.method == "iterative"
+    assert iterative.ef_search == limits.SEARCH_HNSW_ITERATIVE_EF
+    assert await plan(10_001, 100_010, iterative=True) == tenth
+    assert await plan(1_000, 100_000, iterative=True) == small
 
 
 def brute_force(
@@ -572,35 +648,79 @@ async def test_hnsw_plan_for_a_large_scope_keeps_recall(
     assert found / expected_total >= 0.95
 
 
+def plan_hnsw_at_ef_10(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Limits under which every scope plans HNSW at ef_search 10, whatever its share."""
+    monkeypatch.setattr(limits, "SEARCH_EXACT_SCOPE_MAX_ROWS", 0)
+    monkeypatch.setattr(limits, "SEARCH_HNSW_EF_MARGIN", 1e-9)
+    monkeypatch.setattr(limits, "SEARCH_HNSW_EF_MIN", 10)
+
+
+def within_cutoff(rows: Corpus, query: NDArray[np.float32]) -> set[uuid.UUID]:
+    """The other diary's copies (3 of the table's rows) within the vector arm's cut-off."""
+    return {
+        copy_id
+        for copy_id, index in zip(rows.other_ids, (0, 20, 40), strict=True)
+        if 1 - rows.vectors[index] @ query <= limits.SEARCH_MAX_COSINE_DISTANCE
+    }
+
+
 async def test_a_short_hnsw_answer_falls_back_to_exact(
-    repo: SearchRepo, embedder: OnnxEmbedder, rows: Corpus, database_url: str
+    embedder: OnnxEmbedder, rows: Corpus, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The trap of pgvector 0.6: HNSW keeps ef_search rows of the *whole table*, then filters.
     A thin scope through HNSW gets a short answer; the arm notices and searches exactly."""
     query = embedder.embed_one("canary rollout billing")
-    scope = SearchFilters(diary_ids=(rows.other,), limit=10)  # 3 of ~220 rows
+    scope = SearchFilters(diary_ids=(rows.other,), limit=10, mode="vector")  # 3 of ~220 rows
+    plan_hnsw_at_ef_10(monkeypatch)
     pool = await create_pool(database_url, read_only=True, min_size=1, max_size=1)
     try:
         async with pool.acquire() as conn, conn.transaction(readonly=True):
             # On a table this small the planner would rather sort the scope (exact and right);
             # without sorts the HNSW index is the only ordered path, as on a large table.
             await conn.execute("SET LOCAL enable_sort = off")
-            await conn.execute(Q.search_set_ef_search, 10)
+            found = await conn.fetch(
+                Q.search_diaries, *search_args("", query, scope, iterative=False)
+            )
+            await conn.execute("SELECT set_config('hnsw.ef_search', '10', true)")
             raw = await conn.fetch(
                 Q.search_vector_hnsw, query, *search_repo._filter_args(scope), 20
             )
-            arm = await search_repo.vector_arm(conn, query, scope, VectorPlan("hnsw", ef_search=10))
     finally:
         await pool.close()
+    outcome = outcome_of(found, scope)
+    assert outcome.vector_plan == VectorPlan("hnsw", ef_search=10, reason="large scope")
     assert len(raw) < 3  # the post-filtered HNSW scan lost rows of the scope
-    arm_ids = [entry_id for entry_id, _ in arm]
+    arm_ids = outcome.vector_ids or []
     assert set(arm_ids) <= set(rows.other_ids) and len(arm_ids) >= 1
-    within = [
-        copy_id
-        for copy_id, index in zip(rows.other_ids, (0, 20, 40), strict=True)
-        if 1 - rows.vectors[index] @ query <= limits.SEARCH_MAX_COSINE_DISTANCE
-    ]
-    assert set(arm_ids) == set(within)
+    assert set(arm_ids) == within_cutoff(rows, query)
+
+
+async def test_a_thin_scope_is_scanned_iteratively_on_pgvector_08(
+    embedder: OnnxEmbedder, rows: Corpus, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large scope too thin a share of the table for HNSW's ef: pgvector 0.8 scans the index
+    on (`hnsw.iterative_scan`) at SEARCH_HNSW_ITERATIVE_EF instead of comparing every row."""
+    query = embedder.embed_one("canary rollout billing")
+    scope = SearchFilters(diary_ids=(rows.other,), limit=10, mode="vector")
+    # the scope is "large": its 3 rows of the table then need an ef far above SEARCH_HNSW_EF_MAX
+    monkeypatch.setattr(limits, "SEARCH_EXACT_SCOPE_MAX_ROWS", 0)
+    pool = await create_pool(database_url, read_only=True, min_size=1, max_size=1)
+    try:
+        assert await search_repo.iterative_scan(pool)  # the embedded server: pgvector 0.8
+        outcome = await SearchRepo(pool).search("", query, scope)
+        async with pool.acquire() as conn, conn.transaction(readonly=True):
+            await conn.fetch(Q.search_diaries, *search_args("", query, scope, iterative=True))
+            # set for the statement's transaction, as `hnsw.ef_search` is
+            setting = await conn.fetchval("SELECT current_setting('hnsw.iterative_scan')")
+    finally:
+        await pool.close()
+    assert outcome.vector_plan == VectorPlan(
+        "iterative",
+        ef_search=limits.SEARCH_HNSW_ITERATIVE_EF,
+        reason="scope too thin a share of the table: iterative scan",
+    )
+    assert setting == "relaxed_order"
+    assert set(outcome.vector_ids or []) == within_cutoff(rows, query)
 
 
 async def test_the_exact_statement_avoids_the_hnsw_index_and_the_other_uses_it(
