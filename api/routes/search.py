@@ -9,9 +9,9 @@ The scope:
   diaries of other teams are not included: cross-diary search is the caller's own memory, and
   other teams' open diaries are one `diaryId` (or the public feed search) away.
 
-The API embeds the query itself, in a thread, then sends the search as one statement
-(infra/repos/search.py): a search reads and never starts a workflow. When the query cannot be
-embedded the search degrades to full text (`search_type: fulltext`).
+The API embeds the query itself, in a thread, while it reads the caller's scope, then sends the
+search as one statement (infra/repos/search.py): a search reads and never starts a workflow.
+When the query cannot be embedded the search degrades to full text (`search_type: fulltext`).
 """
 
 from __future__ import annotations
@@ -64,11 +64,13 @@ log = logging.getLogger(__name__)
 async def search_diaries(request: web.Request, parsed: Parsed[SearchRequest]) -> SearchResponse:
     """Hybrid search over one diary or every diary the caller can read."""
     body = parsed.body
-    filters = _filters(body, await _scope(request, body.diaryId))
+    # the query embeds (in a thread) while the scope is read: the search's one statement waits
+    # for the vector, so this is the overlap left
     query_vector = (
         None if body.mode == "fulltext" else asyncio.create_task(_embed_query(request, body.query))
     )
     try:
+        filters = _filters(body, await _scope(request, body.diaryId))
         outcome = await SearchRepo(reader(request)).search(body.query, query_vector, filters)
     finally:
         if query_vector is not None and not query_vector.done():
