@@ -4,6 +4,7 @@ for on every activation without entering the sandbox, and answers what the stock
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pytest
@@ -80,3 +81,17 @@ async def test_workflow_code_still_runs_in_the_sandbox(monkeypatch: pytest.Monke
     stock.get_serialization_context(None)
     assert len(entered) == 1
     assert isinstance(SandboxedWorkflows(), SandboxedWorkflowRunner)
+
+
+def test_entry_create_has_its_module_to_itself() -> None:
+    """The sandbox re-imports a workflow's module for every new run, and every creation is a
+    new run: no other workflow is defined (and inspected again) beside `EntryCreate`."""
+    module = importlib.import_module(EntryCreateWorkflow.__module__)
+    defined = [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and value.__module__ == module.__name__
+        and _Definition.from_class(value) is not None
+    ]
+    assert defined == [EntryCreateWorkflow]
