@@ -19,6 +19,7 @@ from api.reads import reader
 from api.spec import EndpointSpec
 from infra.permissions import Closure
 from infra.repos import memory_reads, runtime_profiles, task_reads
+from infra.repos.task_reads import ClaimTarget
 from schemas.errors import (
     AuthenticationRequired,
     DiaryNotFound,
@@ -174,6 +175,19 @@ async def can_view_task(request: web.Request, team_id: UUID, task_id: UUID) -> b
     return await allowed(request, "Team", team_id, "verify_claim") or await allowed(
         request, "Task", task_id, "view"
     )
+
+
+async def task_target(
+    request: web.Request, task_id: UUID, permission: str
+) -> tuple[ClaimTarget, bool]:
+    """The task as a claim or a cancel decides on it (404 when there is none), and whether the
+    caller holds `permission` on it. One statement on one connection: the task is read with its
+    permission closure, from the primary like every permission read."""
+    engine = request.app[keys.PERMISSIONS]
+    read = await task_reads.claim_target(request.app[keys.READ_POOL], task_id, engine.closure_args)
+    target, closure = found(read, _no_such_task())
+    granted = await permitted(request, "Task", task_id, (permission,), closure=closure)
+    return target, permission in granted
 
 
 async def visible_task(request: web.Request, task_id: UUID) -> Task:

@@ -9,7 +9,8 @@ Topology (what `BenchStack.topology()` records):
   `api_processes` processes on one port, configured through `SERVICE_*` variables;
 - the worker: one separate process, `python -m bench._stack worker`: the service's worker
   (`running_worker`, every workflow and activity on the service's task queue) plus a second
-  `Worker` on `bench-noop` with two tiny workflows for a raw Temporal baseline;
+  `Worker` on `bench-noop` with tiny workflows for a raw Temporal baseline (and the skeleton
+  of an entry create), in the service's sandbox (`workers.sandbox`);
 - the load generator: the benchmark process itself (aiohttp client, one Temporal client).
 
 Everything is stopped on exit, on an error and on Ctrl-C / SIGTERM (and the API and worker
@@ -49,6 +50,7 @@ PACKAGES = ("schemas", "workflows", "activities", "api", "workers", "infra", "cl
 NOOP_TASK_QUEUE = "bench-noop"
 NOOP_WORKFLOW = "BenchNoop"
 ONE_ACTIVITY_WORKFLOW = "BenchOneActivity"
+ENTRY_SKELETON_WORKFLOW = "BenchEntrySkeleton"
 SERVICE_TASK_QUEUE = "cairn-bench"
 
 
@@ -78,6 +80,20 @@ class BenchOneActivityWorkflow:
         await workflow.execute_activity(
             bench_noop_activity, start_to_close_timeout=timedelta(seconds=30)
         )
+
+
+@workflow.defn(name=ENTRY_SKELETON_WORKFLOW)
+class BenchEntrySkeletonWorkflow:
+    """The Temporal shape of an entry create without Cairn's code (bench/entry_create.py's
+    floor): one workflow task running two local no-op activities, where `EntryCreate` runs the
+    embedding and the insert."""
+
+    @workflow.run
+    async def run(self) -> None:
+        for _ in range(2):
+            await workflow.execute_local_activity(
+                bench_noop_activity, start_to_close_timeout=timedelta(seconds=30)
+            )
 
 
 # --- child processes ---------------------------------------------------------------------------
@@ -112,22 +128,23 @@ def _run_api() -> None:
 
 async def _run_worker(ready_file: Path) -> None:
     from temporalio.worker import Worker
-    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+    from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
     from infra.settings import Settings
     from infra.temporal import connect
     from workers.main import running_worker
+    from workers.sandbox import SandboxedWorkflows
 
     settings = Settings()
     client = await connect(settings)
     # Sandboxed like the service's workflows; this module is passed through, not re-imported.
-    runner = SandboxedWorkflowRunner(
+    runner = SandboxedWorkflows(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("bench", "bench._stack")
     )
     noop_worker = Worker(
         client,
         task_queue=NOOP_TASK_QUEUE,
-        workflows=[BenchNoopWorkflow, BenchOneActivityWorkflow],
+        workflows=[BenchNoopWorkflow, BenchOneActivityWorkflow, BenchEntrySkeletonWorkflow],
         activities=[bench_noop_activity],
         workflow_runner=runner,
     )

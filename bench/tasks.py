@@ -206,13 +206,15 @@ class BenchLifecycleWorkflow:
 
 async def _run_baseline_worker(ready_file: Path) -> None:
     from temporalio.worker import Worker
-    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+    from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
     from infra.settings import Settings
     from infra.temporal import connect
+    from workers.sandbox import SandboxedWorkflows
 
     client = await connect(Settings(), tracing=False)
-    runner = SandboxedWorkflowRunner(
+    # the service's sandbox (its payload-context lookups included), this module passed through
+    runner = SandboxedWorkflows(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("bench", "bench.tasks")
     )
     async with Worker(

@@ -24,6 +24,7 @@ from temporalio.worker import Replayer
 from tree_guard import record_dir
 
 from workers.registry import WORKFLOWS
+from workers.sandbox import SandboxedWorkflows
 
 HISTORIES = Path(__file__).parent / "replay" / "histories"
 # how the SDK records a `workflow.patched` decision in history
@@ -43,7 +44,10 @@ async def replay(recorded: Path) -> None:
 async def replay_history(history: WorkflowHistory) -> None:
     """Replay a run's history with every workflow of the service and the tests' payload codec
     (a history in the clear replays the same); raises on non-determinism."""
-    await Replayer(workflows=list(WORKFLOWS), data_converter=CONVERTER).replay_workflow(history)
+    replayer = Replayer(
+        workflows=list(WORKFLOWS), data_converter=CONVERTER, workflow_runner=SandboxedWorkflows()
+    )
+    await replayer.replay_workflow(history)
 
 
 def workflow_type_of(history: WorkflowHistory) -> str:

@@ -52,6 +52,7 @@ from workers.registry import (
     activities,
     embedding_activities,
 )
+from workers.sandbox import SandboxedWorkflows
 from workers.schedules import ensure_schedules
 from workers.telemetry import reporting_queue_depth
 from workers.versioning import deployment_config, promote, worker_version
@@ -71,6 +72,7 @@ def build_worker(
         activities=activities(deps),
         # tracing comes with the client: a worker takes the client's interceptors first
         interceptors=[DomainErrorInterceptor()],
+        workflow_runner=SandboxedWorkflows(),
         max_concurrent_activities=64,
         # a backlog beyond the slots waits in Temporal's queue, where teams take turns
         max_concurrent_workflow_tasks=settings.worker_workflow_task_slots,
@@ -145,6 +147,7 @@ async def start_embedding_worker(
         workflows=list(EMBEDDING_WORKFLOWS),
         activities=embedding_activities(activities, pool),
         interceptors=[DomainErrorInterceptor()],  # tracing comes with the client
+        workflow_runner=SandboxedWorkflows(),
         max_concurrent_activities=limits.EMBEDDING_MICROBATCH_MAX_TEXTS,
         # the entry writes (their embedding and insert are local activities inside the
         # workflow task): a backlog beyond these waits in Temporal's queue, where teams take

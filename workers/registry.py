@@ -48,7 +48,8 @@ from workflows.agent_keys import AgentKeyCreateWorkflow, AgentKeyExpiryWorkflow
 from workflows.artifacts import ArtifactSweepWorkflow
 from workflows.consolidation import ConsolidationSweepWorkflow
 from workflows.diary_archive import DiaryImportWorkflow
-from workflows.entries import EntryCreateWorkflow, EntryEmbeddingWorkflow, EntryUpdateWorkflow
+from workflows.entries import EntryEmbeddingWorkflow, EntryUpdateWorkflow
+from workflows.entry_create import EntryCreateWorkflow
 from workflows.maintenance import ExpiredRowsPurgeWorkflow, StaleTaskReconcileWorkflow
 from workflows.packs import PackSweepWorkflow
 from workflows.recovery import RecoveryVerifyWorkflow

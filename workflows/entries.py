@@ -1,17 +1,17 @@
-"""Entry writes. Creation is one workflow: validate → scan for prompt injection → compute the
-CID → embed → insert the row with its parent tuple. An exact duplicate of a live entry of the
-diary inserts nothing: the insert step answers with that entry (`EntryInserted.duplicate`).
+"""Entry writes: updates, the late embedding, deletes and relations, and what an entry's
+creation (`workflows.entry_create`) shares with them. An entry's text is scanned for prompt
+injection and hashed (its CID) in the workflow itself (pure, no round trip), then embedded and
+written by local activities.
 
 The API starts the entry workflows on the embedding task queue, whose workers hold the model:
-the embedding is a local activity there (micro-batched across the concurrent creations of the
-worker process, `activities.embedding.MicroBatcher`) and the insert another, so a creation is
-one workflow task instead of three plus an activity task (bench/memory.py). Runs on the service
+the embedding is a local activity there (micro-batched across the concurrent writes of the
+worker process, `activities.embedding.MicroBatcher`) and the write another, so a write is one
+workflow task instead of three plus an activity task (bench/memory.py). Runs on the service
 queue (started before this change, or by an API of the version before it) keep what they
 recorded: the embedding as a regular activity routed to the embedding queue. Which of the two a
-run does is in its input (`EntryDraft.embed_locally`), so a replay takes the same branch.
+run does is in its input (`embed_locally`), so a replay takes the same branch.
 
-Scanning and hashing are pure, so they run in the workflow itself and cost no round trip. An
-embedding that fails does not fail the write: the entry is stored without a vector (search
+An embedding that fails does not fail the write: the entry is stored without a vector (search
 falls back to full text for it) and a child workflow, left running on its own, retries the
 embedding with backoff and stores the vector once it succeeds.
 """
@@ -39,8 +39,6 @@ with workflow.unsafe.imports_passed_through():
         EntriesDeleted,
         EntryDraft,
         EntryEmbedding,
-        EntryInsert,
-        EntryInserted,
         EntryRefs,
         EntryRewrite,
         EntryUpdateInput,
@@ -67,15 +65,15 @@ LATE_EMBED_MAX_WAIT = timedelta(minutes=10)
 LATE_EMBED_DEADLINE = timedelta(days=1)
 
 
-def _threats(title: str | None, content: str) -> tuple[bool, list[dict[str, Any]]]:
+def threats_of(title: str | None, content: str) -> tuple[bool, list[dict[str, Any]]]:
     return entry_verdict(title, content)
 
 
-def _embedding_text(draft: EntryDraft) -> str:
+def embedding_text(draft: EntryDraft) -> str:
     return entry_embedding_text(draft.title, draft.content, draft.tags)
 
 
-async def _embed_now(
+async def embed_now(
     text: str, *, locally: bool, retry: RetryPolicy = EMBED_RETRY
 ) -> list[float] | None:
     """The entry's vector, or None when the embedding service cannot answer right now."""
@@ -108,7 +106,7 @@ async def _embed(request: EmbedRequest, *, locally: bool, retry: RetryPolicy) ->
     )
 
 
-async def _embed_later(entry_id: UUID, text: str, cid: str, *, locally: bool) -> None:
+async def embed_later(entry_id: UUID, text: str, cid: str, *, locally: bool) -> None:
     await workflow.start_child_workflow(
         EntryEmbeddingWorkflow.run,
         EntryEmbedding(entry_id=entry_id, text=text, cid=cid, embed_locally=locally),
@@ -121,30 +119,6 @@ def entry_create_workflow_id(entry_id: UUID) -> str:
     return f"entries/{entry_id}/create"
 
 
-@workflow.defn(name="EntryCreate")
-class EntryCreateWorkflow:
-    @workflow.run
-    async def run(self, draft: EntryDraft) -> EntryInserted:
-        risk, threats = _threats(draft.title, draft.content)
-        # In a signed diary the CID also covers the predecessor; the insert computes it then.
-        cid = entry_cid(draft.content, draft.title, draft.tags, draft.entry_type)
-        text = _embedding_text(draft)
-        vector = await _embed_now(text, locally=draft.embed_locally)
-        inserted = await run_local_step(
-            MemoryActivities.insert_entry,
-            EntryInsert(
-                draft=draft,
-                cid=cid,
-                injection_risk=risk,
-                injection_threats=threats,
-                embedding=vector,
-            ),
-        )
-        if vector is None and not inserted.duplicate:  # a duplicate wrote nothing to embed
-            await _embed_later(draft.entry_id, text, inserted.cid, locally=draft.embed_locally)
-        return inserted
-
-
 def entry_update_workflow_id(entry_id: UUID) -> str:
     """Keyed by the entry: one update of an entry at a time (409 `entry-busy` otherwise)."""
     return f"entries/{entry_id}/update"
@@ -155,10 +129,10 @@ class EntryUpdateWorkflow:
     @workflow.run
     async def run(self, inp: EntryUpdateInput) -> None:
         merged = inp.merged
-        risk, threats = _threats(merged.title, merged.content)
+        risk, threats = threats_of(merged.title, merged.content)
         cid = entry_cid(merged.content, merged.title, merged.tags, merged.entry_type)
-        text = _embedding_text(merged)
-        vector = await _embed_now(text, locally=merged.embed_locally) if inp.text_changed else None
+        text = embedding_text(merged)
+        vector = await embed_now(text, locally=merged.embed_locally) if inp.text_changed else None
         await run_local_step(
             MemoryActivities.rewrite_entry,
             EntryRewrite(
@@ -171,7 +145,7 @@ class EntryUpdateWorkflow:
             ),
         )
         if inp.text_changed and vector is None:
-            await _embed_later(merged.entry_id, text, cid, locally=merged.embed_locally)
+            await embed_later(merged.entry_id, text, cid, locally=merged.embed_locally)
 
 
 def entry_embedding_workflow_id(entry_id: UUID, cid: str) -> str:
@@ -191,7 +165,7 @@ class EntryEmbeddingWorkflow:
         deadline = workflow.now() + LATE_EMBED_DEADLINE
         wait = LATE_EMBED_FIRST_WAIT
         while (
-            vector := await _embed_now(inp.text, locally=inp.embed_locally, retry=ONE_TRY)
+            vector := await embed_now(inp.text, locally=inp.embed_locally, retry=ONE_TRY)
         ) is None:
             if workflow.now() + wait > deadline:
                 workflow.logger.error("giving up on the embedding; the entry stays text-only")

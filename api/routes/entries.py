@@ -71,7 +71,6 @@ from schemas.memory import (
 )
 from workflows.common import DIARY_ID
 from workflows.entries import (
-    EntryCreateWorkflow,
     EntryDeleteWorkflow,
     EntryUpdateWorkflow,
     RelationCreateWorkflow,
@@ -84,6 +83,7 @@ from workflows.entries import (
     relation_delete_workflow_id,
     relation_update_workflow_id,
 )
+from workflows.entry_create import EntryCreateWorkflow
 
 routes = web.RouteTableDef()
 TAG = "entries"

@@ -40,7 +40,7 @@ import asyncpg
 from aiohttp import web
 
 from api import idempotency, keys
-from api.access import allowed, can_view_task, require_attempt_scopes
+from api.access import can_view_task, require_attempt_scopes, task_target
 from api.auth import require_principal
 from api.endpoint import Parsed, endpoint, render
 from api.flows import waiting_on_workflow
@@ -226,13 +226,7 @@ async def claim_task(
     path = parsed.path
     body = parsed.body
     principal = require_principal(request)
-    # two independent reads side by side: the claim waits on one round trip, not two
-    target, may_claim = await asyncio.gather(
-        task_reads.claim_target(_pool(request), path.id),
-        allowed(request, "Task", path.id, "claim"),
-    )
-    if target is None:
-        raise TaskNotFound("No such task")
+    target, may_claim = await task_target(request, path.id, "claim")
     _in_team_context(request, target.team_id)
     if not may_claim:
         raise await _denied(
@@ -562,11 +556,9 @@ async def cancel_task(request: web.Request, parsed: Parsed[CancelRequest, None, 
     path = parsed.path
     body = parsed.body
     principal = require_principal(request)
-    target = await task_reads.claim_target(_pool(request), path.id)
-    if target is None:
-        raise TaskNotFound("No such task")
+    target, may_cancel = await task_target(request, path.id, "cancel")
     _in_team_context(request, target.team_id)
-    if not await allowed(request, "Task", path.id, "cancel"):
+    if not may_cancel:
         raise await _denied(
             request,
             target,

@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from infra.db import Q
+from infra.permissions import Closure, ClosureArgs
 from infra.repos.rows import Db, GrantTuple, Row, fetch_all, fetch_one
 from schemas.task_api import (
     Task,
@@ -213,8 +214,15 @@ async def attempt_target(
     )
 
 
-async def claim_target(db: Db, task_id: UUID) -> ClaimTarget | None:
-    return await fetch_one(db, ClaimTarget, Q.task_flow_claim_target, task_id)
+async def claim_target(
+    db: Db, task_id: UUID, closure_args: ClosureArgs
+) -> tuple[ClaimTarget, Closure] | None:
+    """The task as a claim or a cancel decides on it, and its permission closure
+    (`PostgresPermissionEngine.closure_args`), in one statement."""
+    row = await db.fetchrow(Q.task_flow_claim_target, str(task_id), *closure_args)
+    if row is None:
+        return None
+    return ClaimTarget.model_validate(dict(row)), Closure.of_rows(row["closure"])
 
 
 async def agent_public_key(db: Db, agent_id: UUID) -> str | None:

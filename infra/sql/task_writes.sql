@@ -102,12 +102,19 @@ LEFT JOIN task_attempts a ON a.task_id = t.id AND a.attempt_n = $2
 WHERE t.id = $1
 
 -- name: task_flow_claim_target
--- What a claim decides on: the task, and the status of the task its claim condition names.
+-- What a claim (or a cancel) decides on: the task, the status of the task its claim condition
+-- names, and in `closure` object_closure's rows for the task as JSON arrays ($2..$4 as
+-- object_closure's $3..$5, like diary_with_closure): reading the task and deciding whether its
+-- caller may claim it is one statement on one connection. No row when there is no such task.
 SELECT t.id, t.team_id, t.status, t.workflow_id, t.claim_condition, c.status AS condition_status,
-       t.task_type, t.allowed_profiles
+       t.task_type, t.allowed_profiles,
+       (SELECT jsonb_agg(jsonb_build_array(p.namespace, p.object_id, p.relation, p.subject_ns,
+                                           p.subject_id, p.subject_relation))
+        FROM permission_closure('Task', $1::text, $2::text[], $3::text[], $4::integer) p)
+         AS closure
 FROM tasks t
 LEFT JOIN tasks c ON c.id = (t.claim_condition ->> 'taskId')::uuid
-WHERE t.id = $1
+WHERE t.id = $1::text::uuid
 
 -- name: task_flow_attempt
 SELECT id, task_id, attempt_n, workflow_id, runtime_id, lease_id, claimed_by_agent_id, status,

@@ -12,6 +12,8 @@ rate-limit count included:
 - the API side of an entry create (the workflow's activities are the worker's): 3 (the
   credential, the diary with its closure, the rate count; the workflow's result carries the
   entry it wrote, so nothing is read back).
+- a task claim: 5 (the credential, the task with its permission closure, the rate count, then
+  the task and its new attempt read back; the Update between is the workflow's).
 
 A diary is granted to a group nested `depth` levels deep, its team has members, and the caller
 is at the bottom of the nesting; every route is counted at two depths, for an OAuth2 token, an
@@ -63,6 +65,7 @@ GET_DIARY_BUDGET = 3
 SEARCH_BUDGET = 4
 SEARCH_OWN = 1  # the search's own statement: plan, arms, links and rows
 ENTRY_CREATE_BUDGET = 3
+CLAIM_BUDGET = 5
 WORD = "granite"
 DEPTHS = (1, 6)
 # strict buckets (below RATE_LEASE_MIN_LIMIT a period): one statement of the shared bucket each
@@ -242,6 +245,37 @@ async def test_creating_an_entry_costs_the_same_at_any_depth(counted: Any, graph
         await ok(caller, "POST", f"/diaries/{graph.diary['id']}/entries", json=body)
 
     assert_within(await per_depth(counted, graphs, create), ENTRY_CREATE_BUDGET)
+
+
+async def test_a_claim_reads_its_task_and_permission_in_one_statement(
+    counted: Any, actors: Any
+) -> None:
+    """The claim decides on the task and on the caller's `claim` in one statement (the task
+    row read with its permission closure), not two reads holding two pooled connections."""
+    app, http = counted
+    owner, executor = await actors.agent(), await actors.agent()
+    status, team = await owner.call("POST", "/teams", json={"name": "claim budget"})
+    assert status == 201, team
+    await join_team(owner, team["id"], executor, "executor")
+    status, diary = await owner.call("POST", "/diaries", json={"name": "work"}, team=team["id"])
+    assert status == 201, diary
+    body = {
+        "taskType": "freeform",
+        "teamId": team["id"],
+        "diaryId": diary["id"],
+        "input": {"brief": "a haiku"},
+    }
+    tasks = []
+    for _ in range(3):
+        status, task = await owner.call("POST", "/tasks", json=body, team=team["id"])
+        assert status == 201, task
+        tasks.append(task["id"])
+    claimant = dataclasses.replace(executor, http=http)
+
+    async def claim() -> None:
+        await ok(claimant, "POST", f"/tasks/{tasks.pop()}/claim", json={})
+
+    assert await statements(app, claim) <= CLAIM_BUDGET
 
 
 # --- the permission engine: one statement a check or a lookup, the reference's answers ---------

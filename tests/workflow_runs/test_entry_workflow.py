@@ -36,13 +36,13 @@ from schemas.queues import embedding_queue_for
 from workers.interceptors import DomainErrorInterceptor
 from workflows.diaries import DiaryCreateWorkflow, diary_create_workflow_id
 from workflows.entries import (
-    EntryCreateWorkflow,
     EntryEmbeddingWorkflow,
     EntryUpdateWorkflow,
     entry_create_workflow_id,
     entry_embedding_workflow_id,
     entry_update_workflow_id,
 )
+from workflows.entry_create import EntryCreateWorkflow
 
 
 @dataclass
