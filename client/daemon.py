@@ -78,30 +78,37 @@ MESSAGE_FLUSH_SEC = 0.2
 UNREACHABLE = (aiohttp.ClientError, TimeoutError)
 # an API between replicas or restarting answers these; a claim or a report is sent again
 PASSING_STATUSES = frozenset({502, 503, 504})
-REPORT_RETRY_FIRST_SEC = 0.5
-REPORT_RETRY_MAX_SEC = 5.0
+RESEND_FIRST_SEC = 0.5
+RESEND_MAX_SEC = 5.0
 
 
-async def resend_while_passing(send: Callable[[], Awaitable[T]], *, for_sec: float, what: str) -> T:
+async def resend_while_passing(
+    send: Callable[[], Awaitable[T]],
+    *,
+    for_sec: float,
+    what: str,
+    unless: Callable[[], bool] = lambda: False,
+) -> T:
     """`send()`, again while the API is unreachable or answers 502/503/504 (an API between
-    replicas or restarting, a worker outage), with growing waits, until `for_sec` from now."""
+    replicas or restarting, a worker outage), with growing waits, until `for_sec` from now or
+    until `unless()` says to stop (the last failure is raised then)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + for_sec
-    wait = REPORT_RETRY_FIRST_SEC
+    wait = RESEND_FIRST_SEC
     while True:
         try:
             return await send()
         except ApiError as exc:
-            if exc.status not in PASSING_STATUSES or loop.time() + wait > deadline:
+            if exc.status not in PASSING_STATUSES or unless() or loop.time() + wait > deadline:
                 raise
             failure: Exception = exc
         except UNREACHABLE as exc:
-            if loop.time() + wait > deadline:
+            if unless() or loop.time() + wait > deadline:
                 raise
             failure = exc
         log.warning("%s failed, sending again: %s", what, failure)
         await asyncio.sleep(wait)
-        wait = min(wait * 2, REPORT_RETRY_MAX_SEC)
+        wait = min(wait * 2, RESEND_MAX_SEC)
 
 
 class DaemonRefused(Exception):
@@ -266,7 +273,10 @@ class Daemon:
 
         try:
             body = await resend_while_passing(
-                send, for_sec=task.dispatchTimeoutSec, what=f"claim of {task.id}"
+                send,
+                for_sec=task.dispatchTimeoutSec,
+                what=f"claim of {task.id}",
+                unless=self._draining.is_set,  # a draining daemon claims nothing more
             )
         except ApiError as exc:
             if exc.status in (403, 404, 409):  # lost the race, or not ours to claim

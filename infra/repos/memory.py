@@ -284,15 +284,17 @@ class MemoryRepo:
                 inp.metadata,
             )
             if inserted is None:
-                existing: uuid.UUID = await conn.fetchval(
-                    Q.memory_find_relation,
+                existing = await conn.fetchrow(
+                    Q.memory_existing_relation,
                     inp.source_id,
                     inp.target_id,
                     inp.relation,
                     inp.status == "accepted",
                 )
-                await conn.execute(Q.memory_sync_superseded_by, inp.target_id)
-                return existing, False
+                if existing["accepted"]:
+                    await conn.execute(Q.memory_sync_superseded_by, inp.target_id)
+                relation_id: uuid.UUID = existing["id"]
+                return relation_id, False
             await conn.execute(Q.memory_sync_superseded_by, inp.target_id)
             return inserted, True
 

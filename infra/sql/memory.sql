@@ -265,17 +265,18 @@ WHERE s.id = $2 AND t.id = $3
 ON CONFLICT (source_id, target_id, relation) DO NOTHING
 RETURNING id
 
--- name: memory_find_relation
--- The relation of this source, target and type; $4: accept it if it is only proposed (a create
--- that asked for `accepted` confirms the proposal it found; a rejected one stays rejected).
+-- name: memory_existing_relation
+-- The relation of this source, target and type, and whether this statement accepted it: $4
+-- accepts one that is only proposed (a create that asked for `accepted` confirms the proposal
+-- it found; a rejected one stays rejected).
 WITH accepted AS (
     UPDATE entry_relations SET status = 'accepted', updated_at = now()
     WHERE source_id = $1 AND target_id = $2 AND relation = $3 AND status = 'proposed' AND $4
     RETURNING id
 )
-SELECT coalesce((SELECT id FROM accepted),
-                (SELECT id FROM entry_relations
-                 WHERE source_id = $1 AND target_id = $2 AND relation = $3))
+SELECT r.id, EXISTS (SELECT 1 FROM accepted) AS accepted
+FROM entry_relations r
+WHERE r.source_id = $1 AND r.target_id = $2 AND r.relation = $3
 
 -- name: memory_get_relation
 SELECT r.id, r.source_id, r.target_id, r.relation, r.status, r.source_cid_snapshot,
