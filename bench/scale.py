@@ -13,7 +13,9 @@ measures at each size:
 - recall@10 of the vector arm (the repository's own plan, `SearchRepo` with the query vector)
   against exact search (numpy over the very vectors inserted, the same distance cut-off) on
   the same rows, for one diary, the team and every diary (the whole table: the HNSW index);
-- entry create through the API (the whole workflow: scan, CID, embedding, insert), p50;
+- entry create through the API (the whole workflow: scan, CID, embedding, insert), p50, and
+  the database's share of it alone (the insert transaction the entry activity runs, with a
+  vector given), so that its growth can be told from the rest of the path's;
 - for the team's scope, the vector arm alone in SQL: the shipped plan against pgvector 0.8
   iterative scans (what §1 measured at 100 000 rows), with recall@10;
 - at `--halfvec-at`: the HNSW index over `embedding::halfvec(384)` beside the shipped
@@ -320,6 +322,37 @@ async def api_entry_create(
     return latency(samples)
 
 
+async def repo_insert(
+    pool: Any, corpus: Corpus, caller: uuid.UUID, diary: uuid.UUID, runs: int, size: int
+) -> dict[str, Any]:
+    """The database's share of an entry create: the entry activity's transaction alone
+    (`MemoryRepo.insert_entry`: duplicate check, insert with its vector into every index, the
+    parent tuple), sequential, with a corpus vector. Its growth beside the API's says whether
+    the table (the HNSW insert above all) or the rest of the path grows with the data."""
+    from infra.repos.memory import MemoryRepo
+    from schemas.kernel.cids import entry_cid
+    from schemas.memory import EntryDraft, EntryInsert
+
+    repo = MemoryRepo(pool)
+    samples: list[float] = []
+    for i in range(-3, runs):
+        content = f"{corpus.content(i % len(corpus.vectors))} (at {size} entries, insert {i})"
+        draft = EntryDraft(
+            entry_id=uuid.uuid4(), diary_id=diary, content=content, created_by=caller
+        )
+        row = EntryInsert(
+            draft=draft,
+            cid=entry_cid(content, None, [], "semantic"),
+            injection_risk=False,
+            embedding=corpus.vectors[i % len(corpus.vectors)].tolist(),
+        )
+        mark = time.perf_counter()
+        await repo.insert_entry(row)
+        if i >= 0:
+            samples.append((time.perf_counter() - mark) * 1000)
+    return latency(samples)
+
+
 async def drop_written(pool: Any, author: uuid.UUID) -> None:
     """Delete the entries the API wrote (and their parent tuples), so that every measure after
     reads exactly the corpus rows its exact answer is computed over."""
@@ -592,6 +625,9 @@ async def measure_size(
     figures["api_entry_create"] = await api_entry_create(
         session, stack, caller, team[0], corpus.base, run.args.creates, size
     )
+    figures["repo_entry_insert"] = await repo_insert(
+        pool, corpus, caller.agent_id, team[0], 4 * run.args.creates, size
+    )
     await drop_written(pool, caller.agent_id)
     figures["in_process"] = await in_process(read_pool, corpus, layout, size, texts, vectors)
     log(f"{size}: recall")
@@ -629,6 +665,10 @@ def growth(by_size: dict[str, Any]) -> dict[str, Any]:
         ratios[f"entry_create_{stat}"] = round(
             large["api_entry_create"][stat] / small["api_entry_create"][stat], 2
         )
+        if "repo_entry_insert" in large and "repo_entry_insert" in small:
+            ratios[f"repo_entry_insert_{stat}"] = round(
+                large["repo_entry_insert"][stat] / small["repo_entry_insert"][stat], 2
+            )
     ratios["disk_table"] = round(large["disk_mb"]["table"] / max(1, small["disk_mb"]["table"]), 1)
     # The machine is shared: the same query embedding, timed at each size in this process, is
     # the yardstick of the load then; each p50 over it compares sizes under unequal load.

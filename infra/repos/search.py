@@ -13,12 +13,14 @@ negation (`-word`) keeps only entries that match its full-text query. `mode` (`v
 `fulltext`) runs one arm alone, to measure it. `as_of` reads the scope as it stood at an instant:
 entries created by then, superseded as they were then (migration 0021).
 
-A search is one statement, `search_diaries` (migration 0030): it sizes the scope, chooses the
-vector arm's plan, runs both arms, finds the identifier links of *every* candidate and returns
-the rows of every entry found, in one snapshot and one round trip. What needs the fused
-relevance stays here, in `schemas.ranking`: fusion, the choice of the links' seed among the
-candidates (`link_seeds`) and the ranking. The query vector may still be computing when the
-search is called; it is awaited before the statement is sent.
+A search is one statement, `search_diaries` (migrations 0030, 0031): it sizes the scope,
+chooses the vector arm's plan, runs both arms, finds the identifier links of the candidates
+that can become a seed (each arm's first `SEARCH_LINK_SEEDS` and those both arms found: any
+fusion by position picks its seeds among them) and returns the rows of every entry found, in
+one snapshot and one round trip. What needs the fused relevance stays here, in
+`schemas.ranking`: fusion, the choice of the links' seed (`link_seeds`) and the ranking. The
+query vector may still be computing when the search is called; it is awaited before the
+statement is sent.
 
 The vector arm's plan is chosen per scope (`search_vector_plan` in 0030), because pgvector 0.6
 applies `WHERE diary_id = ANY` *after* its HNSW scan, which yields at most `hnsw.ef_search`
@@ -196,6 +198,7 @@ def search_args(
         limits.SEARCH_MAX_COSINE_DISTANCE,
         limits.SEARCH_LINK_MAX_SHARED,
         *_plan_limits(iterative),
+        limits.SEARCH_LINK_SEEDS,
     )
 
 
@@ -264,9 +267,9 @@ def linked_entries(
 ) -> dict[UUID, UUID]:
     """The entries that share a rare identifier (`ranking.link_max_carriers` of the scope's
     entries carry it at most) with the best of the candidates (`ranking.link_seeds`), each with
-    the seed it came from. The statement found the links of every candidate; kept here are
-    those of the seeds, each entry with its first seed, at most `limit` entries (by id), and
-    none that is a candidate already."""
+    the seed it came from. The statement found the links of every candidate that could be a
+    seed; kept here are those of the seeds, each entry with its first seed, at most `limit`
+    entries (by id), and none that is a candidate already."""
     seeds = {seed: n for n, seed in enumerate(ranking.link_seeds(relevance))}
     most = ranking.link_max_carriers(head["scoped_rows"])
     first: dict[UUID, UUID] = {}

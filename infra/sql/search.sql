@@ -16,15 +16,16 @@
 -- The search: $1 the query, $11 its vector (NULL: no vector arm), $12 mode `vector` (full text
 -- only when the vector arm cannot run), $13 candidates per arm, $14 the vector arm's distance
 -- cut-off, $15 the most carriers a linking identifier may have, $16..$20 the plan's limits
--- (`search_vector_plan`). The first row carries `search` (the plan, the arms' candidates, the
--- links of every candidate) and no entry; every other row is an entry found.
+-- (`search_vector_plan`), $21 how many of the best candidates links are taken from. The first
+-- row carries `search` (the plan, the arms' candidates, the links of the candidates that can be
+-- among those best: migration 0031) and no entry; every other row is an entry found.
 SELECT f.search, f.id, f.diary_id, f.title, f.content, f.tags, f.importance, f.entry_type,
        f.injection_risk, f.injection_threats, f.cid, f.prev_cid, f.signing_request_id,
        f.content_signature, f.superseded_by, f.has_embedding, f.access_count,
        f.last_accessed_at, f.created_by, f.created_at, f.updated_at, f.origin,
        f.hours_since_access, f.matches_query
 FROM search_diaries($1, $11, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-                    $12, $13, $14, $15, $16, $17, $18, $19, $20) f
+                    $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) f
 
 -- name: search_vector_plan
 -- The vector arm's plan for a scope of $1 rows in a table of $2, $3 rows wanted, under the

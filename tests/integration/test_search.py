@@ -509,10 +509,48 @@ async def test_only_the_seeds_identifiers_link(
     scope = SearchFilters(diary_ids=(diary,), mode="fulltext")
 
     outcome = await search(repo, embedder, "heron pier", scope)
+    rows_sent = await db_pool.fetch(
+        Q.search_diaries, *search_args("heron pier", None, scope, iterative=False)
+    )
 
     assert outcome.fulltext_ids == [best, lesser]
     assert outcome.linked == {best_followup: best}
     assert lesser_followup not in ids_of(outcome)
+    # one arm ran: only its first can be the seed, so the lesser's link is not even read
+    assert {row["id"] for row in rows_sent if row["id"]} == {best, lesser, best_followup}
+
+
+async def test_links_are_looked_up_for_every_candidate_that_can_be_a_seed(
+    db_pool: Any, embedder: OnnxEmbedder, rows: Corpus
+) -> None:
+    """Migration 0031 looks up the links of each arm's first SEARCH_LINK_SEEDS and of the
+    candidates both arms found, and of no other: whatever the fusion's (positive) weights, the
+    seeds are among them."""
+    scope = SearchFilters(diary_ids=(rows.main, rows.other))
+    both_found = 0
+    for query in ("canary rollout billing", "sourdough starter", "kubernetes node drain"):
+        head = next(
+            row["search"]
+            for row in await db_pool.fetch(
+                Q.search_diaries,
+                *search_args(query, embedder.embed_one(query), scope, iterative=False),
+            )
+            if row["id"] is None
+        )
+        vector, fulltext = list(head["vector_ids"]), list(head["fulltext_ids"])
+        seedable = (
+            set(vector[: limits.SEARCH_LINK_SEEDS])
+            | set(fulltext[: limits.SEARCH_LINK_SEEDS])
+            | (set(vector) & set(fulltext))
+        )
+        both_found += len(set(vector) & set(fulltext))
+        assert set(head["link_seed_ids"]) <= seedable
+        distances = list(zip(vector, head["vector_distances"], strict=True))
+        for weights in ((0.99, 0.01), (0.01, 0.99), (0.4, 0.6)):
+            rules = replace(ranking.RULES, weight_vector=weights[0], weight_fulltext=weights[1])
+            relevance = ranking.fuse(distances, fulltext, rules)
+            assert set(ranking.link_seeds(relevance)) <= seedable
+    assert both_found > 0  # the intersection was exercised
 
 
 def test_the_links_kept_are_the_seeds_rare_ones_at_most_limit_by_id() -> None:
