@@ -57,7 +57,13 @@ from client.executor import (
     ExecutorMessage,
     ExecutorOutput,
 )
-from client.rest import IDEMPOTENCY_HEADER, ApiError, CairnClient
+from client.rest import (
+    IDEMPOTENCY_HEADER,
+    PASSING_STATUSES,
+    RESEND_MAX_WAIT_SEC,
+    ApiError,
+    CairnClient,
+)
 from schemas import limits
 from schemas.identity import TeamBinding, Whoami
 from schemas.kernel.cids import json_cid
@@ -76,10 +82,10 @@ MESSAGE_FLUSH_SEC = 0.2
 # dropped, or no answer in time): an API restarting or a network blip, which must stop neither
 # the daemon's polling nor an attempt's heartbeats.
 UNREACHABLE = (aiohttp.ClientError, TimeoutError)
-# an API between replicas or restarting answers these; a claim or a report is sent again
-PASSING_STATUSES = frozenset({502, 503, 504})
+# A claim or a report refused with a passing status (`client.rest.PASSING_STATUSES`: the
+# client's own few resends did not outlast it) is sent again, with waits growing from
+# RESEND_FIRST_SEC up to the client's longest wait, until its deadline.
 RESEND_FIRST_SEC = 0.5
-RESEND_MAX_SEC = 5.0
 
 
 async def resend_while_passing(
@@ -108,7 +114,7 @@ async def resend_while_passing(
             failure = exc
         log.warning("%s failed, sending again: %s", what, failure)
         await asyncio.sleep(wait)
-        wait = min(wait * 2, RESEND_MAX_SEC)
+        wait = min(wait * 2, RESEND_MAX_WAIT_SEC)
 
 
 class DaemonRefused(Exception):

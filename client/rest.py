@@ -99,11 +99,18 @@ from schemas.teams import (
 REFRESH_MARGIN_SEC = 300
 TEAM_HEADER = "x-service-team-id"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-# A request lost to a dropped connection or a timeout is sent again this many times, when it is
-# safe to: a method that means the same when repeated, or a POST carrying an Idempotency-Key.
+# A request lost to a dropped connection or a timeout, or refused with a passing status, is
+# sent again this many times when it is safe to: a method that means the same when repeated, or
+# a POST carrying an Idempotency-Key (the API's 503 says to send the same request with the same
+# key). Waits grow from RESEND_BACKOFF_SEC; a Retry-After is honoured up to RESEND_MAX_WAIT_SEC.
+# A longer outage is the caller's to wait out (the daemon's `resend_while_passing`).
 RESENDS = 2
 RESEND_BACKOFF_SEC = 0.25
+RESEND_MAX_WAIT_SEC = 5.0
 SAFE_TO_RESEND = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+# An API between replicas or restarting (502/504 from the ingress), or one that could not reach
+# its database or workers in time (503): the same request may succeed a moment later.
+PASSING_STATUSES = frozenset({502, 503, 504})
 AGENT_KEY_PREFIX = "service_ak_"
 
 
@@ -268,8 +275,9 @@ class CairnClient:
         """The JSON body of a 2xx answer; `ApiError` otherwise. A 401 renews the token once.
 
         `idempotent`: a create or a decision. It carries an `Idempotency-Key` (a fresh one unless
-        `headers` bring one), so that a resend after a dropped connection or a timeout, which
-        reuses the key, is answered with the first response instead of writing twice."""
+        `headers` bring one), so that a resend after a dropped connection, a timeout or a
+        passing refusal (502/503/504), which reuses the key, is answered with the first
+        response instead of writing twice."""
         if idempotent:
             headers = {IDEMPOTENCY_HEADER: uuid.uuid4().hex, **(headers or {})}
         async with self._send(
@@ -321,8 +329,12 @@ class CairnClient:
                     method, self.base_url + path, json=json, params=query, headers=sent, data=data
                 ) as response:
                     renewable = auth and self.credentials is not None and self.bearer is None
-                    if response.status == 401 and renewable and not renewed:
+                    if response.status == 401 and renewable and not renewed and attempt < RESENDS:
                         renewed = True
+                        continue
+                    passing = response.status in PASSING_STATUSES and resendable
+                    if passing and attempt < RESENDS:
+                        await asyncio.sleep(_resend_wait(attempt, response))
                         continue
                     if response.status >= 400:
                         body = (
@@ -339,7 +351,7 @@ class CairnClient:
                 # (and never once the caller has started reading an answer)
                 if answered or not resendable or attempt == RESENDS:
                     raise
-                await asyncio.sleep(RESEND_BACKOFF_SEC * 2**attempt)
+                await asyncio.sleep(_resend_wait(attempt, None))
         raise AssertionError("unreachable")
 
     async def upload(
@@ -941,3 +953,13 @@ def _query(params: Mapping[str, Any]) -> dict[str, str]:
         else:
             query[name] = str(value)
     return query
+
+
+def _resend_wait(attempt: int, refusal: aiohttp.ClientResponse | None) -> float:
+    """How long to wait before resend number `attempt + 1`: the refusal's Retry-After (in
+    seconds; capped), else a wait that doubles each time."""
+    backoff: float = RESEND_BACKOFF_SEC * 2**attempt
+    asked = refusal.headers.get("Retry-After", "") if refusal is not None else ""
+    if asked.isdigit():
+        return min(float(asked), RESEND_MAX_WAIT_SEC)
+    return backoff
