@@ -38,8 +38,10 @@ measured): per size, then `growth` (1 000 000 over 10 000, as ratios) and `targe
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
+import os
 import re
 import statistics
 import sys
@@ -251,6 +253,13 @@ async def grow(
     await pool.execute("VACUUM ANALYZE diary_entries")
     await pool.execute("VACUUM ANALYZE relation_tuples")
     timings["vacuum_analyze_s"] = round(time.perf_counter() - mark, 1)
+    # The load and the builds leave gigabytes to write back at a million entries: measured
+    # while the checkpointer and the kernel flush them, every commit (Postgres's and the
+    # Temporal server's) waits behind that I/O. Each size is measured once it is on disk.
+    mark = time.perf_counter()
+    await pool.execute("CHECKPOINT")
+    await asyncio.to_thread(os.sync)
+    timings["checkpoint_s"] = round(time.perf_counter() - mark, 1)
     return timings
 
 
@@ -715,6 +724,16 @@ def targets(by_size: dict[str, Any], ratios: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
+async def hold(stack: BenchStack, caller: BenchAgent, dsn: str, marker: Path) -> None:
+    """Keep the grown stack up for a look from outside (psql, a script) until `marker` is
+    deleted: the database's DSN, the API's URL and the caller's token are written into it."""
+    facts = {"dsn": dsn, "base_url": stack.base_url, "token": caller.token}
+    marker.write_text(json.dumps(facts) + "\n", encoding="utf-8")  # noqa: ASYNC240
+    log(f"holding the stack until {marker} is deleted")
+    while marker.exists():  # noqa: ASYNC110, ASYNC240
+        await asyncio.sleep(2)
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from infra.db import create_pool
     from infra.embeddings import OnnxEmbedder
@@ -780,6 +799,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         (corpus, ids, layout), (texts, vectors), size,
                     )  # fmt: skip
                     current.save()
+                if args.hold:
+                    await hold(stack, caller, dsn, args.hold)
         finally:
             await pool.close()
             await read_pool.close()
@@ -797,6 +818,9 @@ def main() -> None:
     parser.add_argument("--per-topic", type=int, default=300, help="corpus sentences per topic")
     parser.add_argument("--halfvec-at", type=int, nargs="*", default=[100_000])
     parser.add_argument("--quick", action="store_true", help="10 000 and 100 000 entries")
+    parser.add_argument(
+        "--hold", type=Path, help="after measuring, keep the stack up until this file is deleted"
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
     if args.quick:

@@ -8,8 +8,10 @@ baseline (`BenchUpdates` on task queue `bench-task-updates`, sandboxed like the 
 
 1. raw baselines, same run: `execute_update` on a running workflow whose handler does nothing,
    runs one local no-op activity, or runs one regular no-op activity: p50 at concurrency 1
-   (one workflow) and updates/s at concurrency N (one workflow per client); and
-   `GET /agents/whoami` at concurrency 1, the API's own floor (auth, one read, HTTP);
+   (one workflow) and updates/s at concurrency N (one workflow per client);
+   `GET /agents/whoami` at concurrency 1, the API's own floor (auth, one read, HTTP); and the
+   skeleton's `claim` at concurrency 1 (below), a claim's Temporal shape: with whoami, the
+   floor of `POST /tasks/{id}/claim`;
 2. at concurrency 1, one request at a time: `POST /tasks/{id}/claim` (each on a fresh queued
    task), a later `POST …/heartbeat` (on one running attempt) and `POST …/complete` (each on a
    fresh started attempt), p50/p95;
@@ -317,6 +319,40 @@ async def skeleton_lifecycle(
     )
 
 
+async def skeleton_claim(
+    temporal: Any, runs: int, meter: CpuMeter, quiet_wait: float
+) -> dict[str, Any]:
+    """The skeleton's `claim` alone at concurrency 1, each on a fresh queued run: the Temporal
+    shape of a claim (an Update that sets `AgentId`, moves the deadline and runs one local
+    no-op activity as its projection) without Cairn's API, code or Postgres. A claim's floor is
+    this plus the API's own (`http_whoami`). The runs are ended afterwards, untimed."""
+    queued: list[Any] = []
+    for _ in range(runs + 10):  # the warm-up's too
+        operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+            LIFECYCLE_WORKFLOW,
+            id=f"bench-claim/{uuid.uuid4()}",
+            task_queue=UPDATES_TASK_QUEUE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=_START_ATTRIBUTES,
+        )
+        await temporal.execute_update_with_start_workflow(
+            "created", start_workflow_operation=operation
+        )
+        queued.append(await operation.workflow_handle())
+    claimed: list[Any] = []
+
+    async def claim_next() -> None:
+        handle = queued.pop()
+        await handle.execute_update("claim", "daemon-c1")
+        claimed.append(handle)
+
+    try:
+        return await sequence(claim_next, runs, meter, quiet_wait)
+    finally:
+        for handle in claimed + queued:
+            await handle.execute_update("complete")
+
+
 # --- timing helpers ---------------------------------------------------------------------------
 
 
@@ -570,6 +606,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     lambda: owner.call("GET", "/agents/whoami"), args.runs, meter, args.wait_quiet
                 )
             }
+            log("skeleton claim, c=1 (a claim's Temporal shape without Cairn)")
+            baselines["skeleton_claim"] = {
+                "c1": await skeleton_claim(temporal, args.runs, meter, args.wait_quiet)
+            }
             result["baselines"] = baselines
 
             result["c1"] = await single_client(c, args.runs, meter, args.wait_quiet)
@@ -702,6 +742,12 @@ def ratios(result: dict[str, Any], n: int) -> dict[str, Any]:
         ),
         "claim_p50_over_local_activity_update_p50": round(
             c1["claim"]["p50_ms"] / raw["update_local_activity"]["c1"]["p50_ms"], 2
+        ),
+        # the claim's floor: the same Temporal shape, plus the API's own cost
+        "claim_p50_over_skeleton_claim_plus_whoami_p50": round(
+            c1["claim"]["p50_ms"]
+            / (raw["skeleton_claim"]["c1"]["p50_ms"] + raw["http_whoami"]["c1"]["p50_ms"]),
+            2,
         ),
         f"raw_updates_per_lifecycle_c{n}": (
             round(noop_rps / lifecycle_rps, 2) if noop_rps and lifecycle_rps else None
