@@ -81,6 +81,11 @@ WHERE d.id = $1::text::uuid
 -- lookup's arrows walk backwards: `X#via@Y` with (X's namespace, via) among $5/$6 and Y a
 -- whole object the subject holds a relation on, the team $7 (a team key's own, or NULL), or an
 -- X found before; `step` is how many arrows led to it, at most $8.
+-- Every step reads relation_tuples by its subject index, one probe per userset found (and per
+-- arrow: the index's last two columns), never the table: the probes are LATERAL subqueries
+-- behind OFFSET 0, which the planner cannot flatten into a join it may then hash. As a join,
+-- at a million entries' parent tuples, the planner chose to hash the whole table twice for a
+-- caller of one team (bench/scale.py: 490 ms for every `GET /diaries` and team search).
 WITH RECURSIVE held (namespace, object_id, relation, hops) AS (
     SELECT t.namespace, t.object_id, t.relation, 0
     FROM relation_tuples t
@@ -88,9 +93,13 @@ WITH RECURSIVE held (namespace, object_id, relation, hops) AS (
   UNION
     SELECT t.namespace, t.object_id, t.relation, h.hops + 1
     FROM held h
-    JOIN relation_tuples t
-      ON t.subject_ns = h.namespace AND t.subject_id = h.object_id
-     AND t.subject_relation = h.relation
+    CROSS JOIN LATERAL (
+        SELECT t.namespace, t.object_id, t.relation
+        FROM relation_tuples t
+        WHERE t.subject_ns = h.namespace AND t.subject_id = h.object_id
+          AND t.subject_relation = h.relation
+        OFFSET 0
+    ) t
     WHERE h.hops < $4
 ), holding AS (
     SELECT namespace, object_id, relation, min(hops) AS hops
@@ -105,15 +114,25 @@ WITH RECURSIVE held (namespace, object_id, relation, hops) AS (
 ), related (namespace, object_id, relation, subject_ns, subject_id, step) AS (
     SELECT t.namespace, t.object_id, t.relation, t.subject_ns, t.subject_id, 1
     FROM starts s
-    JOIN relation_tuples t
-      ON t.subject_ns = s.namespace AND t.subject_id = s.object_id AND t.subject_relation = ''
-    JOIN arrows a ON a.namespace = t.namespace AND a.relation = t.relation
+    CROSS JOIN arrows a
+    CROSS JOIN LATERAL (
+        SELECT t.namespace, t.object_id, t.relation, t.subject_ns, t.subject_id
+        FROM relation_tuples t
+        WHERE t.subject_ns = s.namespace AND t.subject_id = s.object_id
+          AND t.subject_relation = '' AND t.namespace = a.namespace AND t.relation = a.relation
+        OFFSET 0
+    ) t
   UNION
     SELECT t.namespace, t.object_id, t.relation, t.subject_ns, t.subject_id, r.step + 1
     FROM related r
-    JOIN relation_tuples t
-      ON t.subject_ns = r.namespace AND t.subject_id = r.object_id AND t.subject_relation = ''
-    JOIN arrows a ON a.namespace = t.namespace AND a.relation = t.relation
+    CROSS JOIN arrows a
+    CROSS JOIN LATERAL (
+        SELECT t.namespace, t.object_id, t.relation, t.subject_ns, t.subject_id
+        FROM relation_tuples t
+        WHERE t.subject_ns = r.namespace AND t.subject_id = r.object_id
+          AND t.subject_relation = '' AND t.namespace = a.namespace AND t.relation = a.relation
+        OFFSET 0
+    ) t
     WHERE r.step < $8
 )
 SELECT 'held' AS kind, namespace, object_id, relation, hops, NULL AS subject_ns,
