@@ -1,7 +1,7 @@
 """A million entries (issue 32 §2): search, recall and entry creation as the memory grows.
 
     .venv/bin/python bench/scale.py [--quick] [--sizes 10000 100000 1000000] [--queries 200]
-                                    [--halfvec-at 100000] [--creates 30]
+                                    [--halfvec-at 100000] [--creates 30] [--hold FILE]
 
 Starts the embedded stack (bench/_stack.py; the rate limiter on, as shipped, its buckets raised
 far above this load so that every request runs it and none is refused), then grows one database
@@ -32,7 +32,9 @@ it with `maintenance_work_mem` raised and parallel workers; build times are reco
 
 Prints JSON and writes bench/results/scale.json (after every size, so a long run keeps what it
 measured): per size, then `growth` (1 000 000 over 10 000, as ratios) and `targets`.
-`--quick`: 10 000 and 100 000 entries.
+`--quick`: 10 000 and 100 000 entries. `--hold FILE`: after measuring, keep the stack up and
+write its DSN, API URL and the caller's token into FILE until FILE is deleted (to EXPLAIN or
+time statements on the grown database from outside).
 """
 
 from __future__ import annotations
