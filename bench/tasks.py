@@ -285,6 +285,20 @@ async def raw_updates(
     return {"c1": single, f"c{concurrency}": loaded}
 
 
+async def created_skeleton(temporal: Any, prefix: str) -> Any:
+    """A new `BenchLifecycleWorkflow`, started as a task is (Update-with-Start `created`, which
+    waits for its local no-op "insert"); its handle."""
+    operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+        LIFECYCLE_WORKFLOW,
+        id=f"{prefix}/{uuid.uuid4()}",
+        task_queue=UPDATES_TASK_QUEUE,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        search_attributes=_START_ATTRIBUTES,
+    )
+    await temporal.execute_update_with_start_workflow("created", start_workflow_operation=operation)
+    return await operation.workflow_handle()
+
+
 async def skeleton_lifecycle(
     temporal: Any, concurrency: int, duration: float, meter: CpuMeter, quiet_wait: float
 ) -> dict[str, Any]:
@@ -293,17 +307,7 @@ async def skeleton_lifecycle(
     design on this machine: what is left once Cairn's API, code and Postgres cost nothing."""
 
     async def one(i: int) -> bool:
-        operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            LIFECYCLE_WORKFLOW,
-            id=f"bench-lifecycle/{uuid.uuid4()}",
-            task_queue=UPDATES_TASK_QUEUE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            search_attributes=_START_ATTRIBUTES,
-        )
-        await temporal.execute_update_with_start_workflow(
-            "created", start_workflow_operation=operation
-        )
-        handle = await operation.workflow_handle()
+        handle = await created_skeleton(temporal, "bench-lifecycle")
         await handle.execute_update("claim", f"daemon-{i}")
         await handle.execute_update("heartbeat")
         await handle.execute_update("complete")
@@ -328,17 +332,7 @@ async def skeleton_claim(
     this plus the API's own (`http_whoami`). The runs are ended afterwards, untimed."""
     queued: list[Any] = []
     for _ in range(runs + 10):  # the warm-up's too
-        operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            LIFECYCLE_WORKFLOW,
-            id=f"bench-claim/{uuid.uuid4()}",
-            task_queue=UPDATES_TASK_QUEUE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            search_attributes=_START_ATTRIBUTES,
-        )
-        await temporal.execute_update_with_start_workflow(
-            "created", start_workflow_operation=operation
-        )
-        queued.append(await operation.workflow_handle())
+        queued.append(await created_skeleton(temporal, "bench-claim"))
     claimed: list[Any] = []
 
     async def claim_next() -> None:
