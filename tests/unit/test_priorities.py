@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from infra.devstack import FAIRNESS_TEMPORAL_FLAGS, TemporalDevServer
+from infra.devstack import DRAIN_TEMPORAL_FLAGS, FAIRNESS_TEMPORAL_FLAGS, TemporalDevServer
 from schemas.priorities import PRIORITY_KEYS, WorkKind, fairness_key
 from workflows.common import work_priority
 
@@ -16,6 +16,7 @@ TEMPORAL_VALUES = (
     Path(__file__).resolve().parents[2] / "infra" / "deploy" / "helm" / "temporal-values.yaml"
 )
 FAIRNESS_CONFIG = {"matching.useNewMatcher": True, "matching.enableFairness": True}
+DRAIN_CONFIG = {"frontend.enableCancelWorkerPollsOnShutdown": True}
 
 
 def dev_server_config(flags: list[str]) -> dict[str, object]:
@@ -53,7 +54,15 @@ def test_the_dev_server_can_run_without_fairness_for_the_before_figure() -> None
     assert not dev_server_config(server.command()).keys() & FAIRNESS_CONFIG.keys()
 
 
-def test_the_charts_temporal_runs_with_the_dev_servers_fairness() -> None:
+def test_the_dev_server_completes_a_stopping_workers_polls_with_or_without_fairness() -> None:
+    for fairness in (True, False):
+        server = TemporalDevServer(db_file=None, port=7233, ui_port=None, fairness=fairness)
+        assert dev_server_config(server.command()).items() >= DRAIN_CONFIG.items()
+    assert dev_server_config(list(DRAIN_TEMPORAL_FLAGS)) == DRAIN_CONFIG
+
+
+def test_the_charts_temporal_runs_with_the_dev_servers_fairness_and_drain() -> None:
     dynamic = yaml.safe_load(TEMPORAL_VALUES.read_text())["server"]["dynamicConfig"]
     chart = {name: [rule["value"] for rule in rules] for name, rules in dynamic.items()}
-    assert {name: [value] for name, value in FAIRNESS_CONFIG.items()}.items() <= chart.items()
+    expected = FAIRNESS_CONFIG | DRAIN_CONFIG
+    assert {name: [value] for name, value in expected.items()}.items() <= chart.items()
