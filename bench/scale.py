@@ -27,7 +27,7 @@ COPY with their real CID, tags and parent tuple (the generated `tsv` and the con
 trigger do the rest, as for an API write). Text and vectors come from bench/memory.py's corpus:
 generated sentences of ten topics embedded with the real model, each entry two sentences of
 one topic and the noisy mix of their vectors; each diary favours two topics. The big indexes
-(HNSW, the covering vector index, the two GIN) are dropped before each load and built after
+(HNSW, the covering vector index, the three GIN) are dropped before each load and built after
 it with `maintenance_work_mem` raised and parallel workers; build times are recorded.
 
 Prints JSON and writes bench/results/scale.json (after every size, so a long run keeps what it
@@ -81,6 +81,7 @@ BULK_INDEXES = (
     "diary_entries_embedding",
     "diary_entries_scope_vectors",
     "diary_entries_tsv",
+    "diary_entries_diary_tsv",
     "diary_entries_tags",
 )
 # The session of an index build: the HNSW graph in memory (else ~4x slower), both cores.

@@ -22,6 +22,10 @@ one snapshot and one round trip. What needs the fused relevance stays here, in
 query vector may still be computing when the search is called; it is awaited before the
 statement is sent.
 
+The full-text arm of a one-diary search reads the GIN index on (diary_id, tsv) (migration
+0032: the filter writes such a scope as `diary_id = x`, the form that index takes); a scope of
+several diaries reads the table-wide index on `tsv` and keeps its own diaries' matches.
+
 The vector arm's plan is chosen per scope (`search_vector_plan` in 0030), because pgvector 0.6
 applies `WHERE diary_id = ANY` *after* its HNSW scan, which yields at most `hnsw.ef_search`
 rows: a scope that is a small share of the table would get few or none of its true neighbours.

@@ -786,6 +786,38 @@ async def test_the_exact_statement_avoids_the_hnsw_index_and_the_other_uses_it(
     assert any("Index Scan using diary_entries_embedding" in scan for scan in hnsw_scans)
 
 
+async def full_text_plan(db_pool: Any, scope: SearchFilters) -> str:
+    """The full-text arm's plan for `scope` with the table-wide `tsv` index dropped (in a
+    transaction rolled back): on a table this small the planner may take either GIN index, on
+    a large one it takes the diary's (bench/scale.py); here it must say whether it can."""
+    args = search_repo._filter_args(scope)
+    async with db_pool.acquire() as conn:
+        transaction = conn.transaction()
+        await transaction.start()
+        try:
+            await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+            await conn.execute("SET LOCAL enable_seqscan = off")
+            await conn.execute("DROP INDEX diary_entries_tsv")
+            plan = await conn.fetch("EXPLAIN " + Q.search_fulltext, "leaked api key", *args, 20)
+        finally:
+            await transaction.rollback()
+    return "\n".join(row[0] for row in plan)
+
+
+async def test_one_diarys_full_text_arm_reads_its_postings_in_the_diary_and_words_index(
+    db_pool: Any, rows: Corpus
+) -> None:
+    """Migration 0032: a scope of one diary is written as `diary_id = x`, which the GIN index
+    on (diary_id, tsv) takes with the words, so the arm never decodes other diaries' postings;
+    a scope of several diaries stays one `= ANY` (one probe per diary costs more)."""
+    one = await full_text_plan(db_pool, SearchFilters(diary_ids=(rows.main,)))
+    assert f"Index Cond: ((diary_id = '{rows.main}'::uuid) AND (tsv @@" in one, one
+    assert "on diary_entries_diary_tsv" in one and "ANY" not in one, one
+    several = await full_text_plan(db_pool, SearchFilters(diary_ids=(rows.main, rows.other)))
+    assert "diary_id = ANY" in several, several
+    assert f"diary_id = '{rows.main}'" not in several, several
+
+
 # --- the route -----------------------------------------------------------------------------
 
 
