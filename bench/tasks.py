@@ -366,12 +366,20 @@ def stats(samples: list[float]) -> dict[str, Any]:
 
 
 async def sequence(
-    fn: Any, runs: int, meter: CpuMeter, quiet_wait: float, warmup: int = 10
+    fn: Any,
+    runs: int,
+    meter: CpuMeter,
+    quiet_wait: float,
+    warmup: int = 10,
+    statements: StatementMeter | None = None,
 ) -> dict[str, Any]:
-    """`runs` calls one after the other (concurrency 1), after a quiet check and a warm-up."""
+    """`runs` calls one after the other (concurrency 1), after a quiet check and a warm-up;
+    with `statements`, what Postgres spent per call too."""
     quiet = await wait_quiet(meter, quiet_wait)
     for _ in range(warmup):
         await fn()
+    if statements is not None:
+        await statements.reset()
     samples = []
     meter.start()
     for _ in range(runs):
@@ -379,12 +387,49 @@ async def sequence(
         await fn()
         samples.append((time.perf_counter() - began) * 1000)
     cpu = meter.stop(runs)
-    return {
+    found = {
         **stats(samples),
         "cpu": cpu,
         "quiet_check": quiet,
         "noisy": cpu["cores"]["others"] > QUIET_CORES,
     }
+    if statements is not None:
+        found["postgres"] = await statements.per_call(runs)
+    return found
+
+
+@dataclass
+class StatementMeter:
+    """What Postgres itself spent on a phase: the statements the stack sent and their execution
+    time, per call (pg_stat_statements, which the embedded server preloads). A claim's own
+    statements are part of its floor: the skeleton writes and reads nothing."""
+
+    dsn: str
+
+    async def _run(self, sql: str) -> Any:
+        import asyncpg
+
+        conn = await asyncpg.connect(self.dsn)
+        try:
+            return await conn.fetchrow(sql)
+        finally:
+            await conn.close()
+
+    async def reset(self) -> None:
+        await self._run("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        await self._run("SELECT pg_stat_statements_reset()")
+
+    async def per_call(self, calls: int) -> dict[str, Any]:
+        row = await self._run(
+            "SELECT coalesce(sum(calls), 0) AS statements,"
+            " coalesce(sum(total_exec_time), 0) AS exec_ms FROM pg_stat_statements"
+            " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND query NOT LIKE '%pg_stat_statements%'"
+        )
+        return {
+            "statements": round(float(row["statements"]) / calls, 2),
+            "exec_ms": round(float(row["exec_ms"]) / calls, 3),
+        }
 
 
 def log(message: str) -> None:
@@ -492,7 +537,9 @@ async def complete(caller: Caller, task_id: str, n: int = 1) -> None:
 # --- phases ------------------------------------------------------------------------------------
 
 
-async def single_client(c: Crew, runs: int, meter: CpuMeter, quiet_wait: float) -> dict[str, Any]:
+async def single_client(
+    c: Crew, runs: int, meter: CpuMeter, quiet_wait: float, statements: StatementMeter
+) -> dict[str, Any]:
     """claim, later heartbeat and complete, one request at a time (p50 at concurrency 1)."""
     daemon = c.daemons[0]
     log(f"creating {runs + 10} tasks for the claim phase")
@@ -503,7 +550,7 @@ async def single_client(c: Crew, runs: int, meter: CpuMeter, quiet_wait: float) 
         await claim(daemon, pending.pop())
 
     log("claim, c=1")
-    claimed = await sequence(claim_next, runs, meter, quiet_wait)
+    claimed = await sequence(claim_next, runs, meter, quiet_wait, statements=statements)
     log("heartbeat, c=1")
     running = queued[0]
     await heartbeat(daemon, running)
@@ -580,6 +627,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         assert updates_worker.process is not None
         pids["baseline_worker"] = updates_worker.process.pid
         meter = CpuMeter(pids)
+        statements = StatementMeter(str(stack.settings.database_url))
         temporal = await stack.temporal_client()
         connector = aiohttp.TCPConnector(limit=max(100, 4 * n), limit_per_host=0)
         timeout = aiohttp.ClientTimeout(total=120)
@@ -597,7 +645,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             owner = c.owner
             baselines["http_whoami"] = {
                 "c1": await sequence(
-                    lambda: owner.call("GET", "/agents/whoami"), args.runs, meter, args.wait_quiet
+                    lambda: owner.call("GET", "/agents/whoami"),
+                    args.runs,
+                    meter,
+                    args.wait_quiet,
+                    statements=statements,
                 )
             }
             log("skeleton claim, c=1 (a claim's Temporal shape without Cairn)")
@@ -606,7 +658,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             }
             result["baselines"] = baselines
 
-            result["c1"] = await single_client(c, args.runs, meter, args.wait_quiet)
+            result["c1"] = await single_client(c, args.runs, meter, args.wait_quiet, statements)
             rounds = await alternating(temporal, c, n, args, meter)
             baselines["skeleton_lifecycle"] = {f"c{n}": merged([r["skeleton"] for r in rounds])}
             result["lifecycle"] = merged([r["lifecycle"] for r in rounds])
@@ -762,6 +814,31 @@ def ratios(result: dict[str, Any], n: int) -> dict[str, Any]:
     }
 
 
+def claim_floor(result: dict[str, Any]) -> dict[str, Any]:
+    """A claim's floor in this design, from this run: the skeleton's claim (its Temporal shape),
+    whoami (the API's auth, one read, HTTP), and what Postgres executes for a claim beyond
+    whoami's statements (the task's read with its permission closure, the claim's write inside
+    the update, the views read back; summed, though the two read-backs run side by side)."""
+    raw = result["baselines"]
+    whoami = raw["http_whoami"]["c1"]
+    claim = result["c1"]["claim"]
+    own_postgres = claim["postgres"]["exec_ms"] - whoami["postgres"]["exec_ms"]
+    parts = {
+        "skeleton_claim_p50_ms": raw["skeleton_claim"]["c1"]["p50_ms"],
+        "whoami_p50_ms": whoami["p50_ms"],
+        "claim_postgres_exec_ms_beyond_whoami": round(own_postgres, 2),
+    }
+    floor = round(sum(parts.values()), 2)
+    return {
+        "value": floor,
+        "parts": parts,
+        "claim_p50_ms": claim["p50_ms"],
+        "claim_minus_floor_ms": round(claim["p50_ms"] - floor, 2),
+        "statements_per_claim": claim["postgres"]["statements"],
+        "statements_per_whoami": whoami["postgres"]["statements"],
+    }
+
+
 def targets(result: dict[str, Any], n: int) -> dict[str, Any]:
     c1 = result["c1"]
 
@@ -805,6 +882,7 @@ def targets(result: dict[str, Any], n: int) -> dict[str, Any]:
         ),
     }
     return {
+        "claim_p50_floor_ms": claim_floor(result),
         "normalised_to_reference_temporal": normalised,
         "claim_p50_ms": at_most(c1["claim"]["p50_ms"], TARGETS["claim_p50_ms"]),
         "heartbeat_p50_ms": at_most(c1["heartbeat"]["p50_ms"], TARGETS["heartbeat_p50_ms"]),
