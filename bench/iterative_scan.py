@@ -152,7 +152,7 @@ def iterative(order: str, ef_search: int | None) -> Callable[..., Awaitable[list
 
     async def arm(conn: Any, vector: NDArray[np.float32], filters: Any) -> list[uuid.UUID]:
         from infra.db import Q
-        from infra.repos.search import _filter_args
+        from infra.repos.search import filter_args
         from schemas import limits
 
         ef = ef_search
@@ -162,7 +162,7 @@ def iterative(order: str, ef_search: int | None) -> Callable[..., Awaitable[list
         await conn.execute("SELECT set_config('hnsw.iterative_scan', $1, true)", order)
         await conn.execute("SELECT set_config('hnsw.ef_search', $1::integer::text, true)", ef)
         rows = await conn.fetch(
-            Q.search_vector_hnsw, vector, *_filter_args(filters), 2 * filters.limit
+            Q.search_vector_hnsw, vector, *filter_args(filters), 2 * filters.limit
         )
         ordered = sorted(rows, key=lambda row: row["distance"])  # relaxed: nearly in order
         cut = limits.SEARCH_MAX_COSINE_DISTANCE
@@ -173,13 +173,13 @@ def iterative(order: str, ef_search: int | None) -> Callable[..., Awaitable[list
 
 async def exact(conn: Any, vector: NDArray[np.float32], filters: Any) -> list[uuid.UUID]:
     from infra.db import Q
-    from infra.repos.search import _filter_args
+    from infra.repos.search import filter_args
     from schemas import limits
 
     rows = await conn.fetch(
         Q.search_vector_exact,
         vector,
-        *_filter_args(filters),
+        *filter_args(filters),
         limits.SEARCH_MAX_COSINE_DISTANCE,
         2 * filters.limit,
     )

@@ -397,7 +397,7 @@ async def in_process(
     from bench.iterative_scan import shipped
     from infra.db import Q
     from infra.embeddings import OnnxEmbedder
-    from infra.repos.search import SearchRepo, _candidates, _filter_args
+    from infra.repos.search import SearchRepo, candidate_count, filter_args
     from schemas.embedding import SearchFilters
 
     embedder = OnnxEmbedder.load()
@@ -414,7 +414,7 @@ async def in_process(
             await shipped(conn, vector, filters)
 
     async def fulltext_arm(text: str, vector: Any, filters: SearchFilters) -> None:
-        args = (text, *_filter_args(filters), _candidates(filters))
+        args = (text, *filter_args(filters), candidate_count(filters))
         await pool.fetch(Q.search_fulltext, *args)
 
     async def hybrid(text: str, vector: Any, filters: SearchFilters) -> None:

@@ -415,8 +415,11 @@ class StatementMeter:
         finally:
             await conn.close()
 
-    async def reset(self) -> None:
+    async def install(self) -> None:
+        """Once a run, before the first metered phase."""
         await self._run("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+
+    async def reset(self) -> None:
         await self._run("SELECT pg_stat_statements_reset()")
 
     async def per_call(self, calls: int) -> dict[str, Any]:
@@ -628,6 +631,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         pids["baseline_worker"] = updates_worker.process.pid
         meter = CpuMeter(pids)
         statements = StatementMeter(str(stack.settings.database_url))
+        await statements.install()
         temporal = await stack.temporal_client()
         connector = aiohttp.TCPConnector(limit=max(100, 4 * n), limit_per_host=0)
         timeout = aiohttp.ClientTimeout(total=120)

@@ -195,10 +195,10 @@ def search_args(
     """The parameters of `search_diaries` (search.sql)."""
     return (
         query,
-        *_filter_args(filters),
+        *filter_args(filters),
         vector,
         filters.mode == "vector",
-        _candidates(filters),
+        candidate_count(filters),
         limits.SEARCH_MAX_COSINE_DISTANCE,
         limits.SEARCH_LINK_MAX_SHARED,
         *_plan_limits(iterative),
@@ -233,12 +233,14 @@ async def _resolve(query_vector: QueryVector) -> Vector | None:
     return query_vector
 
 
-def _candidates(filters: SearchFilters) -> int:
+def candidate_count(filters: SearchFilters) -> int:
+    """How many candidates each arm brings to the fusion (the parameter after the vector)."""
     return limits.SEARCH_CANDIDATE_FACTOR * filters.limit
 
 
-def _filter_args(filters: SearchFilters) -> tuple[Any, ...]:
-    """Parameters $2..$10 of every arm (see the header of search.sql)."""
+def filter_args(filters: SearchFilters) -> tuple[Any, ...]:
+    """Parameters $2..$10 of every arm (see the header of search.sql): the scope, as the
+    search statement and each arm alone (the benches and the plan tests) take it."""
     return (
         list(filters.diary_ids),
         list(filters.tags),

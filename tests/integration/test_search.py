@@ -720,9 +720,7 @@ async def test_a_short_hnsw_answer_falls_back_to_exact(
                 Q.search_diaries, *search_args("", query, scope, iterative=False)
             )
             await conn.execute("SELECT set_config('hnsw.ef_search', '10', true)")
-            raw = await conn.fetch(
-                Q.search_vector_hnsw, query, *search_repo._filter_args(scope), 20
-            )
+            raw = await conn.fetch(Q.search_vector_hnsw, query, *search_repo.filter_args(scope), 20)
     finally:
         await pool.close()
     outcome = outcome_of(found, scope)
@@ -766,7 +764,7 @@ async def test_the_exact_statement_avoids_the_hnsw_index_and_the_other_uses_it(
 ) -> None:
     query = embedder.embed_one("leaked api key")
     scope = SearchFilters(diary_ids=(rows.main,))
-    args = search_repo._filter_args(scope)
+    args = search_repo.filter_args(scope)
     async with db_pool.acquire() as conn, conn.transaction():
         await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
         # A tiny table: make the planner pick among indexes, as it does on a large one.
@@ -790,7 +788,7 @@ async def full_text_plan(db_pool: Any, scope: SearchFilters) -> str:
     """The full-text arm's plan for `scope` with the table-wide `tsv` index dropped (in a
     transaction rolled back): on a table this small the planner may take either GIN index, on
     a large one it takes the diary's (bench/scale.py); here it must say whether it can."""
-    args = search_repo._filter_args(scope)
+    args = search_repo.filter_args(scope)
     async with db_pool.acquire() as conn:
         transaction = conn.transaction()
         await transaction.start()
