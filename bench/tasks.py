@@ -15,20 +15,24 @@ baseline (`BenchUpdates` on task queue `bench-task-updates`, sandboxed like the 
 2. at concurrency 1, one request at a time: `POST /tasks/{id}/claim` (each on a fresh queued
    task), a later `POST …/heartbeat` (on one running attempt) and `POST …/complete` (each on a
    fresh started attempt), p50/p95;
-3. `--rounds` times, back to back: the skeleton lifecycle at concurrency N
+3. `--rounds` times, back to back: the skeleton's claim, then ours (`--runs` each, c=1):
+   the claim target reads the median of these rounds' p50s, and each round's distance from
+   the skeleton (c1's single claim phase and the skeleton's baseline ran minutes apart, and
+   this host's speed drifts by a fifth across minutes);
+4. `--rounds` times, back to back: the skeleton lifecycle at concurrency N
    (`BenchLifecycleWorkflow`: the Temporal shape of a task's life, Update-with-Start → claim →
    heartbeat → complete with a local no-op activity each, driven straight through the Temporal
    client; the design's floor without our code), then the full lifecycle with N concurrent
    daemons (executor agents of one team), each looping create (by the team's owner) → claim →
    heartbeat → 3 messages (three single-message appends) → complete: tasks/s, and the round's
    ratio of the two (the machine's load drifts less within a round than across the run);
-4. ratios against the baselines, and the issue's targets (claim ≤ 25 ms, heartbeat ≤ 15 ms,
+5. ratios against the baselines, and the issue's targets (claim ≤ 25 ms, heartbeat ≤ 15 ms,
    complete ≤ 40 ms at p50; lifecycles/s at N = 16 ≥ 0.8 of the skeleton's, the median of the
    rounds' ratios (issue 32 §5; 0.75 in issue 16, whose absolute 25/s is retired); a lifecycle
    ≤ ~6 raw Updates), and `cpu_floor`: each part's CPU per lifecycle next to the skeleton's, and
    the ratio that leaves when both saturate the cores.
 
-Writes JSON to bench/results/tasks.json. About 3 minutes with the defaults on 2 cores.
+Writes JSON to bench/results/tasks.json. About 7 minutes with the defaults on 2 cores.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -537,6 +542,21 @@ async def complete(caller: Caller, task_id: str, n: int = 1) -> None:
     await caller.call("POST", f"/tasks/{task_id}/attempts/{n}/complete", complete_body())
 
 
+def claims_in_turn(daemon: Caller, queued: list[str]) -> Callable[[], Awaitable[None]]:
+    """Each call claims the next of `queued` (the newest first)."""
+    pending = list(queued)
+
+    async def claim_next() -> None:
+        await claim(daemon, pending.pop())
+
+    return claim_next
+
+
+async def cancel(c: Crew, task_id: str) -> None:
+    body = {"reason": "benchmark phase over"}
+    await c.owner.call("POST", f"/tasks/{task_id}/cancel", body, **{"x-service-team-id": c.team_id})
+
+
 # --- phases ------------------------------------------------------------------------------------
 
 
@@ -547,13 +567,9 @@ async def single_client(
     daemon = c.daemons[0]
     log(f"creating {runs + 10} tasks for the claim phase")
     queued = [await create_task(c.owner, c) for _ in range(runs + 10)]
-    pending = list(queued)
-
-    async def claim_next() -> None:
-        await claim(daemon, pending.pop())
-
     log("claim, c=1")
-    claimed = await sequence(claim_next, runs, meter, quiet_wait, statements=statements)
+    claims = claims_in_turn(daemon, queued)
+    claimed = await sequence(claims, runs, meter, quiet_wait, statements=statements)
     log("heartbeat, c=1")
     running = queued[0]
     await heartbeat(daemon, running)
@@ -568,6 +584,37 @@ async def single_client(
 
     done = await sequence(complete_next, runs, meter, quiet_wait, warmup=9)
     return {"claim": claimed, "heartbeat": beats, "complete": done}
+
+
+async def claim_rounds(
+    temporal: Any, c: Crew, args: argparse.Namespace, meter: CpuMeter
+) -> list[dict[str, Any]]:
+    """The skeleton's claim and ours at concurrency 1, one after the other, `args.rounds` times:
+    on this shared host the machine's speed drifts by a fifth from minute to minute (the
+    skeleton's claim p50 ranged 16.4-19.6 ms over four runs), more than the gap under study, so
+    each round compares two phases measured seconds apart. The claimed tasks are cancelled
+    afterwards, untimed, so no dispatch deadline fires in a later phase."""
+    runs = args.runs
+    daemon = c.daemons[0]
+    rounds = []
+    for i in range(args.rounds):
+        log(f"claim round {i + 1}/{args.rounds}: the skeleton's, then ours, c=1")
+        skeleton = await skeleton_claim(temporal, runs, meter, args.wait_quiet)
+        queued = [await create_task(c.owner, c) for _ in range(runs + 10)]
+        ours = await sequence(claims_in_turn(daemon, queued), runs, meter, args.wait_quiet)
+        for task_id in queued:
+            await cancel(c, task_id)
+        rounds.append(
+            {
+                "skeleton_claim_p50_ms": skeleton["p50_ms"],
+                "claim_p50_ms": ours["p50_ms"],
+                "claim_over_skeleton_ms": round(ours["p50_ms"] - skeleton["p50_ms"], 2),
+                "cpu_ms_per_claim": ours["cpu"]["cpu_ms_per_op"],
+                "skeleton_cpu_ms_per_claim": skeleton["cpu"]["cpu_ms_per_op"],
+                "noisy": ours["noisy"] or skeleton["noisy"],
+            }
+        )
+    return rounds
 
 
 async def lifecycle(
@@ -663,6 +710,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             result["baselines"] = baselines
 
             result["c1"] = await single_client(c, args.runs, meter, args.wait_quiet, statements)
+            result["claim_rounds"] = await claim_rounds(temporal, c, args, meter)
             rounds = await alternating(temporal, c, n, args, meter)
             baselines["skeleton_lifecycle"] = {f"c{n}": merged([r["skeleton"] for r in rounds])}
             result["lifecycle"] = merged([r["lifecycle"] for r in rounds])
@@ -732,6 +780,11 @@ def merged(phases: list[dict[str, Any]]) -> dict[str, Any]:
         "noisy": any(p["noisy"] for p in phases),
         "phases": len(phases),
     }
+
+
+def _median_of(rounds: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in rounds if r.get(key) is not None]
+    return round(statistics.median(values), 2) if values else None
 
 
 def _rounded(value: float | None) -> float | None:
@@ -888,7 +941,12 @@ def targets(result: dict[str, Any], n: int) -> dict[str, Any]:
     return {
         "claim_p50_floor_ms": claim_floor(result),
         "normalised_to_reference_temporal": normalised,
-        "claim_p50_ms": at_most(c1["claim"]["p50_ms"], TARGETS["claim_p50_ms"]),
+        "claim_p50_ms": {
+            **at_most(_median_of(result["claim_rounds"], "claim_p50_ms"), TARGETS["claim_p50_ms"]),
+            "read_as": "the median of the claim rounds' p50s (c1's own phase beside it)",
+            "c1_phase_p50_ms": c1["claim"]["p50_ms"],
+            "over_skeleton_ms": _median_of(result["claim_rounds"], "claim_over_skeleton_ms"),
+        },
         "heartbeat_p50_ms": at_most(c1["heartbeat"]["p50_ms"], TARGETS["heartbeat_p50_ms"]),
         "complete_p50_ms": at_most(c1["complete"]["p50_ms"], TARGETS["complete_p50_ms"]),
         f"lifecycle_tasks_per_s_c{n}": {
