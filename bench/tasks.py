@@ -591,7 +591,7 @@ async def claim_rounds(
 ) -> list[dict[str, Any]]:
     """The skeleton's claim and ours at concurrency 1, one after the other, `args.rounds` times:
     on this shared host the machine's speed drifts by a fifth from minute to minute (the
-    skeleton's claim p50 ranged 16.4-19.6 ms over four runs), more than the gap under study, so
+    skeleton's claim p50 ranged 13.3-21.1 ms across runs), more than the gap under study, so
     each round compares two phases measured seconds apart. The claimed tasks are cancelled
     afterwards, untimed, so no dispatch deadline fires in a later phase."""
     runs = args.runs

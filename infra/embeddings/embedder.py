@@ -69,7 +69,10 @@ def create_session(model_bytes: bytes, weights_dir: Path, *, threads: int) -> or
     options.add_session_config_entry(_EXTERNAL_DATA_FOLDER, str(weights_dir))
     # Idle intra-op threads spin-wait for work by default. Next to an API and a worker on a
     # few cores that spinning is stolen CPU (a search query cost 35 ms of CPU with it, 13 ms
-    # without); the wake-up latency it saves is noise next to a 5-30 ms embedding.
+    # without); the wake-up latency it saves is noise next to a 5-30 ms embedding. Spinning
+    # during a run only (`session.force_spinning_stop`) was measured too (issue 32, entry
+    # creates back to back in two pairs of runs): one writer 61.4/62.9 ms against 63.8/63.9,
+    # 8 writers unchanged, 3-4 ms more worker CPU per entry, so it stays off.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
 
