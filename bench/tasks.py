@@ -9,16 +9,15 @@ baseline (`BenchUpdates` on task queue `bench-task-updates`, sandboxed like the 
 1. raw baselines, same run: `execute_update` on a running workflow whose handler does nothing,
    runs one local no-op activity, or runs one regular no-op activity: p50 at concurrency 1
    (one workflow) and updates/s at concurrency N (one workflow per client);
-   `GET /agents/whoami` at concurrency 1, the API's own floor (auth, one read, HTTP); and the
-   skeleton's `claim` at concurrency 1 (below), a claim's Temporal shape: with whoami, the
-   floor of `POST /tasks/{id}/claim`;
+   `GET /agents/whoami` at concurrency 1, the API's own floor (auth, one read, HTTP);
 2. at concurrency 1, one request at a time: `POST /tasks/{id}/claim` (each on a fresh queued
    task), a later `POST …/heartbeat` (on one running attempt) and `POST …/complete` (each on a
    fresh started attempt), p50/p95;
 3. `--rounds` times, back to back: the skeleton's claim, then ours (`--runs` each, c=1):
-   the claim target reads the median of these rounds' p50s, and each round's distance from
-   the skeleton (c1's single claim phase and the skeleton's baseline ran minutes apart, and
-   this host's speed drifts by a fifth across minutes);
+   the skeleton's `claim` is a claim's Temporal shape (below), with whoami the floor of
+   `POST /tasks/{id}/claim`; the claim target and the floor read the medians of these rounds
+   (this host's speed drifts by a fifth across minutes, so each round's two phases run seconds
+   apart);
 4. `--rounds` times, back to back: the skeleton lifecycle at concurrency N
    (`BenchLifecycleWorkflow`: the Temporal shape of a task's life, Update-with-Start → claim →
    heartbeat → complete with a local no-op activity each, driven straight through the Temporal
@@ -703,10 +702,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     statements=statements,
                 )
             }
-            log("skeleton claim, c=1 (a claim's Temporal shape without Cairn)")
-            baselines["skeleton_claim"] = {
-                "c1": await skeleton_claim(temporal, args.runs, meter, args.wait_quiet)
-            }
             result["baselines"] = baselines
 
             result["c1"] = await single_client(c, args.runs, meter, args.wait_quiet, statements)
@@ -782,9 +777,9 @@ def merged(phases: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _median_of(rounds: list[dict[str, Any]], key: str) -> float | None:
-    values = [r[key] for r in rounds if r.get(key) is not None]
-    return round(statistics.median(values), 2) if values else None
+def _median_of(rounds: list[dict[str, Any]], key: str) -> float:
+    """The median of one figure over rounds (a run has at least one: `--rounds` >= 1)."""
+    return round(float(statistics.median(r[key] for r in rounds)), 2)
 
 
 def _rounded(value: float | None) -> float | None:
@@ -846,10 +841,13 @@ def ratios(result: dict[str, Any], n: int) -> dict[str, Any]:
         "claim_p50_over_local_activity_update_p50": round(
             c1["claim"]["p50_ms"] / raw["update_local_activity"]["c1"]["p50_ms"], 2
         ),
-        # the claim's floor: the same Temporal shape, plus the API's own cost
+        # the claim's floor: the same Temporal shape, plus the API's own cost (the rounds')
         "claim_p50_over_skeleton_claim_plus_whoami_p50": round(
-            c1["claim"]["p50_ms"]
-            / (raw["skeleton_claim"]["c1"]["p50_ms"] + raw["http_whoami"]["c1"]["p50_ms"]),
+            _median_of(result["claim_rounds"], "claim_p50_ms")
+            / (
+                _median_of(result["claim_rounds"], "skeleton_claim_p50_ms")
+                + raw["http_whoami"]["c1"]["p50_ms"]
+            ),
             2,
         ),
         f"raw_updates_per_lifecycle_c{n}": (
@@ -872,25 +870,27 @@ def ratios(result: dict[str, Any], n: int) -> dict[str, Any]:
 
 
 def claim_floor(result: dict[str, Any]) -> dict[str, Any]:
-    """A claim's floor in this design, from this run: the skeleton's claim (its Temporal shape),
-    whoami (the API's auth, one read, HTTP), and what Postgres executes for a claim beyond
-    whoami's statements (the task's read with its permission closure, the claim's write inside
-    the update, the views read back; summed, though the two read-backs run side by side)."""
-    raw = result["baselines"]
-    whoami = raw["http_whoami"]["c1"]
+    """A claim's floor in this design, from this run: the skeleton's claim (its Temporal shape;
+    the rounds' median), whoami (the API's auth, one read, HTTP), and what Postgres executes for
+    a claim beyond whoami's statements (the task's read with its permission closure, the
+    claim's write inside the update, the views read back; summed, though the two read-backs run
+    side by side; metered on c1's claim phase)."""
+    whoami = result["baselines"]["http_whoami"]["c1"]
     claim = result["c1"]["claim"]
+    rounds = result["claim_rounds"]
     own_postgres = claim["postgres"]["exec_ms"] - whoami["postgres"]["exec_ms"]
     parts = {
-        "skeleton_claim_p50_ms": raw["skeleton_claim"]["c1"]["p50_ms"],
+        "skeleton_claim_p50_ms": _median_of(rounds, "skeleton_claim_p50_ms"),
         "whoami_p50_ms": whoami["p50_ms"],
         "claim_postgres_exec_ms_beyond_whoami": round(own_postgres, 2),
     }
     floor = round(sum(parts.values()), 2)
+    claim_p50 = _median_of(rounds, "claim_p50_ms")
     return {
         "value": floor,
         "parts": parts,
-        "claim_p50_ms": claim["p50_ms"],
-        "claim_minus_floor_ms": round(claim["p50_ms"] - floor, 2),
+        "claim_p50_ms": claim_p50,
+        "claim_minus_floor_ms": round(claim_p50 - floor, 2),
         "statements_per_claim": claim["postgres"]["statements"],
         "statements_per_whoami": whoami["postgres"]["statements"],
     }
